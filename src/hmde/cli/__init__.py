@@ -1,0 +1,1 @@
+"""The ``hmde`` command line: one module per command, registered in :mod:`.main`."""

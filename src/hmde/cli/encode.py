@@ -1,0 +1,93 @@
+"""``hmde encode``: document (or query) vectors for a file of texts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import save_npy_atomic, write_text_atomic
+from ..errors import HmdeError
+from ..io.documents import is_empty_text, read_documents
+from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "encode",
+        help="embed the documents (or queries) of a file",
+        description="Embed every document of INPUT and write OUT.npy (float32, one row per input "
+        "document, in input order) and OUT.ids.txt. Documents with no text get an all-zero row "
+        "(and a warning), so rows and ids always line up.",
+    )
+    add_model_argument(p)
+    p.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz (fields as named), .tsv (id<TAB>text), "
+                   ".txt (one document per line) or .parquet")
+    p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it")
+    p.add_argument("--queries", action="store_true",
+                   help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
+    p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
+    p.add_argument("--sentence-batch-size", type=int, default=64,
+                   help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--id-field", default="doc_id")
+    p.add_argument("--lang-field", default="lang", help="language field used for sentence splitting ('' for none)")
+    p.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on GPUs and on CPUs with AMX)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def ids_path_for(output: str | Path) -> Path:
+    output = Path(output)
+    stem = output.name[:-4] if output.name.endswith(".npy") else output.name
+    return output.with_name(stem + ".ids.txt")
+
+
+def write_vectors(output: str | Path, ids: list[str], vectors: np.ndarray) -> None:
+    """Write OUT.npy and OUT.ids.txt, each atomically."""
+    for i in ids:
+        if "\n" in i:
+            raise HmdeError(f"document id {i!r} contains a newline")
+    save_npy_atomic(output, np.ascontiguousarray(vectors, dtype=np.float32))
+    write_text_atomic(ids_path_for(output), "".join(f"{i}\n" for i in ids))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.batch_size < 1 or args.sentence_batch_size < 1:
+        raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
+    if not str(args.output).endswith(".npy"):
+        raise HmdeError(f"--output must end in .npy, got '{args.output}'")
+    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    device = pick_device(args.device)
+    kind, model = load_model(args.model, device)
+    texts = [r.text for r in records]
+    langs = [args.lang or r.lang for r in records]
+    empty = [r.doc_id for r in records if is_empty_text(r.text)]
+    if empty:
+        shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
+        warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
+    progress = not args.no_progress
+    amp = autocast_dtype(args.bf16)
+    if args.queries:
+        lower = model.lower if kind == "hmde" else model
+        flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
+        vectors = lower.encode(flat, batch_size=args.sentence_batch_size, show_progress_bar=progress,
+                               normalize_embeddings=args.normalize, autocast_dtype=amp)
+        vectors[[i for i, r in enumerate(records) if is_empty_text(r.text)]] = 0.0
+    else:
+        if kind != "hmde":
+            raise HmdeError(
+                f"'{args.model}' is a sentence encoder, not an hmde model. Use --queries to embed texts with "
+                "it, or create an hmde model on top of it first (HierarchicalEncoder.from_sentence_encoder "
+                "in Python, then `hmde train`)."
+            )
+        vectors = model.encode_documents(texts, langs=langs, batch_size=args.batch_size, show_progress_bar=progress,
+                                         normalize_embeddings=args.normalize,
+                                         sentence_batch_size=args.sentence_batch_size, autocast_dtype=amp)
+    write_vectors(args.output, [r.doc_id for r in records], vectors)
+    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} and ids to {ids_path_for(args.output)}")
+    return 0

@@ -1,0 +1,51 @@
+"""Entry point of the ``hmde`` command: argument parsing and error reporting.
+
+Every command module exposes ``register(subparsers)``; errors the user can fix are
+:class:`~hmde.errors.HmdeError` and end as one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import HmdeError
+
+COMMANDS = ["encode"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hmde", description="Multilingual long-document embeddings (HMDE, LAWDR, lightweight sentence encoders)."
+    )
+    parser.add_argument("--version", action="version", version=f"hmde {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import importlib
+
+    for name in COMMANDS:
+        importlib.import_module(f"{__package__}.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    from .common import quiet_libraries
+
+    quiet_libraries()
+    try:
+        return int(args.func(args) or 0)
+    except HmdeError as exc:
+        print(f"hmde: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hmde: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""HMDE: a sentence encoder below, a shallow document transformer above.
+
+Documents are split into sentences, every sentence of a batch of documents is
+embedded by the lower encoder in one deduplicated, length-sorted pass, the upper
+encoder contextualises each document's sentence vectors, and their mean is the
+document vector. Queries (the CLIR protocol) go through the lower encoder alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence, Union
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import __version__
+from .atomic import atomic_dir
+from .config import HierarchicalConfig
+from .document_encoder import DocumentEncoder
+from .errors import HmdeError, ModelLoadError
+from .registry import resolve_model_path
+from .segmentation import chunk_document, fit_to_budget, split_sentences
+from .sentence_encoder import SentenceEncoder
+
+Document = Union[str, Sequence[str]]
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+LOWER_DIR = "lower"
+MODEL_TYPE = "hmde"
+
+
+@dataclass
+class EncodedBatch:
+    """Document vectors plus what they were made from (used by search and LAWDR)."""
+
+    documents: torch.Tensor  # (B, H)
+    units: list[list[str]]  # the lower-encoder inputs of each document
+    sentences: list[torch.Tensor]  # (n_i, H) lower-encoder vectors of each document
+
+
+def _as_langs(langs, n: int) -> list[str | None]:
+    if langs is None or isinstance(langs, str):
+        return [langs] * n
+    langs = list(langs)
+    if len(langs) != n:
+        raise HmdeError(f"got {n} documents but {len(langs)} languages")
+    return langs
+
+
+class HierarchicalEncoder(nn.Module):
+    """The hierarchical multilingual document encoder (HMDE).
+
+    Example:
+        >>> model = HierarchicalEncoder.from_sentence_encoder("sentence-transformers/LaBSE")  # doctest: +SKIP
+        >>> vectors = model.encode_documents(["First sentence. Second one.", ["Already", "split"]])  # doctest: +SKIP
+    """
+
+    def __init__(self, lower: SentenceEncoder, config: HierarchicalConfig | None = None):
+        super().__init__()
+        self.config = config or HierarchicalConfig()
+        self.lower = lower
+        self.lower.max_tokens = self.config.max_sentence_tokens
+        self.upper = DocumentEncoder(self.config, lower.dim)
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_sentence_encoder(
+        cls,
+        name_or_path: str,
+        config: HierarchicalConfig | None = None,
+        pooling: str | None = None,
+        device: str | None = None,
+        **overrides,
+    ) -> "HierarchicalEncoder":
+        """A new HMDE on top of a sentence encoder; the upper encoder is untrained."""
+        config = (config or HierarchicalConfig()).replace(**overrides) if overrides else (config or HierarchicalConfig())
+        lower = SentenceEncoder.load(name_or_path, pooling=pooling, device=device, max_tokens=config.max_sentence_tokens)
+        model = cls(lower, config)
+        return model.to(lower.device)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | os.PathLike, device: str | None = None) -> "HierarchicalEncoder":
+        """Load a saved HMDE folder, a bundled model (``hmde-mini``) or a hub id."""
+        path = resolve_model_path(str(name_or_path))
+        meta = read_model_config(path)
+        config = HierarchicalConfig.from_dict(meta["config"])
+        lower = SentenceEncoder.load(str(path / meta.get("lower_encoder", LOWER_DIR)), device=device)
+        lower.model.float()
+        model = cls(lower, config)
+        state = load_file(str(path / WEIGHTS_NAME))
+        missing, unexpected = model.upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+        if missing or unexpected:
+            raise ModelLoadError(f"{path / WEIGHTS_NAME}: weights do not match (missing {missing}, unexpected {unexpected})")
+        model.source = str(path)
+        return model.to(lower.device).eval()
+
+    def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+        """Save as a folder: config.json, model.safetensors (upper) and lower/ (sentence-transformers).
+
+        The folder is written beside its destination and moved into place, so an
+        interrupted save never leaves a half-written model. ``dtype=torch.float16``
+        stores half-precision weights (loading converts back to float32).
+        """
+        with atomic_dir(path) as tmp:
+            lower_dir = tmp / LOWER_DIR
+            if dtype is not None:
+                original = {k: v.clone() for k, v in self.lower.model.state_dict().items()}
+                self.lower.model.to(dtype)
+                try:
+                    self.lower.save(lower_dir)
+                finally:
+                    self.lower.model.float()
+                    self.lower.model.load_state_dict(original)
+            else:
+                self.lower.save(lower_dir)
+            state = {k: v.detach().contiguous().cpu() for k, v in self.upper.state_dict().items()}
+            if dtype is not None:
+                state = {k: v.to(dtype) for k, v in state.items()}
+            save_file(state, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
+            meta = {
+                "model_type": MODEL_TYPE,
+                "hmde_version": __version__,
+                "hidden_size": self.lower.dim,
+                "lower_encoder": LOWER_DIR,
+                "config": self.config.to_dict(),
+            }
+            (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+    @property
+    def device(self) -> torch.device:
+        return self.lower.device
+
+    @property
+    def dim(self) -> int:
+        return self.lower.dim
+
+    # -- segmentation -----------------------------------------------------------------
+    def segment(self, document: Document, lang: str | None = None) -> list[str]:
+        """The lower-encoder inputs of one document, each within the token limit.
+
+        A string is split into sentences (or 128-token chunks); a list of strings is
+        taken as already split. Over-long sentences are split or truncated according to
+        ``config.long_sentences``. Empty pieces are dropped.
+        """
+        cfg, tok = self.config, self.lower.tokenizer
+        if isinstance(document, str):
+            if cfg.segmentation == "chunks":
+                return chunk_document(document, tok, cfg.max_sentence_tokens)
+            units = split_sentences(document, lang, cfg.default_language)
+        else:
+            units = [s.strip() for s in document if isinstance(s, str) and s.strip()]
+            if len(units) != len([s for s in document if s is not None]) and any(not isinstance(s, str) for s in document):
+                raise HmdeError("a pre-split document must be a list of strings")
+        return fit_to_budget(units, tok, cfg.max_sentence_tokens, cfg.long_sentences)
+
+    def windows(self, n_units: int) -> list[tuple[int, int]]:
+        """Sentence ranges the upper encoder sees for a document of ``n_units`` units."""
+        m = self.config.max_sentences
+        if n_units == 0:
+            return []
+        if n_units <= m or self.config.long_documents == "truncate":
+            return [(0, min(n_units, m))]
+        return [(s, min(s + m, n_units)) for s in range(0, n_units, m)]
+
+    # -- the differentiable path --------------------------------------------------------
+    def encode_units(
+        self,
+        units: Sequence[Sequence[str]],
+        sentence_batch_size: int = 64,
+        autocast_dtype: torch.dtype | None = None,
+        show_progress_bar: bool = False,
+    ) -> EncodedBatch:
+        """Document vectors for already segmented documents (gradients flow)."""
+        flat = [u for doc in units for u in doc]
+        vectors = self.lower.embed(
+            flat, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
+        )
+        per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
+        return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
+
+    def contextualize(self, per_doc: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Run the upper encoder over each document's sentence vectors -> (B, H)."""
+        hidden = self.dim
+        rows, owners, weights = [], [], []
+        for d, sents in enumerate(per_doc):
+            for start, end in self.windows(len(sents)):
+                rows.append(sents[start:end])
+                owners.append(d)
+                weights.append(float(end - start))
+        out = torch.zeros(len(per_doc), hidden, device=self.device)
+        if not rows:
+            return out
+        length = max(r.shape[0] for r in rows)
+        padded = torch.zeros(len(rows), length, hidden, device=self.device, dtype=rows[0].dtype)
+        mask = torch.zeros(len(rows), length, dtype=torch.bool, device=self.device)
+        for i, r in enumerate(rows):
+            padded[i, : r.shape[0]] = r
+            mask[i, : r.shape[0]] = True
+        window_vectors = self.upper(padded, mask).float()
+        w = torch.tensor(weights, device=self.device).unsqueeze(-1)
+        index = torch.tensor(owners, device=self.device)
+        summed = out.index_add(0, index, window_vectors * w)
+        total = torch.zeros(len(per_doc), 1, device=self.device).index_add(0, index, w)
+        return summed / total.clamp_min(1.0)
+
+    def forward(self, units: Sequence[Sequence[str]], **kwargs) -> torch.Tensor:
+        return self.encode_units(units, **kwargs).documents
+
+    # -- inference ----------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode_documents(
+        self,
+        docs: Sequence[Document],
+        langs: str | Sequence[str | None] | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        normalize_embeddings: bool = False,
+        sentence_batch_size: int = 64,
+        autocast_dtype: torch.dtype | None = None,
+        return_sentences: bool = False,
+    ):
+        """Document vectors as a float32 array of shape (len(docs), dim), in input order.
+
+        ``batch_size`` documents are segmented and all their sentences embedded together.
+        A document with no text gets an all-zero vector. With ``return_sentences`` the
+        units and lower-encoder vectors of each document are returned as well.
+        """
+        if isinstance(docs, str):
+            raise HmdeError("encode_documents takes a list of documents, not one string")
+        langs_ = _as_langs(langs, len(docs))
+        was_training = self.training
+        self.eval()
+        vectors, all_units, all_sents = [], [], []
+        try:
+            steps = range(0, len(docs), max(1, batch_size))
+            for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
+                chunk = docs[start : start + batch_size]
+                units = [self.segment(d, l) for d, l in zip(chunk, langs_[start : start + batch_size])]
+                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype)
+                vectors.append(enc.documents.float().cpu())
+                if return_sentences:
+                    all_units.extend(enc.units)
+                    all_sents.extend(s.float().cpu().numpy() for s in enc.sentences)
+        finally:
+            self.train(was_training)
+        out = torch.cat(vectors) if vectors else torch.zeros(0, self.dim)
+        if normalize_embeddings:
+            out = torch.nn.functional.normalize(out, dim=-1)
+        array = out.numpy().astype(np.float32)
+        if return_sentences:
+            return array, all_units, all_sents
+        return array
+
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        show_progress_bar: bool = False,
+        normalize_embeddings: bool = False,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> np.ndarray:
+        """Query vectors from the lower encoder alone (the paper's CLIR protocol).
+
+        Queries are truncated to ``config.max_sentence_tokens`` tokens.
+        """
+        if isinstance(texts, str):
+            raise HmdeError("encode_queries takes a list of texts, not one string")
+        return self.lower.encode(
+            texts,
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            normalize_embeddings=normalize_embeddings,
+            autocast_dtype=autocast_dtype,
+        )
+
+
+def read_model_config(path: Path) -> dict:
+    """Read and check an HMDE folder's config.json."""
+    config_path = Path(path) / CONFIG_NAME
+    if not config_path.exists():
+        raise ModelLoadError(f"'{path}' has no {CONFIG_NAME}: it is not a saved hmde model")
+    try:
+        meta = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"{config_path}: invalid JSON ({exc.msg}, line {exc.lineno})") from exc
+    if meta.get("model_type") != MODEL_TYPE:
+        raise ModelLoadError(
+            f"'{path}' is not an hmde model (config.json model_type={meta.get('model_type')!r}); "
+            "for a sentence encoder use HierarchicalEncoder.from_sentence_encoder or `--queries`"
+        )
+    return meta
+
+
+def is_hmde_folder(path: str | os.PathLike) -> bool:
+    config_path = Path(path) / CONFIG_NAME
+    if not config_path.exists():
+        return False
+    try:
+        return json.loads(config_path.read_text(encoding="utf-8")).get("model_type") == MODEL_TYPE
+    except (OSError, json.JSONDecodeError):
+        return False

@@ -1,0 +1,161 @@
+"""Read document collections from JSONL(.gz), TSV, TXT or Parquet files.
+
+Every problem is reported as an :class:`~hmde.errors.InputError` naming the file,
+the line and the field, so a user can fix the input without reading a traceback.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence, Union
+
+from ..errors import InputError
+
+Text = Union[str, list]
+
+
+@dataclass
+class DocumentRecord:
+    """One document: its id, its text (a string, or a list of pre-split sentences) and language."""
+
+    doc_id: str
+    text: Text
+    lang: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def open_text(path: str | Path):
+    """Open a text file, transparently un-gzipping ``.gz`` files."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=str(path))
+    if path.is_dir():
+        raise InputError("is a folder, expected a file", path=str(path))
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def input_format(path: str | Path) -> str:
+    name = Path(path).name.lower()
+    for suffix, fmt in ((".jsonl.gz", "jsonl"), (".jsonl", "jsonl"), (".json.gz", "jsonl"), (".tsv.gz", "tsv"),
+                        (".tsv", "tsv"), (".txt.gz", "txt"), (".txt", "txt"), (".parquet", "parquet")):
+        if name.endswith(suffix):
+            return fmt
+    raise InputError("unknown input format; expected .jsonl, .jsonl.gz, .tsv, .txt or .parquet", path=str(path))
+
+
+def _check_text(value, path, line, name) -> Text:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return value
+    raise InputError(f"must be a string or a list of strings, got {type(value).__name__}", str(path), line, name)
+
+
+def _read_jsonl(path, text_field, id_field, lang_field, keep_fields) -> Iterator[DocumentRecord]:
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), line_no) from None
+            if not isinstance(obj, dict):
+                raise InputError("each line must be a JSON object", str(path), line_no)
+            if text_field not in obj:
+                raise InputError("missing field (use --text-field to name another)", str(path), line_no, text_field)
+            if id_field not in obj:
+                raise InputError("missing field (use --id-field to name another)", str(path), line_no, id_field)
+            lang = obj.get(lang_field) if lang_field else None
+            if lang is not None and not isinstance(lang, str):
+                raise InputError("must be a string", str(path), line_no, lang_field)
+            extra = {k: obj[k] for k in keep_fields if k in obj}
+            yield DocumentRecord(str(obj[id_field]), _check_text(obj[text_field], path, line_no, text_field), lang, extra)
+
+
+def _read_tsv(path) -> Iterator[DocumentRecord]:
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            if "\t" not in line:
+                raise InputError("expected 'id<TAB>text', found no tab", str(path), line_no)
+            doc_id, text = line.split("\t", 1)
+            if not doc_id.strip():
+                raise InputError("empty id", str(path), line_no, "id")
+            yield DocumentRecord(doc_id, text)
+
+
+def _read_txt(path) -> Iterator[DocumentRecord]:
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            yield DocumentRecord(str(line_no), line.rstrip("\n"))
+
+
+def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterator[DocumentRecord]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(str(path))
+    except Exception as exc:
+        raise InputError(f"cannot read Parquet ({exc})", str(path)) from None
+    names = pf.schema_arrow.names
+    for needed in (text_field, id_field):
+        if needed not in names:
+            raise InputError(f"missing column (columns: {names})", str(path), None, needed)
+    columns = [c for c in {text_field, id_field, lang_field, *keep_fields} if c and c in names]
+    row = 0
+    for batch in pf.iter_batches(columns=columns):
+        for rec in batch.to_pylist():
+            row += 1
+            yield DocumentRecord(
+                str(rec[id_field]),
+                _check_text(rec[text_field], path, row, text_field),
+                rec.get(lang_field) if lang_field else None,
+                {k: rec[k] for k in keep_fields if k in rec},
+            )
+
+
+def read_documents(
+    path: str | Path,
+    text_field: str = "text",
+    id_field: str = "doc_id",
+    lang_field: str | None = "lang",
+    keep_fields: Sequence[str] = (),
+    allow_empty_file: bool = False,
+) -> Iterator[DocumentRecord]:
+    """Yield the documents of one file, in file order.
+
+    Formats: ``.jsonl``/``.jsonl.gz`` (fields as named; the text may be a list of
+    sentences), ``.tsv`` (id, text), ``.txt`` (one document per line, ids are line
+    numbers), ``.parquet`` (columns as named). An empty file is an error unless
+    ``allow_empty_file``.
+    """
+    fmt = input_format(path)
+    if fmt == "jsonl":
+        it = _read_jsonl(path, text_field, id_field, lang_field, keep_fields)
+    elif fmt == "tsv":
+        it = _read_tsv(path)
+    elif fmt == "txt":
+        it = _read_txt(path)
+    else:
+        it = _read_parquet(path, text_field, id_field, lang_field, keep_fields)
+    empty = True
+    for record in it:
+        empty = False
+        yield record
+    if empty and not allow_empty_file:
+        raise InputError("the file holds no documents", str(path))
+
+
+def is_empty_text(text: Text) -> bool:
+    if isinstance(text, str):
+        return not text.strip()
+    return not any(s.strip() for s in text)

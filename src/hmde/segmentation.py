@@ -1,0 +1,109 @@
+"""Split documents into the units the lower encoder embeds.
+
+Sentence splitting uses `sentencex`, a maintained rule-based splitter with
+per-language abbreviation lists and CJK, Thai, Arabic and Latin punctuation. Token
+budgets (long sentences, 128-token chunks, sliding windows) are handled here too, on
+the lower encoder's own tokenizer, so that every unit fits the sentence encoder.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sentencex import segment as _sentencex_segment
+
+# sentencex knows languages by ISO 639-1 code (with fallbacks); our data uses 639-3.
+ISO3_TO_ISO1 = {
+    "afr": "af", "amh": "am", "ara": "ar", "arb": "ar", "aze": "az", "bel": "be", "ben": "bn",
+    "bos": "bs", "bre": "br", "bul": "bg", "cat": "ca", "ces": "cs", "cym": "cy", "dan": "da",
+    "deu": "de", "ell": "el", "eng": "en", "epo": "eo", "est": "et", "eus": "eu", "fas": "fa",
+    "pes": "fa", "fin": "fi", "fra": "fr", "gla": "gd", "gle": "ga", "glg": "gl", "glv": "gv",
+    "guj": "gu", "hau": "ha", "heb": "he", "hin": "hi", "hrv": "hr", "hun": "hu", "hye": "hy",
+    "ibo": "ig", "ind": "id", "isl": "is", "ita": "it", "jpn": "ja", "kab": "kab", "kat": "ka",
+    "kaz": "kk", "khm": "km", "kor": "ko", "lat": "la", "lav": "lv", "lit": "lt", "mal": "ml",
+    "mar": "mr", "mkd": "mk", "mon": "mn", "msa": "ms", "zsm": "ms", "mya": "my", "nld": "nl",
+    "nob": "nb", "nor": "no", "orm": "om", "pol": "pl", "por": "pt", "pus": "ps", "ron": "ro",
+    "rus": "ru", "sin": "si", "slk": "sk", "slv": "sl", "sna": "sn", "som": "so", "spa": "es",
+    "sqi": "sq", "srp": "sr", "swa": "sw", "swh": "sw", "swe": "sv", "tam": "ta", "tel": "te",
+    "tha": "th", "tir": "ti", "tur": "tr", "ukr": "uk", "urd": "ur", "uzb": "uz", "vie": "vi",
+    "wol": "wo", "xho": "xh", "yor": "yo", "yue": "zh", "zho": "zh", "cmn": "zh", "zul": "zu",
+    "ewe": "ee", "lin": "ln", "lug": "lg", "que": "qu", "tat": "tt", "uig": "ug", "kur": "ku",
+}
+
+
+def splitter_language(lang: str | None, default: str = "en") -> str:
+    """Map a language code (639-1, 639-3, or a BCP-47 tag) to sentencex's code."""
+    if not lang:
+        return default
+    code = lang.strip().lower().replace("_", "-").split("-")[0]
+    return ISO3_TO_ISO1.get(code, code)
+
+
+def split_sentences(text: str, lang: str | None = None, default_language: str = "en") -> list[str]:
+    """Split ``text`` into sentences; whitespace-only pieces are dropped."""
+    if not text or not text.strip():
+        return []
+    pieces = _sentencex_segment(splitter_language(lang, default_language), text)
+    return [p.strip() for p in pieces if p and p.strip()]
+
+
+def token_windows(
+    text: str,
+    tokenizer,
+    window_tokens: int,
+    stride_tokens: int | None = None,
+    max_windows: int | None = None,
+) -> list[str]:
+    """Cut ``text`` into pieces of at most ``window_tokens`` content tokens.
+
+    The cut is made on the tokenizer's character offsets, so every piece is a
+    substring of the original text. ``stride_tokens`` < ``window_tokens`` makes the
+    windows overlap (the "Seg" baseline: stride 2/3 of the window). Pieces are
+    returned as text so they go through the same tokenization as every sentence.
+    """
+    stride = stride_tokens or window_tokens
+    if stride <= 0 or window_tokens <= 0:
+        raise ValueError("window and stride must be positive")
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+    offsets = [o for o in enc["offset_mapping"] if o[1] > o[0]]
+    n = len(offsets)
+    if n == 0:
+        return [text.strip()] if text.strip() else []
+    pieces: list[str] = []
+    start = 0
+    while start < n:
+        end = min(start + window_tokens, n)
+        piece = text[offsets[start][0] : offsets[end - 1][1]].strip()
+        if piece:
+            pieces.append(piece)
+        if end == n or (max_windows is not None and len(pieces) >= max_windows):
+            break
+        start += stride
+    return pieces
+
+
+def fit_to_budget(
+    sentences: Sequence[str], tokenizer, max_tokens: int, mode: str = "split"
+) -> list[str]:
+    """Make every sentence fit ``max_tokens`` (special tokens included).
+
+    ``split`` cuts over-long sentences into consecutive pieces (nothing is lost);
+    ``truncate`` leaves them as they are, for the encoder's own truncation.
+    """
+    if mode == "truncate" or not sentences:
+        return list(sentences)
+    budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
+    lengths = tokenizer(list(sentences), add_special_tokens=False, truncation=False)["input_ids"]
+    out: list[str] = []
+    for sentence, ids in zip(sentences, lengths):
+        if len(ids) <= budget:
+            out.append(sentence)
+        else:
+            out.extend(token_windows(sentence, tokenizer, budget))
+    return out
+
+
+def chunk_document(text: str, tokenizer, max_tokens: int) -> list[str]:
+    """The paper's ablation: consecutive chunks of ``max_tokens`` tokens (special incl.)."""
+    budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
+    return token_windows(text, tokenizer, budget)

@@ -1,0 +1,197 @@
+"""The lower encoder: any sentence encoder, kept in sentence-transformers form.
+
+A :class:`SentenceEncoder` holds a ``SentenceTransformer`` so that a folder's own
+pooling and heads are applied exactly as sentence-transformers applies them (for
+LaBSE: CLS -> Dense(768, tanh) -> Normalize, the paper's "transformed BOS
+representation"). A plain Hugging Face encoder gets a pooling layer (``mean`` unless
+told otherwise). Embedding is done here on token ids, so that all sentences of many
+documents can be deduplicated, sorted by length and packed into batches by a token
+budget, with or without gradients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .errors import ModelLoadError, unreachable_model_message
+
+logger = logging.getLogger(__name__)
+
+POOLING_MODES = ("mean", "cls", "max", "lasttoken")
+
+
+def _st_modules():
+    """sentence-transformers' module classes (their import path moved in v6)."""
+    try:
+        from sentence_transformers.sentence_transformer import modules as m  # v6+
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers import models as m
+    return m
+
+
+def load_sentence_transformer(name_or_path: str, pooling: str | None = None, device: str | None = None):
+    """Load a sentence encoder from a hub id or a local folder.
+
+    A folder with ``modules.json`` is loaded with all its modules. A plain Hugging Face
+    model (``config.json`` only) gets a pooling layer: ``pooling`` or ``mean``.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    path = Path(name_or_path)
+    is_local = path.is_dir()
+    if not is_local and (path.exists() or str(name_or_path).startswith((".", "/", "~"))):
+        raise ModelLoadError(f"model folder '{name_or_path}' does not exist or is not a folder")
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise ModelLoadError(f"unknown pooling '{pooling}'; choose one of {POOLING_MODES}")
+    try:
+        if is_local and not (path / "modules.json").exists():
+            if not (path / "config.json").exists():
+                raise ModelLoadError(
+                    f"'{name_or_path}' is neither a sentence-transformers folder (modules.json) "
+                    "nor a Hugging Face model folder (config.json)"
+                )
+            m = _st_modules()
+            transformer = m.Transformer(str(path))
+            pool = m.Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
+            return SentenceTransformer(modules=[transformer, pool], device=device)
+        model = SentenceTransformer(str(name_or_path), device=device)
+    except ModelLoadError:
+        raise
+    except (OSError, ValueError, EnvironmentError) as exc:
+        if is_local:
+            raise ModelLoadError(f"cannot load the sentence encoder in '{name_or_path}': {exc}") from exc
+        raise ModelLoadError(unreachable_model_message(str(name_or_path))) from exc
+    if pooling is not None:
+        logger.warning("pooling=%r ignored: '%s' defines its own pooling in modules.json", pooling, name_or_path)
+    return model
+
+
+class SentenceEncoder(nn.Module):
+    """Embeds sentences with a sentence-transformers model, fast and differentiably.
+
+    Args:
+        model: a loaded ``SentenceTransformer``.
+        max_tokens: token limit per input, special tokens included (paper: 128).
+    """
+
+    def __init__(self, model, max_tokens: int = 128):
+        super().__init__()
+        self.model = model
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def load(cls, name_or_path: str, pooling: str | None = None, device: str | None = None, max_tokens: int = 128):
+        return cls(load_sentence_transformer(name_or_path, pooling=pooling, device=device), max_tokens=max_tokens)
+
+    @property
+    def tokenizer(self):
+        return self.model.tokenizer
+
+    @property
+    def dim(self) -> int:
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get())
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def save(self, path: str | os.PathLike) -> None:
+        self.model.save(str(path))
+
+    # -- tokenization -----------------------------------------------------------------
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids with special tokens, truncated to ``max_tokens``."""
+        if not texts:
+            return []
+        enc = self.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self.max_tokens)
+        return [list(ids) for ids in enc["input_ids"]]
+
+    def _features(self, batch: list[list[int]]) -> dict[str, torch.Tensor]:
+        padded = self.tokenizer.pad({"input_ids": batch}, padding=True, return_tensors="pt")
+        features = {k: v.to(self.device) for k, v in padded.items()}
+        if "token_type_ids" in getattr(self.tokenizer, "model_input_names", []) and "token_type_ids" not in features:
+            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
+        return features
+
+    # -- embedding --------------------------------------------------------------------
+    def embed_ids(
+        self,
+        ids: Sequence[Sequence[int]],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        """Embed tokenized inputs; returns a (len(ids), dim) float32 tensor in input order.
+
+        Identical inputs are embedded once. Inputs are sorted by length and grouped by
+        a token budget of ``batch_size * max_tokens`` padded tokens, so batches of short
+        sentences hold more sentences and padding stays minimal. Gradients flow unless
+        the caller runs under ``torch.inference_mode``.
+        """
+        if len(ids) == 0:
+            return torch.zeros(0, self.dim, device=self.device)
+        unique: dict[tuple[int, ...], int] = {}
+        inverse = [unique.setdefault(tuple(x), len(unique)) for x in ids]
+        keys = list(unique)
+        order = sorted(range(len(keys)), key=lambda i: -len(keys[i]))
+        budget = max(1, batch_size) * self.max_tokens
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            longest = len(keys[current[0]]) if current else len(keys[i])
+            if current and (len(current) + 1) * longest > budget:
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        outputs: list[torch.Tensor] = []
+        autocast = (
+            torch.autocast(self.device.type, dtype=autocast_dtype)
+            if autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            for batch in tqdm(batches, desc="sentences", unit="batch", disable=not show_progress_bar):
+                out = self.model(self._features([list(keys[i]) for i in batch]))["sentence_embedding"]
+                outputs.append(out.float())
+        embedded = torch.cat(outputs)
+        position = torch.empty(len(keys), dtype=torch.long)
+        position[torch.tensor([i for b in batches for i in b])] = torch.arange(len(keys))
+        unique_in_order = embedded[position.to(embedded.device)]
+        return unique_in_order[torch.tensor(inverse, device=embedded.device)]
+
+    def embed(self, texts: Sequence[str], **kwargs) -> torch.Tensor:
+        return self.embed_ids(self.token_ids(texts), **kwargs)
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: Iterable[str],
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        normalize_embeddings: bool = False,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> np.ndarray:
+        """Embed texts (truncated to ``max_tokens``) and return a float32 numpy array."""
+        was_training = self.training
+        self.eval()
+        try:
+            vectors = self.embed(
+                list(texts), batch_size=batch_size, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype
+            )
+        finally:
+            self.train(was_training)
+        if normalize_embeddings:
+            vectors = torch.nn.functional.normalize(vectors, dim=-1)
+        return vectors.cpu().numpy().astype(np.float32)

@@ -1,0 +1,71 @@
+"""Shared fixtures: tiny models built on the fly in the hub's on-disk formats."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+CORPUS = [
+    "The cat sat on the mat. It was a sunny day in the old town.",
+    "Dr. Smith visited the hospital at 5 p.m. and met the nurses.",
+    "Die Katze saß auf der Matte. Es war ein sonniger Tag.",
+    "Le chat était assis sur le tapis. C'était une journée ensoleillée.",
+    "El gato se sentó en la alfombra. Era un día soleado.",
+    "猫はマットの上に座った。晴れた日だった。",
+    "猫坐在垫子上。那是一个晴朗的日子。",
+    "القطة جلست على السجادة. كان يوما مشمسا.",
+    "Кошка сидела на коврике. Был солнечный день.",
+    "Economic growth slowed in the third quarter as exports fell sharply.",
+    "The football team won the championship after a dramatic final match.",
+    "Researchers discovered a new species of frog in the rainforest.",
+] * 20
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shared_data: needs ../shared/data beside the checkout")
+
+
+@pytest.fixture(scope="session")
+def corpus() -> list[str]:
+    return list(CORPUS)
+
+
+@pytest.fixture(scope="session")
+def labse_dir(tmp_path_factory) -> Path:
+    """A LaBSE-shaped sentence-transformers folder: BERT -> CLS -> Dense(tanh) -> Normalize."""
+    from hmde.random_models import build_random_sentence_encoder
+
+    return build_random_sentence_encoder(tmp_path_factory.mktemp("labse") / "model", CORPUS, vocab_size=400, style="labse")
+
+
+@pytest.fixture(scope="session")
+def hf_dir(tmp_path_factory) -> Path:
+    """A plain Hugging Face BERT folder (no sentence-transformers modules)."""
+    from hmde.random_models import build_random_sentence_encoder
+
+    return build_random_sentence_encoder(tmp_path_factory.mktemp("hf") / "model", CORPUS, vocab_size=400, style="hf")
+
+
+@pytest.fixture(scope="session")
+def hmde_dir(tmp_path_factory, labse_dir) -> Path:
+    """A saved (untrained) HMDE on the tiny LaBSE."""
+    from hmde import HierarchicalEncoder
+
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu")
+    path = tmp_path_factory.mktemp("hmde") / "model"
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture()
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"needs the shared data folder {SHARED_DATA} (absent in a user's checkout)")
+    return SHARED_DATA

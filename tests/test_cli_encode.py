@@ -1,0 +1,115 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from hmde import HierarchicalEncoder
+from hmde.cli.main import main
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+ROWS = [
+    {"doc_id": "a", "text": "The cat sat on the mat. It was sunny.", "lang": "eng"},
+    {"doc_id": "b", "text": "Die Katze saß auf der Matte.", "lang": "deu"},
+    {"doc_id": "c", "text": ["Pre-split one.", "Pre-split two."], "lang": "eng"},
+]
+
+
+def test_encode_jsonl_matches_the_library(hmde_dir, tmp_path, capsys):
+    src = write_jsonl(tmp_path / "docs.jsonl", ROWS)
+    out = tmp_path / "out.npy"
+    assert main(["encode", str(hmde_dir), str(src), "--output", str(out), "--no-progress"]) == 0
+    vectors = np.load(out)
+    assert (tmp_path / "out.ids.txt").read_text().split() == ["a", "b", "c"]
+    expected = HierarchicalEncoder.from_pretrained(hmde_dir).encode_documents(
+        [r["text"] for r in ROWS], langs=[r["lang"] for r in ROWS]
+    )
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary files left behind
+
+
+def test_encode_gz_tsv_and_txt(hmde_dir, tmp_path):
+    gz = tmp_path / "docs.jsonl.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "x", "body": "Hello there."}) + "\n")
+    assert main(["encode", str(hmde_dir), str(gz), "-o", str(tmp_path / "g.npy"), "--id-field", "id",
+                 "--text-field", "body", "--no-progress"]) == 0
+    (tmp_path / "d.tsv").write_text("d1\tFirst document.\nd2\tSecond one.\n")
+    assert main(["encode", str(hmde_dir), str(tmp_path / "d.tsv"), "-o", str(tmp_path / "t.npy"), "--no-progress"]) == 0
+    assert np.load(tmp_path / "t.npy").shape[0] == 2
+    (tmp_path / "d.txt").write_text("one doc\nanother doc\nthird\n")
+    assert main(["encode", str(hmde_dir), str(tmp_path / "d.txt"), "-o", str(tmp_path / "x.npy"), "--no-progress"]) == 0
+    assert (tmp_path / "x.ids.txt").read_text().split() == ["1", "2", "3"]
+
+
+def test_queries_with_a_sentence_encoder(labse_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    src = tmp_path / "q.txt"
+    src.write_text("where is the cat?\nwer ist da?\n")
+    assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "q.npy"), "--queries", "--no-progress"]) == 0
+    reference = SentenceTransformer(str(labse_dir), device="cpu").encode(["where is the cat?", "wer ist da?"])
+    np.testing.assert_allclose(np.load(tmp_path / "q.npy"), reference, atol=1e-5)
+
+
+def test_sentence_encoder_without_queries_is_a_clear_error(labse_dir, tmp_path, capsys):
+    src = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "o.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "is a sentence encoder, not an hmde model" in err and "--queries" in err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": oops}\n', "line 2: malformed JSON"),
+        ('{"doc_id": "a", "text": "ok"}\n{"doc_id": "b"}\n', "line 2, field 'text': missing field"),
+        ('{"text": "no id"}\n', "line 1, field 'doc_id': missing field"),
+        ("", "the file holds no documents"),
+        ('{"doc_id": "a", "text": 5}\n', "field 'text': must be a string or a list of strings"),
+    ],
+)
+def test_bad_input_names_file_line_and_field(hmde_dir, tmp_path, capsys, content, message):
+    src = tmp_path / "bad.jsonl"
+    src.write_text(content)
+    out = tmp_path / "out.npy"
+    np.save(out, np.ones(3))  # an earlier result must survive a failed run
+    assert main(["encode", str(hmde_dir), str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(src) in err and message in err and "Traceback" not in err
+    assert np.array_equal(np.load(out), np.ones(3))
+
+
+def test_empty_documents_get_zero_rows_and_a_warning(hmde_dir, tmp_path, capsys):
+    src = write_jsonl(tmp_path / "d.jsonl", [{"doc_id": "e", "text": "  "}, {"doc_id": "f", "text": "Words."}])
+    assert main(["encode", str(hmde_dir), str(src), "-o", str(tmp_path / "o.npy"), "--no-progress"]) == 0
+    assert "1 document(s) with no text get an all-zero vector: e" in capsys.readouterr().err
+    vectors = np.load(tmp_path / "o.npy")
+    assert np.all(vectors[0] == 0) and np.any(vectors[1] != 0)
+
+
+def test_unloadable_model_name_explains_offline_use(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    assert main(["encode", "someone/not-a-local-model", str(src), "-o", str(tmp_path / "o.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "hub could not be reached" in err and "pass the folder's path" in err
+
+
+def test_missing_input_file(hmde_dir, tmp_path, capsys):
+    assert main(["encode", str(hmde_dir), str(tmp_path / "none.jsonl"), "-o", str(tmp_path / "o.npy")]) == 2
+    assert "none.jsonl: file not found" in capsys.readouterr().err
+
+
+def test_every_command_has_help(capsys):
+    from hmde.cli.main import COMMANDS
+
+    for command in COMMANDS:
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "--help"])
+        assert exit_info.value.code == 0
+        assert "usage: hmde" in capsys.readouterr().out

@@ -1,0 +1,134 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from hmde import HierarchicalConfig, HierarchicalEncoder, HmdeError
+
+DOCS = [
+    "The cat sat on the mat. It was a sunny day. The dog slept.",
+    "Die Katze saß auf der Matte. Es war ein sonniger Tag.",
+    ["Already split sentence one.", "And two."],
+    "猫坐在垫子上。那是一个晴朗的日子。",
+]
+
+
+@pytest.fixture(scope="module")
+def model(labse_dir):
+    torch.manual_seed(0)
+    return HierarchicalEncoder.from_sentence_encoder(str(labse_dir)).eval()
+
+
+def test_shapes_and_defaults(model):
+    vectors = model.encode_documents(DOCS)
+    assert vectors.shape == (4, model.dim) and vectors.dtype == np.float32
+    cfg = model.config
+    assert (cfg.num_layers, cfg.ffn_size, cfg.dropout, cfg.layer_norm_eps, cfg.max_sentences) == (2, 2048, 0.1, 1e-12, 32)
+    layer = model.upper.layers.layers[0]
+    assert layer.linear1.out_features == 2048 and layer.norm1.eps == 1e-12
+
+
+def test_save_and_load_are_bit_exact(model, tmp_path):
+    model.save_pretrained(tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert meta["model_type"] == "hmde" and (tmp_path / "m" / "lower" / "modules.json").exists()
+    loaded = HierarchicalEncoder.from_pretrained(tmp_path / "m")
+    for (k1, v1), (k2, v2) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert k1 == k2 and torch.equal(v1, v2), k1
+    assert np.array_equal(model.encode_documents(DOCS), loaded.encode_documents(DOCS))
+    assert np.array_equal(model.encode_queries(["a query"]), loaded.encode_queries(["a query"]))
+
+
+def test_saved_lower_encoder_loads_without_hmde(model, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    model.save_pretrained(tmp_path / "m")
+    st = SentenceTransformer(str(tmp_path / "m" / "lower"), device="cpu")
+    np.testing.assert_allclose(st.encode(["a query"]), model.encode_queries(["a query"]), atol=1e-5)
+
+
+def test_queries_go_through_the_lower_encoder_only(model, labse_dir):
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(labse_dir), device="cpu").encode(["what is the cat doing?"])
+    np.testing.assert_allclose(model.encode_queries(["what is the cat doing?"]), reference, atol=1e-5)
+
+
+def test_batch_composition_does_not_change_a_document(model):
+    alone = np.stack([model.encode_documents([d])[0] for d in DOCS])
+    together = model.encode_documents(DOCS, batch_size=4)
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_presplit_input_is_taken_as_is(model):
+    assert model.segment(["One. Two. Three."]) == ["One. Two. Three."]
+    assert model.segment("One sentence here. Two sentences here.", "eng") == ["One sentence here.", "Two sentences here."]
+
+
+def test_empty_document_gets_a_zero_vector(model):
+    vectors = model.encode_documents(["", "The cat sat.", []])
+    assert np.all(vectors[0] == 0) and np.all(vectors[2] == 0) and np.any(vectors[1] != 0)
+
+
+def test_long_documents_are_windowed_not_cut(model):
+    sentences = [f"Sentence number {i} is about cats." for i in range(70)]
+    assert model.windows(70) == [(0, 32), (32, 64), (64, 70)]
+    got = model.encode_documents([sentences])[0]
+    parts = [model.encode_documents([sentences[a:b]])[0] for a, b in model.windows(70)]
+    expected = (32 * parts[0] + 32 * parts[1] + 6 * parts[2]) / 70
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_truncate_option_keeps_first_window(labse_dir):
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), long_documents="truncate").eval()
+    sentences = [f"Sentence number {i} is about dogs." for i in range(40)]
+    np.testing.assert_allclose(
+        model.encode_documents([sentences])[0], model.encode_documents([sentences[:32]])[0], atol=1e-5
+    )
+
+
+def test_document_token_in_mean_is_an_option(labse_dir):
+    torch.manual_seed(1)
+    a = HierarchicalEncoder.from_sentence_encoder(str(labse_dir)).eval()
+    b = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), mean_includes_doc_token=True).eval()
+    b.load_state_dict(a.state_dict())
+    assert not np.allclose(a.encode_documents(DOCS[:1]), b.encode_documents(DOCS[:1]))
+
+
+def test_chunk_segmentation_option(labse_dir):
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), segmentation="chunks", max_sentence_tokens=16)
+    units = model.segment("The cat sat on the mat. " * 10)
+    assert len(units) > 1 and all(len(model.lower.tokenizer(u)["input_ids"]) <= 16 for u in units)
+
+
+def test_training_path_has_gradients_in_both_encoders(model):
+    model.train()
+    try:
+        out = model([["The cat sat.", "It was sunny."], ["Die Katze saß."]])
+        out.pow(2).sum().backward()
+        assert model.upper.doc_token.grad is not None and model.upper.doc_token.grad.abs().sum() > 0
+        assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.lower.parameters())
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.eval()
+
+
+def test_invalid_configuration_is_rejected():
+    with pytest.raises(HmdeError, match="segmentation"):
+        HierarchicalConfig(segmentation="paragraphs")
+    with pytest.raises(HmdeError, match="unknown hmde configuration keys"):
+        HierarchicalConfig.from_dict({"num_layers": 2, "bogus": 1})
+
+
+def test_from_pretrained_rejects_a_sentence_encoder_folder(labse_dir):
+    with pytest.raises(HmdeError, match="no config.json|not an hmde model"):
+        HierarchicalEncoder.from_pretrained(labse_dir)
+
+
+def test_half_precision_save_loads_close(model, tmp_path):
+    model.save_pretrained(tmp_path / "fp16", dtype=torch.float16)
+    loaded = HierarchicalEncoder.from_pretrained(tmp_path / "fp16")
+    np.testing.assert_allclose(loaded.encode_documents(DOCS), model.encode_documents(DOCS), atol=5e-3)
+    # the model that was saved is unchanged
+    assert next(model.lower.parameters()).dtype == torch.float32

@@ -1,0 +1,66 @@
+import pytest
+
+from hmde.segmentation import chunk_document, fit_to_budget, split_sentences, splitter_language, token_windows
+
+
+def test_latin_abbreviations_are_not_sentence_ends():
+    assert split_sentences("Dr. Smith arrived at 5 p.m. today. He left early!", "eng") == [
+        "Dr. Smith arrived at 5 p.m. today.",
+        "He left early!",
+    ]
+    assert split_sentences("Das ist z.B. ein Test. Noch ein Satz.", "deu") == ["Das ist z.B. ein Test.", "Noch ein Satz."]
+
+
+def test_cjk_and_arabic_punctuation():
+    assert split_sentences("猫坐在垫子上。那是一个晴朗的日子！", "zho") == ["猫坐在垫子上。", "那是一个晴朗的日子！"]
+    assert split_sentences("مرحبا. كيف حالك؟ أنا بخير.", "ara") == ["مرحبا.", "كيف حالك؟", "أنا بخير."]
+
+
+def test_language_codes_map_to_splitter_codes():
+    assert splitter_language("eng") == "en"
+    assert splitter_language("zh-Hant") == "zh"
+    assert splitter_language(None, default="fr") == "fr"
+
+
+def test_empty_text_has_no_sentences():
+    assert split_sentences("   ") == []
+
+
+@pytest.fixture(scope="module")
+def tokenizer(labse_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(labse_dir))
+
+
+def test_long_sentence_is_split_into_pieces_that_fit(tokenizer):
+    long = " ".join(["the cat sat on the mat"] * 40)  # 240 words
+    pieces = fit_to_budget([long, "short one"], tokenizer, max_tokens=32, mode="split")
+    assert pieces[-1] == "short one"
+    assert len(pieces) > 2
+    for p in pieces:
+        assert len(tokenizer(p)["input_ids"]) <= 32
+    # nothing is lost: the pieces put together give the original words
+    assert " ".join(pieces[:-1]).split() == long.split()
+
+
+def test_truncate_mode_keeps_sentences(tokenizer):
+    long = " ".join(["word"] * 300)
+    assert fit_to_budget([long], tokenizer, 32, mode="truncate") == [long]
+
+
+def test_overlapping_windows(tokenizer):
+    text = " ".join(f"w{i}" for i in range(30))
+    n_tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    windows = token_windows(text, tokenizer, window_tokens=12, stride_tokens=8)
+    # windows start every 8 tokens until one reaches the end
+    expected = 1 + -(-(n_tokens - 12) // 8)
+    assert len(windows) == expected
+    assert text.startswith(windows[0]) and text.endswith(windows[-1])
+
+
+def test_chunks_of_the_whole_document(tokenizer):
+    text = "The cat sat on the mat. " * 30
+    chunks = chunk_document(text, tokenizer, 16)
+    assert all(len(tokenizer(c)["input_ids"]) <= 16 for c in chunks)
+    assert " ".join(chunks).split() == text.split()

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+import torch
+
+from hmde import HmdeError, SentenceEncoder
+
+
+SENTENCES = [
+    "The cat sat on the mat.",
+    "Die Katze saß auf der Matte, und es war ein sonniger Tag in der alten Stadt.",
+    "猫はマットの上に座った。",
+    "The cat sat on the mat.",  # a duplicate: embedded once, returned twice
+    "x",
+]
+
+
+def test_labse_folder_matches_sentence_transformers(labse_dir):
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(labse_dir), device="cpu").encode(SENTENCES)
+    ours = SentenceEncoder.load(str(labse_dir), device="cpu").encode(SENTENCES)
+    assert ours.shape == reference.shape
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+    # LaBSE's Normalize module is applied: unit vectors
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_labse_dense_head_is_applied(labse_dir):
+    enc = SentenceEncoder.load(str(labse_dir), device="cpu")
+    batch = enc._features(enc.token_ids(["The cat sat on the mat."]))
+    with torch.no_grad():
+        cls = enc.model[0].auto_model(**batch).last_hidden_state[:, 0]
+        dense = enc.model[2]
+        expected = torch.nn.functional.normalize(torch.tanh(dense.linear(cls)), dim=-1)
+    np.testing.assert_allclose(enc.encode(["The cat sat on the mat."]), expected.numpy(), atol=1e-5)
+
+
+def test_plain_hf_folder_gets_pooling(hf_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(hf_dir))
+    bert = AutoModel.from_pretrained(str(hf_dir)).eval()
+    batch = tok(SENTENCES[:3], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = bert(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    mean = (hidden * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(SentenceEncoder.load(str(hf_dir)).encode(SENTENCES[:3]), mean.numpy(), atol=1e-5)
+    cls = SentenceEncoder.load(str(hf_dir), pooling="cls").encode(SENTENCES[:3])
+    np.testing.assert_allclose(cls, hidden[:, 0].numpy(), atol=1e-5)
+
+
+def test_batching_and_order_do_not_change_vectors(labse_dir):
+    enc = SentenceEncoder.load(str(labse_dir))
+    one_by_one = np.stack([enc.encode([s])[0] for s in SENTENCES])
+    np.testing.assert_allclose(enc.encode(SENTENCES, batch_size=1), one_by_one, atol=1e-5)
+    np.testing.assert_allclose(enc.encode(SENTENCES, batch_size=64), one_by_one, atol=1e-5)
+
+
+def test_gradients_flow_outside_inference(labse_dir):
+    enc = SentenceEncoder.load(str(labse_dir))
+    enc.train()
+    enc.embed(SENTENCES).sum().backward()
+    grads = [p.grad for p in enc.parameters() if p.requires_grad]
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_unreachable_hub_name_gives_clear_error():
+    with pytest.raises(HmdeError, match="not a local folder.*hub could not be reached.*pass the folder"):
+        SentenceEncoder.load("sentence-transformers/this-model-does-not-exist-here")
+
+
+def test_missing_local_folder_error(tmp_path):
+    with pytest.raises(HmdeError, match="does not exist"):
+        SentenceEncoder.load(str(tmp_path / "nope"))
+
+
+def test_folder_without_model_files_error(tmp_path):
+    with pytest.raises(HmdeError, match="neither a sentence-transformers folder"):
+        SentenceEncoder.load(str(tmp_path))
