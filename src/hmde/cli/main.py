@@ -12,7 +12,7 @@ import sys
 from .. import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode"]
+COMMANDS = ["encode", "train-sentence-encoder"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     for name in COMMANDS:
-        importlib.import_module(f"{__package__}.{name}").register(sub)
+        importlib.import_module(f"{__package__}.{name.replace('-', '_')}").register(sub)
     return parser
 
 

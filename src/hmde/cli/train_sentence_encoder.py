@@ -1,0 +1,189 @@
+"""``hmde train-sentence-encoder``: the lightweight cross-lingual encoder from parallel text."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import HmdeError
+from .common import pick_device, warn
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "train-sentence-encoder",
+        help="train the lightweight cross-lingual sentence encoder on parallel sentences",
+        description="Train a 2-layer dual transformer from scratch on sentence pairs (TSV files named "
+        "xxx-yyy.tsv[.gz], or folders of them; or --src-file/--tgt-file line-aligned files) and save it as a "
+        "sentence-transformers folder (BERT + mean pooling) that hmde uses as a lower encoder.",
+    )
+    p.add_argument("parallel", nargs="*", metavar="PARALLEL", help="TSV files or folders searched for **/*.tsv.gz")
+    p.add_argument("--src-file", help="line-aligned source file (with --tgt-file and --pair)")
+    p.add_argument("--tgt-file", help="line-aligned target file")
+    p.add_argument("--pair", help="languages of --src-file/--tgt-file, e.g. deu-eng")
+    p.add_argument("--output", "-o", required=True)
+    p.add_argument("--languages", help="comma-separated language codes: keep only pairs whose languages are all listed")
+    p.add_argument("--min-pairs", type=int, default=1, help="drop language pairs with fewer sentence pairs")
+    p.add_argument("--skip-bad-lines", action="store_true", help="count and skip malformed lines instead of failing")
+    p.add_argument("--vocab-size", type=int, default=32000)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--ffn", type=int, default=1024)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--max-length", type=int, default=128, help="tokens per sentence in training and in the saved model")
+    p.add_argument("--train-max-length", type=int, default=64, help="truncate training sentences to this many tokens")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=1000)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--save-every", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batching", choices=["pair", "mix"], default="pair",
+                   help="pair: each batch holds one language pair (harder negatives); mix: any pairs together")
+    p.add_argument("--ugt-weight", type=float, default=1.0)
+    p.add_argument("--align-weight", type=float, default=2.0)
+    p.add_argument("--sim-weight", type=float, default=2.0)
+    p.add_argument("--align-cosine", action="store_true", help="alignment loss on cosine/temperature instead of dot")
+    p.add_argument("--temperature", type=float, default=0.05)
+    p.add_argument("--bf16", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--tokenizer-sentences-per-language", type=int, default=30000,
+                   help="sentences per language used to train the vocabulary (balances languages)")
+    p.add_argument("--eval-tatoeba", help="Tatoeba folder: report P@1 during and after training")
+    p.add_argument("--eval-languages", help="comma-separated Tatoeba languages (default: trained ones present)")
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run)
+
+
+def collect_files(inputs: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(path.glob("**/*.tsv.gz")) + sorted(path.glob("**/*.tsv"))
+            if not found:
+                raise HmdeError(f"{path}: no *.tsv or *.tsv.gz files in this folder")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def load_corpus(args):
+    from ..lightweight.parallel_data import ParallelCorpus, languages_from_name, read_aligned_files, read_tsv_pairs
+
+    corpus = ParallelCorpus()
+    files = collect_files(args.parallel)
+    keep = set(args.languages.split(",")) if args.languages else None
+    if keep:
+        files = [f for f in files if set(languages_from_name(f)) <= keep]
+    read_tsv_pairs(files, skip_bad=args.skip_bad_lines, corpus=corpus)
+    if args.src_file or args.tgt_file:
+        if not (args.src_file and args.tgt_file and args.pair):
+            raise HmdeError("--src-file needs --tgt-file and --pair (e.g. --pair deu-eng)")
+        langs = tuple(args.pair.split("-"))
+        if len(langs) != 2:
+            raise HmdeError(f"--pair must look like deu-eng, got '{args.pair}'")
+        read_aligned_files(args.src_file, args.tgt_file, langs, skip_bad=args.skip_bad_lines, corpus=corpus)
+    if len(corpus) == 0:
+        raise HmdeError("no sentence pairs to train on (give TSV files/folders or --src-file/--tgt-file)")
+    if args.min_pairs > 1:
+        counts = corpus.counts()
+        small = {k for k, v in counts.items() if v < args.min_pairs}
+        if small:
+            corpus = filter_pairs(corpus, small)
+    if corpus.skipped:
+        warn(f"skipped lines: {dict(corpus.skipped)}")
+    return corpus
+
+
+def filter_pairs(corpus, drop: set[str]):
+    from ..lightweight.parallel_data import ParallelCorpus
+
+    out = ParallelCorpus()
+    for s, t, p in zip(corpus.src, corpus.tgt, corpus.pair_of):
+        pair = corpus.pairs[p]
+        if f"{pair[0]}-{pair[1]}" not in drop:
+            out.add(pair, s, t)
+    out.skipped = corpus.skipped
+    return out
+
+
+def tokenizer_texts(corpus, per_language: int, seed: int) -> list[str]:
+    """A language-balanced sample: at most ``per_language`` sentences of every language."""
+    by_lang: dict[str, list[str]] = defaultdict(list)
+    for s, t, p in zip(corpus.src, corpus.tgt, corpus.pair_of):
+        a, b = corpus.pairs[p]
+        by_lang[a].append(s)
+        by_lang[b].append(t)
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for lang in sorted(by_lang):
+        sentences = sorted(set(by_lang[lang]))
+        rng.shuffle(sentences)
+        texts.extend(sentences[:per_language])
+    return texts
+
+
+def make_encode_fn(model, tokenizer, max_length: int, batch_size: int = 256):
+    def encode(texts):
+        out = []
+        with torch.inference_mode():
+            for i in range(0, len(texts), batch_size):
+                enc = tokenizer(list(texts[i:i + batch_size]), padding=True, truncation=True,
+                                max_length=max_length, return_tensors="pt")
+                dev = next(model.parameters()).device
+                out.append(model.pool(enc["input_ids"].to(dev), enc["attention_mask"].to(dev)).float().cpu().numpy())
+        return np.concatenate(out)
+    return encode
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..evaluation.tatoeba import evaluate_tatoeba, tatoeba_languages
+    from ..lightweight.model import LightweightConfig
+    from ..lightweight.tokenizer import train_unigram_tokenizer
+    from ..lightweight.trainer import LightweightTrainer, LightweightTrainingConfig
+
+    output = Path(args.output)
+    if output.exists() and any(output.iterdir()) and not args.resume and (output / "checkpoint").exists():
+        raise HmdeError(f"{output} holds a training run; pass --resume to continue it or choose another --output")
+    corpus = load_corpus(args)
+    print(f"{len(corpus)} sentence pairs in {len(corpus.pairs)} language pairs")
+    config = LightweightTrainingConfig(
+        model=LightweightConfig(vocab_size=args.vocab_size, layers=args.layers, hidden=args.hidden, heads=args.heads,
+                                ffn=args.ffn, dropout=args.dropout, max_length=args.max_length),
+        batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps,
+        save_every=args.save_every, seed=args.seed, batching=args.batching, ugt_weight=args.ugt_weight,
+        align_weight=args.align_weight, sim_weight=args.sim_weight, align_cosine=args.align_cosine,
+        temperature=args.temperature, bf16=args.bf16, tokenizer_sentences_per_language=args.tokenizer_sentences_per_language,
+        train_max_length=args.train_max_length,
+    )
+    tokenizer = None
+    if not args.resume:
+        texts = tokenizer_texts(corpus, args.tokenizer_sentences_per_language, args.seed)
+        print(f"training a {args.vocab_size}-piece unigram vocabulary on {len(texts)} sentences")
+        tokenizer = train_unigram_tokenizer(texts, vocab_size=args.vocab_size)
+    evaluate = None
+    if args.eval_tatoeba:
+        trained = {lang for pair in corpus.pairs for lang in pair}
+        langs = args.eval_languages.split(",") if args.eval_languages else [
+            lang for lang in tatoeba_languages(args.eval_tatoeba) if lang in trained]
+        if not langs:
+            raise HmdeError("no Tatoeba language matches a trained language; pass --eval-languages")
+
+        def evaluate(model, tok):
+            return evaluate_tatoeba(make_encode_fn(model, tok, args.max_length), args.eval_tatoeba, langs)
+    trainer = LightweightTrainer(corpus, config, output, tokenizer=tokenizer, device=pick_device(args.device),
+                                 evaluate=evaluate, eval_every=args.eval_every, show_progress=not args.no_progress)
+    trainer.train(resume=args.resume)
+    print(f"saved the sentence encoder to {output}")
+    return 0

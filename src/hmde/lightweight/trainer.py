@@ -1,0 +1,223 @@
+"""Training loop of the lightweight sentence encoder, readable top to bottom.
+
+Every random choice of a step (batch order of its epoch, the masked side and token,
+dropout) derives from (seed, step), so ``--resume`` from a checkpoint continues
+exactly where an uninterrupted run would be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..errors import HmdeError
+from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
+from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets
+from .model import LightweightConfig, LightweightEncoder
+from .parallel_data import ParallelCorpus
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass
+class LightweightTrainingConfig:
+    """Training settings (paper: Adam lr 1e-3 with warm-up, batch 128, weights 1:2:2)."""
+
+    model: LightweightConfig = field(default_factory=LightweightConfig)
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup: int = 1000
+    epochs: float = 1.0
+    max_steps: int | None = None
+    save_every: int = 1000
+    log_every: int = 10
+    seed: int = 0
+    batching: str = "pair"  # "pair": one language pair per batch; "mix": any pairs together
+    ugt_weight: float = 1.0
+    align_weight: float = 2.0
+    sim_weight: float = 2.0
+    align_cosine: bool = False
+    temperature: float = 0.05
+    bf16: str = "auto"  # auto | on | off
+    grad_clip: float = 1.0
+    tokenizer_sentences_per_language: int = 30000
+    train_max_length: int = 64  # training sentences are truncated to this many tokens (speed)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LightweightTrainingConfig":
+        data = dict(data)
+        data["model"] = LightweightConfig(**data["model"])
+        return cls(**data)
+
+
+def epoch_batches(corpus_pair_of: np.ndarray, batch_size: int, batching: str, seed: int, epoch: int) -> list[np.ndarray]:
+    """The batches of one epoch, a pure function of (seed, epoch)."""
+    rng = np.random.default_rng([seed, epoch])
+    if batching == "mix":
+        order = rng.permutation(len(corpus_pair_of))
+        return [order[i : i + batch_size] for i in range(0, len(order) - 1, batch_size) if len(order[i:i + batch_size]) > 1]
+    if batching != "pair":
+        raise HmdeError(f"unknown batching '{batching}' (pair or mix)")
+    batches = []
+    for pair in np.unique(corpus_pair_of):
+        members = rng.permutation(np.flatnonzero(corpus_pair_of == pair))
+        batches.extend(members[i : i + batch_size] for i in range(0, len(members), batch_size) if len(members[i:i + batch_size]) > 1)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+class LightweightTrainer:
+    def __init__(self, corpus: ParallelCorpus, config: LightweightTrainingConfig, output: str | Path,
+                 tokenizer=None, device: str = "cpu", evaluate: Callable | None = None, eval_every: int = 0,
+                 show_progress: bool = True):
+        self.corpus, self.config, self.output = corpus, config, Path(output)
+        self.device = torch.device(device)
+        self.tokenizer = tokenizer
+        self.evaluate, self.eval_every, self.show_progress = evaluate, eval_every, show_progress
+
+    # -- data ---------------------------------------------------------------------------
+    def _tokenize(self) -> None:
+        tok, max_len = self.tokenizer, min(self.config.train_max_length, self.config.model.max_length)
+        encode = lambda texts: [np.asarray(x, dtype=np.int32) for x in  # noqa: E731
+                                tok(texts, truncation=True, max_length=max_len, add_special_tokens=True)["input_ids"]]
+        self.src_ids = encode(self.corpus.src)
+        self.tgt_ids = encode(self.corpus.tgt)
+        self.pair_of = np.asarray(self.corpus.pair_of)
+        self.special = torch.tensor(sorted(set(tok.all_special_ids)))
+
+    def _collate(self, ids: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        length = max(len(x) for x in ids)
+        out = torch.full((len(ids), length), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros(len(ids), length, dtype=torch.long)
+        for i, x in enumerate(ids):
+            out[i, : len(x)] = torch.from_numpy(x.astype(np.int64))
+            mask[i, : len(x)] = 1
+        return out.to(self.device), mask.to(self.device)
+
+    # -- one step -----------------------------------------------------------------------
+    def losses(self, model: LightweightEncoder, batch: np.ndarray, step: int) -> dict[str, torch.Tensor]:
+        cfg = self.config
+        gen = torch.Generator().manual_seed(cfg.seed * 7919 + step)
+        a_ids, a_mask = self._collate([self.src_ids[i] for i in batch])
+        b_ids, b_mask = self._collate([self.tgt_ids[i] for i in batch])
+        if torch.randint(2, (1,), generator=gen).item():  # which side carries the masked token
+            a_ids, a_mask, b_ids, b_mask = b_ids, b_mask, a_ids, a_mask
+        special = self.special.to(self.device)
+        a_keep = a_mask.bool() & ~torch.isin(a_ids, special)
+        b_keep = b_mask.bool() & ~torch.isin(b_ids, special)
+        position = torch.multinomial(a_keep.float().cpu() + 1e-9, 1, generator=gen).to(self.device)
+        masked_token = a_ids.gather(1, position).squeeze(1)
+        a_masked = a_ids.scatter(1, position, self.tokenizer.mask_token_id)
+        u = model.pool(a_masked, a_mask)
+        v = model.pool(b_ids, b_mask)
+        out = {}
+        if cfg.ugt_weight:
+            t_masked, t_other = ugt_targets(masked_token, a_ids, a_keep, b_ids, b_keep, model.config.vocab_size)
+            out["ugt"] = ugt_loss(model.head(u), model.head(v), t_masked, t_other)
+        if cfg.align_weight:
+            out["align"] = alignment_loss(u, v, cosine=cfg.align_cosine, temperature=cfg.temperature)
+        if cfg.sim_weight:
+            out["sim"] = similarity_loss(u, v)
+        weights = {"ugt": cfg.ugt_weight, "align": cfg.align_weight, "sim": cfg.sim_weight}
+        out["loss"] = sum(weights[k] * out[k] for k in list(out))
+        return out
+
+    # -- the loop -----------------------------------------------------------------------
+    def train(self, resume: bool = False, stop_at_step: int | None = None) -> LightweightEncoder:
+        """Train (or continue); ``stop_at_step`` ends early after that step's checkpoint, as a kill would."""
+        from transformers import AutoTokenizer, get_linear_schedule_with_warmup
+
+        cfg, ckpt_dir = self.config, self.output / CHECKPOINT_DIR
+        state = None
+        if resume:
+            state = load_checkpoint(ckpt_dir)
+            cfg = self.config = LightweightTrainingConfig.from_dict(state["config"])
+            self.tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "tokenizer"))
+        elif self.tokenizer is None:
+            raise HmdeError("a tokenizer is needed to start training")
+        else:
+            self.tokenizer.save_pretrained(str(ckpt_dir / "tokenizer"))
+        cfg.model.vocab_size = len(self.tokenizer)
+        self._tokenize()
+        steps_per_epoch = len(epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, 0))
+        if steps_per_epoch == 0:
+            raise HmdeError("not enough sentence pairs for one batch")
+        total = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
+        torch.manual_seed(cfg.seed)
+        model = LightweightEncoder(cfg.model, pad_token_id=self.tokenizer.pad_token_id).to(self.device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
+        step = 0
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            step = state["step"]
+        use_bf16 = resolve_bf16(cfg.bf16, self.device)
+        log = JsonlLog(self.output / "train_log.jsonl")
+        if state is None:
+            (self.output / "training_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+            log.write(event="start", pairs=len(self.corpus), language_pairs=self.corpus.counts(),
+                      steps=total, steps_per_epoch=steps_per_epoch, bf16=use_bf16)
+        bar = tqdm(total=total, initial=step, desc="train-sentence-encoder", unit="step", disable=not self.show_progress)
+        epoch, batches = -1, []
+        model.train()
+        t0, pairs_seen = time.time(), 0
+        while step < total:
+            if step // steps_per_epoch != epoch:
+                epoch = step // steps_per_epoch
+                batches = epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, epoch)
+            batch = batches[step % steps_per_epoch]
+            seed_step(cfg.seed, step)
+            autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+            with autocast:
+                losses = self.losses(model, batch, step)
+            optimizer.zero_grad(set_to_none=True)
+            losses["loss"].backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            pairs_seen += len(batch)
+            bar.update(1)
+            if step % cfg.log_every == 0 or step == total:
+                rate = pairs_seen / max(time.time() - t0, 1e-9)
+                record = {k: round(float(v.detach()), 5) for k, v in losses.items()}
+                log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch, **record)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
+            if self.evaluate and self.eval_every and step % self.eval_every == 0:
+                self._run_eval(model, log, step)
+            if (cfg.save_every and step % cfg.save_every == 0) or step == total:
+                save_checkpoint(ckpt_dir, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                           "scheduler": scheduler.state_dict(), "step": step, "config": cfg.to_dict()})
+            if stop_at_step is not None and step >= stop_at_step:
+                bar.close()
+                return model
+        bar.close()
+        model.eval()
+        model.save_sentence_transformer(self.tokenizer, self.output)
+        if self.evaluate:
+            self._run_eval(model, log, step, final=True)
+        return model
+
+    def _run_eval(self, model, log, step, final=False):
+        was = model.training
+        model.eval()
+        result = self.evaluate(model, self.tokenizer)
+        model.train(was)
+        log.write(event="eval", step=step, final=final, **result)
+        if final:
+            (self.output / "eval_results.json").write_text(json.dumps(result, indent=2) + "\n")

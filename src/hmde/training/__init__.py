@@ -1,0 +1,1 @@
+"""Pieces shared by hmde's trainers: checkpoints, logs, precision."""
