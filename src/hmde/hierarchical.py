@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import __version__
-from .atomic import atomic_dir
+from .atomic import atomic_dir, atomic_path, write_text_atomic
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
@@ -105,12 +105,14 @@ class HierarchicalEncoder(nn.Module):
     def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
         """Save as a folder: config.json, model.safetensors (upper) and lower/ (sentence-transformers).
 
-        The folder is written beside its destination and moved into place, so an
-        interrupted save never leaves a half-written model. ``dtype=torch.float16``
+        Each part is written to a temporary file and moved into place (config.json
+        last), so an interrupted save never leaves a half-written model; other files
+        in the folder (logs, checkpoints) are kept. ``dtype=torch.float16``
         stores half-precision weights (loading converts back to float32).
         """
-        with atomic_dir(path) as tmp:
-            lower_dir = tmp / LOWER_DIR
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        with atomic_dir(path / LOWER_DIR) as lower_dir:
             if dtype is not None:
                 original = {k: v.clone() for k, v in self.lower.model.state_dict().items()}
                 self.lower.model.to(dtype)
@@ -121,18 +123,19 @@ class HierarchicalEncoder(nn.Module):
                     self.lower.model.load_state_dict(original)
             else:
                 self.lower.save(lower_dir)
-            state = {k: v.detach().contiguous().cpu() for k, v in self.upper.state_dict().items()}
-            if dtype is not None:
-                state = {k: v.to(dtype) for k, v in state.items()}
-            save_file(state, str(tmp / WEIGHTS_NAME), metadata={"format": "pt"})
-            meta = {
-                "model_type": MODEL_TYPE,
-                "hmde_version": __version__,
-                "hidden_size": self.lower.dim,
-                "lower_encoder": LOWER_DIR,
-                "config": self.config.to_dict(),
-            }
-            (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        state = {k: v.detach().contiguous().cpu() for k, v in self.upper.state_dict().items()}
+        if dtype is not None:
+            state = {k: v.to(dtype) for k, v in state.items()}
+        with atomic_path(path / WEIGHTS_NAME) as tmp:
+            save_file(state, str(tmp), metadata={"format": "pt"})
+        meta = {
+            "model_type": MODEL_TYPE,
+            "hmde_version": __version__,
+            "hidden_size": self.lower.dim,
+            "lower_encoder": LOWER_DIR,
+            "config": self.config.to_dict(),
+        }
+        write_text_atomic(path / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
     @property
     def device(self) -> torch.device:

@@ -12,7 +12,7 @@ import sys
 from .. import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode", "train-sentence-encoder"]
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,81 @@
+"""``hmde train``: contrastive pretraining of HMDE on a pairs file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import HmdeError
+from .common import add_model_argument, pick_device
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="pretrain HMDE contrastively on PAIRS.parquet (from build-pairs)",
+                       description="Train HMDE with the paper's cross-lingual InfoNCE loss. MODEL is a sentence "
+                       "encoder (a new, untrained upper encoder is put on top) or a saved hmde model to continue. "
+                       "OUTPUT becomes a saved hmde model folder (plus checkpoint/ and train_log.jsonl).")
+    add_model_argument(p)
+    p.add_argument("pairs", metavar="PAIRS")
+    p.add_argument("--output", "-o", required=True)
+    p.add_argument("--batch-size", type=int, default=2, help="pairs per micro-batch (paper: 2)")
+    p.add_argument("--grad-accum", type=int, default=64, help="micro-batches per optimizer step (paper: 64)")
+    p.add_argument("--cache-chunk", type=int, help="GradCache: one contrastive batch of batch-size x grad-accum "
+                   "pairs, encoded in chunks of this many documents")
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--warmup", type=int, default=1000)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--temperature", type=float, default=0.05)
+    p.add_argument("--symmetric", action="store_true", help="public code's loss: both directions")
+    p.add_argument("--no-hard-negatives", action="store_true")
+    p.add_argument("--freeze-lower", action="store_true", help="train the upper encoder only (paper ablation)")
+    p.add_argument("--no-gradient-checkpointing", action="store_true")
+    p.add_argument("--bf16", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--save-every", type=int, default=500)
+    p.add_argument("--validation-pairs", type=int, default=0, help="hold out this many pairs for validation accuracy")
+    p.add_argument("--max-sentences", type=int, help="upper-encoder sentences (new models only; default 32)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..hierarchical import HierarchicalEncoder, is_hmde_folder
+    from ..pretraining.pairs import read_pairs
+    from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
+    from ..registry import resolve_model_path
+
+    pairs, docs, _ = read_pairs(args.pairs)
+    missing = {d for p in pairs for d in (p["doc_a"], p["doc_b"]) if d not in docs}
+    if missing:
+        raise HmdeError(f"{args.pairs}: {len(missing)} documents missing from its .docs.parquet (e.g. {min(missing)})")
+    device = pick_device(args.device)
+    torch.manual_seed(args.seed)
+    output = Path(args.output)
+    if args.resume and is_hmde_folder(output) and (output / "checkpoint").exists():
+        model = HierarchicalEncoder.from_pretrained(output, device=device)
+    else:
+        try:
+            path = resolve_model_path(args.model)
+        except HmdeError:
+            path = None
+        if path is not None and is_hmde_folder(path):
+            model = HierarchicalEncoder.from_pretrained(path, device=device)
+        else:
+            overrides = {"max_sentences": args.max_sentences} if args.max_sentences else {}
+            model = HierarchicalEncoder.from_sentence_encoder(str(path or args.model), device=device, **overrides)
+    config = PretrainingConfig(
+        batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
+        warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
+        symmetric=args.symmetric, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
+        cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
+        save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed)
+    trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
+    trainer.train(resume=args.resume)
+    print(f"saved the trained hmde model to {output}")
+    return 0

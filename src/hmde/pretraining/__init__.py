@@ -1,0 +1,1 @@
+"""HMDE contrastive pretraining on comparable corpora: pair building and the trainer."""

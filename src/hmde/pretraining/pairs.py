@@ -1,0 +1,207 @@
+"""Build (page, page in another language, hard negative) triples out of core with DuckDB.
+
+Input pages have ``doc_id``, ``concept`` (shared across languages, e.g. a Wikidata
+id), ``lang``, ``text`` and ``categories``. For every concept, every cross-lingual
+pair of its pages is a positive pair; each side gets a hard negative: a page in the
+same language sharing a category, never of the same concept. Every random choice is
+a hash of (seed, ids), so a build is deterministic for a seed and needs no state.
+
+Output: ``PAIRS.parquet`` (ids and languages) and ``PAIRS.docs.parquet`` (doc_id,
+lang, text of every page used), with the format version in the Parquet metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ..atomic import atomic_path
+from ..errors import HmdeError, InputError
+
+PAIRS_FORMAT = "hmde-pairs/1"
+REQUIRED = ("doc_id", "concept", "lang", "text", "categories")
+# a punctuation-based sentence count, cheap enough for tens of millions of pages in SQL
+SENTENCE_END = r"[.!?。！？؟।]+(\s|$)"
+
+
+@dataclass
+class PairOptions:
+    languages: Sequence[str] | None = None
+    min_sentences: int = 0  # public code: pages with <= 5 sentences dropped (use 6)
+    deny_categories: Sequence[str] = ()  # exact names or SQL LIKE patterns (with %)
+    alpha: float | None = None  # language-pair sampling exponent (public code: 0.3); None = keep all
+    max_pairs: int | None = None
+    seed: int = 0
+    no_negative: str = "drop"  # drop | keep (in-batch negatives only)
+
+
+@dataclass
+class PairSummary:
+    pairs: int = 0
+    per_language_pair: dict = field(default_factory=dict)
+    without_negative: int = 0
+    dropped_without_negative: int = 0
+    pages: int = 0
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _source_sql(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        return f"read_parquet('{path}')"
+    if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
+        return f"read_json('{path}', format='newline_delimited')"
+    raise InputError("unknown corpus format; expected .jsonl(.gz) or .parquet", str(path))
+
+
+def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
+    """Create the ``pages`` view and the ``page_categories`` table."""
+    parts = []
+    for path in map(Path, corpus):
+        if not path.exists():
+            raise InputError("file not found", str(path))
+        try:
+            columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {_source_sql(path)}").fetchall()]
+        except Exception as exc:  # duckdb raises its own error types
+            raise InputError(f"cannot read ({str(exc).splitlines()[0]})", str(path)) from None
+        missing = [c for c in REQUIRED if c not in columns]
+        if missing:
+            raise InputError(f"missing column(s) {missing}; found {columns}", str(path))
+        parts.append(f"SELECT CAST(doc_id AS VARCHAR) doc_id, CAST(concept AS VARCHAR) concept, "
+                     f"CAST(lang AS VARCHAR) lang, text, CAST(categories AS VARCHAR[]) categories FROM {_source_sql(path)}")
+    where = ["text IS NOT NULL", "length(trim(text)) > 0"]
+    if options.languages:
+        where.append("lang IN (" + ",".join(f"'{lang}'" for lang in options.languages) + ")")
+    if options.min_sentences > 0:
+        where.append(f"len(regexp_extract_all(text || ' ', '{SENTENCE_END}')) >= {int(options.min_sentences)}")
+    con.execute(f"CREATE TEMP TABLE pages AS SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {' AND '.join(where)}")
+    deny = " AND ".join(f"cat NOT LIKE '{c}'" for c in options.deny_categories) or "TRUE"
+    con.execute(f"""
+        CREATE TEMP TABLE page_categories AS
+        SELECT DISTINCT doc_id, lang, concept, cat FROM (SELECT doc_id, lang, concept, unnest(categories) cat FROM pages)
+        WHERE cat IS NOT NULL AND {deny}""")
+    con.execute("""
+        CREATE TEMP TABLE cat_members AS
+        SELECT lang, cat, doc_id, concept,
+               row_number() OVER (PARTITION BY lang, cat ORDER BY doc_id) - 1 AS k,
+               count(*) OVER (PARTITION BY lang, cat) AS n
+        FROM page_categories""")
+
+
+def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairOptions | None = None,
+                show_progress: bool = True) -> PairSummary:
+    """Build the pairs file; returns a summary (pairs per language pair, negative coverage)."""
+    import duckdb
+
+    options = options or PairOptions()
+    output = Path(output)
+    if not output.name.endswith(".parquet"):
+        raise HmdeError(f"--output must end in .parquet, got '{output}'")
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    if show_progress:
+        con.execute("PRAGMA enable_progress_bar")
+    load_pages(con, corpus, options)
+    n_pages = con.execute("SELECT count(*) FROM pages").fetchone()[0]
+    if n_pages == 0:
+        raise HmdeError("the corpus holds no pages (after the language and length filters)")
+    seed = int(options.seed)
+    con.execute(f"""
+        CREATE TEMP TABLE raw_pairs AS
+        SELECT a.doc_id doc_a, b.doc_id doc_b, a.lang lang_a, b.lang lang_b, a.concept,
+               hash(a.doc_id, b.doc_id, {seed}) h
+        FROM pages a JOIN pages b ON a.concept = b.concept AND a.lang < b.lang""")
+    if options.alpha is not None or options.max_pairs:
+        counts = dict(con.execute("SELECT lang_a || '-' || lang_b, count(*) FROM raw_pairs GROUP BY 1").fetchall())
+        total = sum(counts.values())
+        budget = min(options.max_pairs or total, total)
+        alpha = 1.0 if options.alpha is None else options.alpha
+        weights = {k: v ** alpha for k, v in counts.items()}
+        norm = sum(weights.values())
+        keep = {k: min(1.0, budget * weights[k] / norm / counts[k]) for k in counts}
+        con.execute("CREATE TEMP TABLE keep_rate(lp VARCHAR, rate DOUBLE)")
+        con.executemany("INSERT INTO keep_rate VALUES (?, ?)", list(keep.items()))
+        con.execute("""
+            CREATE TEMP TABLE sampled AS SELECT r.* FROM raw_pairs r JOIN keep_rate k ON k.lp = r.lang_a || '-' || r.lang_b
+            WHERE (r.h % 1000000) / 1000000.0 < k.rate""")
+    else:
+        con.execute("CREATE TEMP VIEW sampled AS SELECT * FROM raw_pairs")
+    # a hard negative per side: a random category of the page, then a random member of it
+    # in the same language; if that member is the same concept, the next member instead.
+    negative_sql = """
+        WITH pick AS (
+            SELECT s.doc_a, s.doc_b, pc.cat, s.{side}_lang_key lang,
+                   row_number() OVER (PARTITION BY s.doc_a, s.doc_b ORDER BY hash(pc.cat, {seed}, s.h)) r
+            FROM sampled s JOIN page_categories pc ON pc.doc_id = s.doc_{side}),
+        chosen AS (SELECT p.doc_a, p.doc_b, p.cat, p.lang, c.n FROM pick p
+                   JOIN (SELECT DISTINCT lang, cat, n FROM cat_members) c ON c.lang = p.lang AND c.cat = p.cat
+                   WHERE p.r = 1 AND c.n > 1),
+        first_try AS (SELECT ch.*, hash(ch.doc_a, ch.doc_b, '{side}', {seed}) % ch.n k FROM chosen ch)
+        SELECT f.doc_a, f.doc_b,
+               CASE WHEN m.concept <> s.concept THEN m.doc_id ELSE m2.doc_id END neg
+        FROM first_try f
+        JOIN sampled s ON s.doc_a = f.doc_a AND s.doc_b = f.doc_b
+        JOIN cat_members m ON m.lang = f.lang AND m.cat = f.cat AND m.k = f.k
+        JOIN cat_members m2 ON m2.lang = f.lang AND m2.cat = f.cat AND m2.k = (f.k + 1) % f.n
+        WHERE m.concept <> s.concept OR m2.concept <> s.concept"""
+    con.execute("CREATE TEMP VIEW sampled_keys AS SELECT *, lang_a a_lang_key, lang_b b_lang_key FROM sampled")
+    for side in ("a", "b"):
+        sql = negative_sql.format(side=side, seed=seed).replace("FROM sampled s", "FROM sampled_keys s")
+        con.execute(f"CREATE TEMP TABLE neg_{side} AS {sql}")
+    con.execute("""
+        CREATE TEMP TABLE triples AS
+        SELECT s.concept, s.lang_a, s.lang_b, s.doc_a, s.doc_b, na.neg neg_a, nb.neg neg_b, s.h
+        FROM sampled s
+        LEFT JOIN neg_a na ON na.doc_a = s.doc_a AND na.doc_b = s.doc_b
+        LEFT JOIN neg_b nb ON nb.doc_a = s.doc_a AND nb.doc_b = s.doc_b""")
+    summary = PairSummary(pages=n_pages)
+    summary.without_negative = con.execute(
+        "SELECT count(*) FROM triples WHERE neg_a IS NULL OR neg_b IS NULL").fetchone()[0]
+    if options.no_negative == "drop":
+        con.execute("DELETE FROM triples WHERE neg_a IS NULL OR neg_b IS NULL")
+        summary.dropped_without_negative = summary.without_negative
+    elif options.no_negative != "keep":
+        raise HmdeError(f"unknown no-negative policy '{options.no_negative}' (drop or keep)")
+    summary.pairs = con.execute("SELECT count(*) FROM triples").fetchone()[0]
+    if summary.pairs == 0:
+        raise HmdeError("no pairs: no concept has pages in two of the selected languages"
+                        + (" with a hard negative" if options.no_negative == "drop" else ""))
+    summary.per_language_pair = dict(con.execute(
+        "SELECT lang_a || '-' || lang_b, count(*) FROM triples GROUP BY 1 ORDER BY 1").fetchall())
+    meta = json.dumps({"format": PAIRS_FORMAT, "options": options.__dict__ | {"languages": list(options.languages or [])},
+                       "corpus": [str(c) for c in corpus], "summary": summary.to_dict()}, default=list)
+    docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
+    with atomic_path(docs_out) as tmp_docs:
+        con.execute(f"""COPY (SELECT DISTINCT p.doc_id, p.lang, p.text FROM pages p JOIN (
+                          SELECT doc_a d FROM triples UNION SELECT doc_b FROM triples UNION
+                          SELECT neg_a FROM triples UNION SELECT neg_b FROM triples) u ON u.d = p.doc_id)
+                        TO '{tmp_docs}' (FORMAT parquet)""")
+    with atomic_path(output) as tmp:
+        con.execute(f"""COPY (SELECT row_number() OVER (ORDER BY h, doc_a, doc_b) - 1 AS pair_id, concept, lang_a, lang_b,
+                                     doc_a, doc_b, neg_a, neg_b FROM triples ORDER BY pair_id)
+                        TO '{tmp}' (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
+    return summary
+
+
+def read_pairs(path: str | Path):
+    """Load a pairs file and its documents; checks the format version."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", str(path))
+    meta = (pq.read_metadata(path).metadata or {}).get(b"hmde")
+    info = json.loads(meta) if meta else {}
+    if info.get("format") != PAIRS_FORMAT:
+        raise InputError(f"not a pairs file of this hmde version (format {info.get('format')!r}, expected "
+                         f"{PAIRS_FORMAT!r}); rebuild it with `hmde build-pairs`", str(path))
+    docs_path = path.with_name(path.name[: -len(".parquet")] + ".docs.parquet")
+    if not docs_path.exists():
+        raise InputError("its documents file is missing", str(docs_path))
+    pairs = pq.read_table(path).to_pylist()
+    docs = {r["doc_id"]: (r["text"], r["lang"]) for r in pq.read_table(docs_path).to_pylist()}
+    return pairs, docs, info

@@ -1,0 +1,195 @@
+"""``hmde train``: contrastive pretraining of HMDE on (page, translation, hard negative) triples.
+
+Paper defaults: AdamW lr 1e-5, linear schedule with 1,000 warm-up steps, 2 pairs per
+micro-batch x 64 accumulation, 1 epoch, temperature 0.05 (public code). With
+``cache_chunk`` the whole accumulated batch is one contrastive batch (GradCache):
+more in-batch negatives at the memory of one chunk. Every random choice derives from
+(seed, step), so ``--resume`` continues exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from ..errors import HmdeError
+from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
+from .loss import cached_backward, contrastive_loss
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+@dataclass
+class PretrainingConfig:
+    batch_size: int = 2
+    grad_accum: int = 64
+    lr: float = 1e-5
+    weight_decay: float = 0.0  # paper: none given; public code 1e-5
+    warmup: int = 1000
+    epochs: float = 1.0
+    max_steps: int | None = None
+    temperature: float = 0.05
+    symmetric: bool = False
+    hard_negatives: bool = True
+    freeze_lower: bool = False
+    cache_chunk: int | None = None  # GradCache: one contrastive batch of batch_size*grad_accum pairs
+    gradient_checkpointing: bool = True
+    bf16: str = "auto"
+    save_every: int = 500
+    log_every: int = 10
+    validation_pairs: int = 0
+    seed: int = 0
+
+
+class PairBatches:
+    """Deterministic epochs over pair indices: a pure function of (seed, epoch)."""
+
+    def __init__(self, n: int, pairs_per_step: int, seed: int):
+        self.n, self.per_step, self.seed = n, pairs_per_step, seed
+        self.steps_per_epoch = n // pairs_per_step
+
+    def step(self, step: int) -> np.ndarray:
+        epoch, i = divmod(step, self.steps_per_epoch)
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.n)
+        return order[i * self.per_step : (i + 1) * self.per_step]
+
+
+class HmdeTrainer:
+    def __init__(self, model, pairs: list[dict], docs: dict, config: PretrainingConfig, output: str | Path,
+                 show_progress: bool = True):
+        self.model, self.config, self.output = model, config, Path(output)
+        self.docs, self.show_progress = docs, show_progress
+        self.units_cache: dict[str, list[str]] = {}
+        n_val = min(config.validation_pairs, len(pairs) // 2)
+        self.validation, self.pairs = pairs[:n_val], pairs[n_val:]
+        if len(self.pairs) < 2:
+            raise HmdeError("fewer than 2 training pairs: nothing to contrast")
+
+    def units(self, doc_id: str) -> list[str]:
+        if doc_id not in self.units_cache:
+            text, lang = self.docs[doc_id]
+            self.units_cache[doc_id] = self.model.segment(text, lang)
+        return self.units_cache[doc_id]
+
+    def encode(self, doc_ids) -> torch.Tensor:
+        return self.model([self.units(d) for d in doc_ids])
+
+    def roles(self, batch: list[dict]) -> list[list[str]]:
+        groups = [[p["doc_a"] for p in batch], [p["doc_b"] for p in batch]]
+        if self.config.hard_negatives:
+            # every hard negative of the batch is a candidate for every anchor, so a pair kept
+            # without one (build-pairs --no-negative keep) simply adds no candidate
+            groups.append([p["neg_a"] for p in batch if p["neg_a"]])
+            if self.config.symmetric:
+                groups.append([p["neg_b"] for p in batch if p["neg_b"]])
+        return [g for g in groups if g]
+
+    def loss_fn(self, a, b, *negatives):
+        neg_a = negatives[0] if len(negatives) > 0 else None
+        neg_b = negatives[1] if len(negatives) > 1 else None
+        return contrastive_loss(a, b, neg_a, neg_b, self.config.temperature, self.config.symmetric)
+
+    def train_step(self, batch: list[dict]) -> float:
+        """Forward and backward for one optimizer step's pairs; returns the mean loss."""
+        cfg = self.config
+        if cfg.cache_chunk:
+            return float(cached_backward(self.encode, self.roles(batch), cfg.cache_chunk, self.loss_fn))
+        total = 0.0
+        for start in range(0, len(batch), cfg.batch_size):
+            micro = self.roles(batch[start : start + cfg.batch_size])
+            loss = self.loss_fn(*[self.encode(g) for g in micro]) / cfg.grad_accum
+            loss.backward()
+            total += float(loss.detach())
+        return total
+
+    @torch.no_grad()
+    def validate(self) -> dict:
+        """In-batch retrieval accuracy on the validation pairs (translation among all translations)."""
+        if not self.validation:
+            return {}
+        was = self.model.training
+        self.model.eval()
+        a = torch.nn.functional.normalize(self.encode([p["doc_a"] for p in self.validation]), dim=-1)
+        b = torch.nn.functional.normalize(self.encode([p["doc_b"] for p in self.validation]), dim=-1)
+        self.model.train(was)
+        target = torch.arange(len(a))
+        return {"val_acc_a2b": float(((a @ b.T).argmax(1) == target).float().mean()),
+                "val_acc_b2a": float(((b @ a.T).argmax(1) == target).float().mean())}
+
+    def train(self, resume: bool = False, stop_at_step: int | None = None):
+        from transformers import get_linear_schedule_with_warmup
+
+        cfg, model, ckpt = self.config, self.model, self.output / CHECKPOINT_DIR
+        pairs_per_step = cfg.batch_size * cfg.grad_accum
+        batches = PairBatches(len(self.pairs), min(pairs_per_step, len(self.pairs)), cfg.seed)
+        total = cfg.max_steps or max(1, math.ceil(cfg.epochs * batches.steps_per_epoch))
+        if cfg.freeze_lower:
+            for p in model.lower.parameters():
+                p.requires_grad_(False)
+        if cfg.gradient_checkpointing and not cfg.freeze_lower:
+            auto = getattr(model.lower.model[0], "auto_model", None)
+            if auto is not None and getattr(auto, "supports_gradient_checkpointing", False):
+                import warnings
+
+                with warnings.catch_warnings():  # renamed in newer transformers; same behaviour
+                    warnings.simplefilter("ignore", FutureWarning)
+                    auto.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
+        step = 0
+        if resume:
+            state = load_checkpoint(ckpt)
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            step = state["step"]
+        log = JsonlLog(self.output / "train_log.jsonl")
+        use_bf16 = resolve_bf16(cfg.bf16, model.device)
+        if not resume:
+            self.output.mkdir(parents=True, exist_ok=True)
+            (self.output / "training_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+            log.write(event="start", pairs=len(self.pairs), steps=total, pairs_per_step=pairs_per_step, bf16=use_bf16,
+                      **self.validate())
+        model.train()
+        bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not self.show_progress)
+        t0, seen = time.time(), 0
+        while step < total:
+            batch = [self.pairs[i] for i in batches.step(step)]
+            seed_step(cfg.seed, step)
+            optimizer.zero_grad(set_to_none=True)
+            autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+            with autocast:
+                loss = self.train_step(batch)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            seen += len(batch)
+            bar.update(1)
+            if step % cfg.log_every == 0 or step == total:
+                rate = seen / max(time.time() - t0, 1e-9)
+                log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
+                bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.1f}")
+            if (cfg.save_every and step % cfg.save_every == 0) or step == total:
+                if self.validation:
+                    log.write(event="validation", step=step, **self.validate())
+                save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                       "scheduler": scheduler.state_dict(), "step": step,
+                                       "config": dataclasses.asdict(cfg)})
+                if stop_at_step is not None and step >= stop_at_step:
+                    bar.close()
+                    return model
+        bar.close()
+        model.eval()
+        model.save_pretrained(self.output)
+        return model

@@ -1,0 +1,148 @@
+import json
+
+import pytest
+import torch
+
+from hmde import HierarchicalEncoder, HmdeError, InputError
+from hmde.cli.main import main
+from hmde.pretraining.loss import cached_backward, contrastive_loss
+from hmde.pretraining.pairs import PairOptions, build_pairs, read_pairs
+from hmde.pretraining.trainer import HmdeTrainer, PretrainingConfig
+
+
+def page(lang, concept, cats, text):
+    return {"doc_id": f"{lang}/{concept}", "concept": concept, "lang": lang, "text": text, "categories": cats}
+
+
+PAGES = [
+    page("eng", "Q1", ["animals"], "The cat sleeps. It is small."),
+    page("deu", "Q1", ["animals"], "Die Katze schläft. Sie ist klein."),
+    page("fra", "Q1", ["animals"], "Le chat dort. Il est petit."),
+    page("eng", "Q2", ["animals"], "The dog runs. It is fast."),
+    page("deu", "Q2", ["animals"], "Der Hund rennt. Er ist schnell."),
+    page("eng", "Q3", ["cities"], "Paris is a city. It is big."),
+    page("deu", "Q3", ["cities", "Maintenance"], "Paris ist eine Stadt. Sie ist groß."),
+]
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "pages.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in PAGES))
+    return path
+
+
+def test_pairs_and_hard_negatives(corpus, tmp_path):
+    summary = build_pairs([corpus], tmp_path / "p.parquet", PairOptions(seed=0, no_negative="keep"), show_progress=False)
+    pairs, docs, info = read_pairs(tmp_path / "p.parquet")
+    got = {(p["doc_a"], p["doc_b"]) for p in pairs}
+    assert got == {("deu/Q1", "eng/Q1"), ("deu/Q1", "fra/Q1"), ("eng/Q1", "fra/Q1"), ("deu/Q2", "eng/Q2"),
+                   ("deu/Q3", "eng/Q3")}
+    by = {(p["doc_a"], p["doc_b"]): p for p in pairs}
+    # Q1/Q2 share "animals": each other's hard negative, in the same language
+    assert by[("deu/Q1", "eng/Q1")]["neg_a"] == "deu/Q2" and by[("deu/Q1", "eng/Q1")]["neg_b"] == "eng/Q2"
+    # fra has no other animal page; Q3's category has no other page
+    assert by[("eng/Q1", "fra/Q1")]["neg_b"] is None and by[("deu/Q3", "eng/Q3")]["neg_a"] is None
+    assert summary.without_negative == 3 and summary.per_language_pair == {"deu-eng": 3, "deu-fra": 1, "eng-fra": 1}
+    assert docs["eng/Q1"][1] == "eng" and info["format"] == "hmde-pairs/1"
+
+
+def test_pairs_are_deterministic_and_filtered(corpus, tmp_path):
+    opts = PairOptions(seed=3, languages=["eng", "deu"])
+    build_pairs([corpus], tmp_path / "a.parquet", opts, show_progress=False)
+    build_pairs([corpus], tmp_path / "b.parquet", opts, show_progress=False)
+    a, _, _ = read_pairs(tmp_path / "a.parquet")
+    b, _, _ = read_pairs(tmp_path / "b.parquet")
+    assert a == b and all({p["lang_a"], p["lang_b"]} == {"deu", "eng"} for p in a)
+    assert len(a) == 2  # Q3 dropped: no hard negative
+
+
+def test_bad_corpus_inputs(tmp_path, corpus):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"doc_id": "x", "lang": "eng", "text": "t"}) + "\n")
+    with pytest.raises(InputError, match=r"bad.jsonl: missing column\(s\) \['concept', 'categories'\]"):
+        build_pairs([bad], tmp_path / "p.parquet", show_progress=False)
+    with pytest.raises(HmdeError, match="no pages"):
+        build_pairs([corpus], tmp_path / "p.parquet", PairOptions(languages=["xxx"]), show_progress=False)
+    with pytest.raises(HmdeError, match="no pairs"):
+        build_pairs([corpus], tmp_path / "p.parquet", PairOptions(languages=["eng"]), show_progress=False)
+    other = tmp_path / "other.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"a": [1]}), other)
+    with pytest.raises(InputError, match="not a pairs file of this hmde version"):
+        read_pairs(other)
+
+
+def test_contrastive_loss_hand_computed():
+    a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    # positives equal anchors: logits diag 1/t, off-diag 0
+    t = 0.5
+    expected = torch.log(1 + torch.exp(torch.tensor(-1 / t)))
+    assert torch.allclose(contrastive_loss(a, a, temperature=t), expected)
+    # hard negatives of the whole batch are candidates; here neg[1] equals anchor 0 itself:
+    # anchor 0 sees logits [2, 0, 0, 2] -> loss log(2 + 2 e^-2), and likewise anchor 1
+    neg = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    expected_neg = torch.log(2 + 2 * torch.exp(torch.tensor(-1 / t)))
+    assert torch.allclose(contrastive_loss(a, a, neg, temperature=t), expected_neg)
+    assert torch.allclose(contrastive_loss(a, a, neg, neg, temperature=t, symmetric=True), 2 * expected_neg)
+
+
+def test_cached_loss_equals_plain_loss(labse_dir):
+    torch.manual_seed(0)
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir))
+    model.train()  # dropout on: the cached pass must replay the same dropout masks
+    docs = [["The cat sleeps.", "It is small."], ["Die Katze schläft."], ["Le chat dort.", "Il est petit."],
+            ["The dog runs."], ["Der Hund rennt.", "Er ist schnell."], ["Paris is a city."]]
+    groups = [docs[:3], docs[3:]]
+
+    def loss_fn(a, b):
+        return contrastive_loss(a, b, temperature=0.05)
+
+    torch.manual_seed(1)
+    plain = loss_fn(*[model(g) for g in groups])
+    plain.backward()
+    plain_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.manual_seed(1)
+    cached = cached_backward(model, groups, chunk_size=3, loss_fn=loss_fn)
+    assert torch.allclose(cached, plain.detach(), atol=1e-6)
+    for name, grad in plain_grads.items():
+        assert torch.allclose(dict(model.named_parameters())[name].grad, grad, atol=1e-5), name
+
+
+@pytest.fixture()
+def pairs_file(corpus, tmp_path):
+    build_pairs([corpus], tmp_path / "p.parquet", PairOptions(no_negative="keep"), show_progress=False)
+    return tmp_path / "p.parquet"
+
+
+def _run(labse_dir, pairs_file, out, **kw):
+    torch.manual_seed(0)
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir))
+    pairs, docs, _ = read_pairs(pairs_file)
+    cfg = PretrainingConfig(batch_size=2, grad_accum=2, lr=1e-3, warmup=1, max_steps=4, save_every=2, bf16="off")
+    return HmdeTrainer(model, pairs, docs, cfg, out, show_progress=False)
+
+
+def test_resume_ends_with_the_same_weights(labse_dir, pairs_file, tmp_path):
+    full = _run(labse_dir, pairs_file, tmp_path / "a").train()
+    _run(labse_dir, pairs_file, tmp_path / "b").train(stop_at_step=2)
+    resumed = _run(labse_dir, pairs_file, tmp_path / "b").train(resume=True)
+    for (k, a), (_, b) in zip(full.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(a, b), k
+    loaded = HierarchicalEncoder.from_pretrained(tmp_path / "a")
+    assert torch.equal(loaded.upper.doc_token, full.upper.doc_token)
+    log = [json.loads(line) for line in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [4]  # log_every=10: only the final step
+
+
+def test_cli_build_pairs_and_train(labse_dir, corpus, tmp_path, capsys):
+    assert main(["build-pairs", str(corpus), "-o", str(tmp_path / "p.parquet"), "--no-negative", "keep",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "5 pairs from 7 pages" in out and "deu-eng\t3" in out
+    assert main(["train", str(labse_dir), str(tmp_path / "p.parquet"), "-o", str(tmp_path / "m"), "--max-steps", "2",
+                 "--grad-accum", "2", "--cache-chunk", "2", "--no-progress", "--bf16", "off"]) == 0
+    assert HierarchicalEncoder.from_pretrained(tmp_path / "m").encode_documents(["Die Katze."]).shape == (1, 64)
