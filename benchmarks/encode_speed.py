@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--longformer-docs", type=int, default=8)
     parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--sentence-batch-size", type=int, default=8, help="hmde's token budget, in 128-token sentences")
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
 
@@ -86,7 +87,8 @@ def main() -> None:
     n_tokens = sum(len(x) for x in model.lower.token_ids(sentences))
     amp = torch.bfloat16 if args.bf16 else None
 
-    t_hmde = timed(lambda: model.encode_documents(docs, batch_size=len(docs), autocast_dtype=amp))
+    t_hmde = timed(lambda: model.encode_documents(docs, batch_size=len(docs), autocast_dtype=amp,
+                                                    sentence_batch_size=args.sentence_batch_size))
     t_st = timed(lambda: st.encode(sentences, batch_size=32))
 
     lf_docs = [" ".join(d) for d in docs[: args.longformer_docs]]

@@ -177,7 +177,7 @@ class HierarchicalEncoder(nn.Module):
     def encode_units(
         self,
         units: Sequence[Sequence[str]],
-        sentence_batch_size: int = 64,
+        sentence_batch_size: int = 8,
         autocast_dtype: torch.dtype | None = None,
         show_progress_bar: bool = False,
     ) -> EncodedBatch:
@@ -226,7 +226,7 @@ class HierarchicalEncoder(nn.Module):
         batch_size: int = 32,
         show_progress_bar: bool = False,
         normalize_embeddings: bool = False,
-        sentence_batch_size: int = 64,
+        sentence_batch_size: int = 8,
         autocast_dtype: torch.dtype | None = None,
         return_sentences: bool = False,
     ):

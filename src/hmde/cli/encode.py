@@ -28,7 +28,7 @@ def register(sub) -> None:
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
     p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
-    p.add_argument("--sentence-batch-size", type=int, default=64,
+    p.add_argument("--sentence-batch-size", type=int, default=8,
                    help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely")
     p.add_argument("--text-field", default="text")
     p.add_argument("--id-field", default="doc_id")
