@@ -11,7 +11,6 @@ budget, with or without gradients.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .precision import autocast_context
 from .errors import ModelLoadError, unreachable_model_message
 
 logger = logging.getLogger(__name__)
@@ -156,12 +156,7 @@ class SentenceEncoder(nn.Module):
         if current:
             batches.append(current)
         outputs: list[torch.Tensor] = []
-        autocast = (
-            torch.autocast(self.device.type, dtype=autocast_dtype)
-            if autocast_dtype is not None
-            else contextlib.nullcontext()
-        )
-        with autocast:
+        with autocast_context(self.device.type, autocast_dtype):
             for batch in tqdm(batches, desc="sentences", unit="batch", disable=not show_progress_bar):
                 out = self.model(self._features([list(keys[i]) for i in batch]))["sentence_embedding"]
                 outputs.append(out.float())

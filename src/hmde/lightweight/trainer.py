@@ -7,7 +7,6 @@ exactly where an uninterrupted run would be.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -21,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import HmdeError
+from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets
 from .model import LightweightConfig, LightweightEncoder
@@ -181,8 +181,7 @@ class LightweightTrainer:
                 batches = epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, epoch)
             batch = batches[step % steps_per_epoch]
             seed_step(cfg.seed, step)
-            autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-            with autocast:
+            with autocast_context(self.device.type, torch.bfloat16 if use_bf16 else None):
                 losses = self.losses(model, batch, step)
             optimizer.zero_grad(set_to_none=True)
             losses["loss"].backward()

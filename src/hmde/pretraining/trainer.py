@@ -9,7 +9,6 @@ more in-batch negatives at the memory of one chunk. Every random choice derives 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -22,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import HmdeError
+from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from .loss import cached_backward, contrastive_loss
 
@@ -167,8 +167,7 @@ class HmdeTrainer:
             batch = [self.pairs[i] for i in batches.step(step)]
             seed_step(cfg.seed, step)
             optimizer.zero_grad(set_to_none=True)
-            autocast = torch.autocast(model.device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-            with autocast:
+            with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
                 loss = self.train_step(batch)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
