@@ -25,6 +25,14 @@ def register(sub) -> None:
     p.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz (fields as named), .tsv (id<TAB>text), "
                    ".txt (one document per line) or .parquet")
     p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it")
+    p.add_argument("--method", choices=["hmde", "first", "seg", "mean", "lawdr"], default=None,
+                   help="document vectors: hmde (default for an hmde model), first (first 128 tokens), seg (128-token "
+                   "windows overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default for none: mean)")
+    p.add_argument("--lawdr-stats", help="LAWDR statistics folder: reused if it exists, else fitted on INPUT and saved "
+                   "there (default: OUT.lawdr/)")
+    p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")
+    p.add_argument("--lawdr-units", choices=["sentences", "packed"], default="sentences",
+                   help="LAWDR input units: sentences, or as many sentences as fit the token limit")
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
     p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
@@ -56,6 +64,27 @@ def write_vectors(output: str | Path, ids: list[str], vectors: np.ndarray) -> No
     write_text_atomic(ids_path_for(output), "".join(f"{i}\n" for i in ids))
 
 
+def encode_with_method(args, model, texts, langs, amp, progress):
+    """The baselines (and LAWDR, whose statistics are fitted once and then reused)."""
+    from ..lawdr import LawdrStats
+    from ..methods import DocumentVectorizer, MethodOptions
+
+    options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
+                            lawdr_m=args.lawdr_m, lawdr_units=args.lawdr_units, autocast_dtype=amp,
+                            show_progress_bar=progress)
+    stats = None
+    stats_dir = Path(args.lawdr_stats) if args.lawdr_stats else Path(str(args.output)[:-4] + ".lawdr")
+    if args.method == "lawdr" and (stats_dir / "lawdr.json").exists():
+        stats = LawdrStats.load(stats_dir)
+        print(f"using LAWDR statistics from {stats_dir} (m={stats.m})")
+    vectorizer = DocumentVectorizer(model, args.method, options, stats)
+    vectors = vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
+    if args.method == "lawdr" and stats is None:
+        vectorizer.lawdr_stats.save(stats_dir)
+        print(f"fitted LAWDR statistics (m={vectorizer.lawdr_stats.m}) and saved them to {stats_dir}")
+    return vectors
+
+
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or args.sentence_batch_size < 1:
         raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
@@ -78,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         vectors = lower.encode(flat, batch_size=args.sentence_batch_size, show_progress_bar=progress,
                                normalize_embeddings=args.normalize, autocast_dtype=amp)
         vectors[[i for i, r in enumerate(records) if is_empty_text(r.text)]] = 0.0
+    elif args.method not in (None, "hmde"):
+        vectors = encode_with_method(args, model, texts, langs, amp, progress)
     else:
         if kind != "hmde":
             raise HmdeError(

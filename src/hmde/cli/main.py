@@ -12,7 +12,7 @@ import sys
 from .. import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder"]
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.{name.replace('-', '_')}").register(sub)
+    # `hmde search` is registered by the index module (it shares its helpers)
     return parser
 
 

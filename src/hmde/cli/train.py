@@ -35,6 +35,8 @@ def register(sub) -> None:
     p.add_argument("--save-every", type=int, default=500)
     p.add_argument("--validation-pairs", type=int, default=0, help="hold out this many pairs for validation accuracy")
     p.add_argument("--max-sentences", type=int, help="upper-encoder sentences (new models only; default 32)")
+    p.add_argument("--train-max-sentences", type=int,
+                   help="crop training documents to their first N sentences (faster on CPU; default: all, in windows)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true")
@@ -74,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
         symmetric=args.symmetric, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
-        save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed)
+        save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
+        max_units=args.train_max_sentences)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
     trainer.train(resume=args.resume)
     print(f"saved the trained hmde model to {output}")

@@ -47,6 +47,7 @@ class PretrainingConfig:
     save_every: int = 500
     log_every: int = 10
     validation_pairs: int = 0
+    max_units: int | None = None  # crop training documents to their first N sentences (CPU budget); None: all
     seed: int = 0
 
 
@@ -69,6 +70,7 @@ class HmdeTrainer:
         self.model, self.config, self.output = model, config, Path(output)
         self.docs, self.show_progress = docs, show_progress
         self.units_cache: dict[str, list[str]] = {}
+        self.vector_cache: dict[str, torch.Tensor] = {}
         n_val = min(config.validation_pairs, len(pairs) // 2)
         self.validation, self.pairs = pairs[:n_val], pairs[n_val:]
         if len(self.pairs) < 2:
@@ -77,11 +79,29 @@ class HmdeTrainer:
     def units(self, doc_id: str) -> list[str]:
         if doc_id not in self.units_cache:
             text, lang = self.docs[doc_id]
-            self.units_cache[doc_id] = self.model.segment(text, lang)
+            units = self.model.segment(text, lang)
+            self.units_cache[doc_id] = units[: self.config.max_units] if self.config.max_units else units
         return self.units_cache[doc_id]
 
     def encode(self, doc_ids) -> torch.Tensor:
+        if self.config.freeze_lower:
+            return self.model.contextualize(self.frozen_sentence_vectors(doc_ids))
         return self.model([self.units(d) for d in doc_ids])
+
+    def frozen_sentence_vectors(self, doc_ids) -> list[torch.Tensor]:
+        """With a frozen lower encoder a document's sentence vectors never change: embed
+        each document once (dropout off) and reuse the vectors in every later step."""
+        missing = list(dict.fromkeys(d for d in doc_ids if d not in self.vector_cache))
+        if missing:
+            lower = self.model.lower
+            was = lower.training
+            lower.eval()
+            with torch.no_grad():
+                flat = lower.embed([u for d in missing for u in self.units(d)], batch_size=32)
+            lower.train(was)
+            for d, v in zip(missing, torch.split(flat, [len(self.units(d)) for d in missing])):
+                self.vector_cache[d] = v.detach()
+        return [self.vector_cache[d] for d in doc_ids]
 
     def roles(self, batch: list[dict]) -> list[list[str]]:
         groups = [[p["doc_a"] for p in batch], [p["doc_b"] for p in batch]]

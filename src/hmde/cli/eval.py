@@ -1,0 +1,353 @@
+"""``hmde eval {align,xsr,clir,xldc,report}``: the paper's protocols on any model and method.
+
+Each protocol writes a result JSON (metrics plus provenance: model hash, data hashes,
+seed, version) and prints a one-line summary per language or pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HmdeError
+from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+
+
+def _pairs(text: str | None, langs: str | None, pivot: str) -> list[tuple[str, str]]:
+    if text:
+        out = []
+        for p in text.split(","):
+            a, sep, b = p.strip().partition("-")
+            if not sep or not a or not b:
+                raise HmdeError(f"--pairs takes xx-yy items separated by commas, got '{p}'")
+            out.append((a, b))
+        return out
+    if langs:
+        return [(lang, pivot) for lang in langs.split(",") if lang and lang != pivot]
+    return []
+
+
+def _common(p, methods=True) -> None:
+    add_model_argument(p)
+    if methods:
+        from ..methods import METHODS
+
+        p.add_argument("--method", choices=METHODS, default=None,
+                       help="document vectors (default: hmde for an hmde model, mean for a sentence encoder)")
+        p.add_argument("--lawdr-stats", help="saved LAWDR statistics to reuse (default: fit on the evaluated documents)")
+        p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")
+    p.add_argument("--output", "-o", required=True, help="result JSON")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--sentence-batch-size", type=int, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate a model: align, xsr, clir, xldc; report tables",
+                       description="Evaluation protocols; each writes a result JSON with provenance.")
+    ev = p.add_subparsers(dest="protocol", metavar="PROTOCOL")
+    ev.required = True
+
+    a = ev.add_parser("align", help="parallel document alignment P@1 and recall (PUD, WMT16 .lett)")
+    _common(a)
+    a.add_argument("--data", help="folder of <lang>.jsonl(.gz) documents sharing 'concept' ids (e.g. eval/pud)")
+    a.add_argument("--pairs", help="language pairs, e.g. deu-eng,fra-eng")
+    a.add_argument("--langs", help="languages aligned against --pivot (default: every file in --data)")
+    a.add_argument("--pivot", default="eng")
+    a.add_argument("--lett", help="WMT16 .lett file (with --gold)")
+    a.add_argument("--gold", help="WMT16 gold pairs: source URL<TAB>target URL")
+    a.add_argument("--lett-langs", default="en-fr")
+    a.add_argument("--scoring", choices=["cosine", "margin"], default="cosine")
+    a.add_argument("--k", type=int, default=4, help="neighbours per side for the margin (default 4)")
+    a.set_defaults(func=run_align)
+
+    x = ev.add_parser("xsr", help="Tatoeba-format sentence retrieval P@1 (lower encoder)")
+    _common(x, methods=False)
+    x.add_argument("--data", required=True, help="folder of tatoeba.xxx-eng.{xxx,eng} files")
+    x.add_argument("--langs", help="comma-separated languages (default: all in the folder)")
+    x.set_defaults(func=run_xsr)
+
+    c = ev.add_parser("clir", help="cross-lingual retrieval over the whole collection (MAP, MRR, nDCG@10, R@100)")
+    _common(c)
+    c.add_argument("--xquad", help="XQuAD folder (xquad.<lang>.json)")
+    c.add_argument("--pairs", help="query-document language pairs, e.g. de-en,en-de (default: every xx with --pivot)")
+    c.add_argument("--pivot", default="en")
+    c.add_argument("--unit", choices=["article", "paragraph"], default="article")
+    c.add_argument("--topics", help="TSV/JSONL topics (generic mode)")
+    c.add_argument("--qrels", help="TREC qrels")
+    c.add_argument("--documents", nargs="+", help="JSONL documents, or CLEF SGML files with --clef")
+    c.add_argument("--clef", action="store_true", help="--topics and --documents are CLEF-2003 SGML")
+    c.add_argument("--query-lang")
+    c.add_argument("--doc-lang")
+    c.add_argument("--first-stage", help="TREC run to re-rank instead of ranking the whole collection")
+    c.add_argument("--run-output", help="write the ranking as a TREC run")
+    c.add_argument("--measures", default="AP,RR,nDCG@10,R@100")
+    c.set_defaults(func=run_clir)
+
+    d = ev.add_parser("xldc", help="zero-shot cross-lingual classification (MLDoc protocol; MasakhaNEWS)")
+    _common(d)
+    d.add_argument("--masakhanews", help="MasakhaNEWS folder (train = English dev+test)")
+    d.add_argument("--targets", default="fra", help="target languages (default fra)")
+    d.add_argument("--mldoc", nargs="*", help="MLDoc files as SPLIT:LANG=PATH (train:eng=..., dev:eng=..., test:fra=...)")
+    d.add_argument("--protocol", choices=["finetune", "frozen", "both"], default="both")
+    d.add_argument("--lr", type=float, default=2e-5)
+    d.add_argument("--warmup", type=int, default=200)
+    d.add_argument("--batch-size", type=int, default=4)
+    d.add_argument("--accumulation", type=int, default=8)
+    d.add_argument("--max-epochs", type=int, default=50)
+    d.add_argument("--patience", type=int, default=7)
+    d.add_argument("--max-sentences", type=int, help="cap sentences per document while fine-tuning (CPU runs)")
+    d.set_defaults(func=run_xldc)
+
+    r = ev.add_parser("report", help="result JSON files -> markdown table + PNG bar chart")
+    r.add_argument("results", nargs="+")
+    r.add_argument("--output", "-o", help="markdown file (default: print)")
+    r.add_argument("--plot", help="PNG bar chart")
+    r.set_defaults(func=run_report)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _setup(args, need_method=True):
+    from ..evaluation.encoders import EvalEncoder
+    from ..lawdr import LawdrStats
+    from ..methods import MethodOptions
+    from ..registry import resolve_model_path
+
+    device = pick_device(args.device)
+    kind, model = load_model(args.model, device)
+    try:
+        model_path = str(resolve_model_path(args.model))
+    except HmdeError:
+        model_path = None
+    method = getattr(args, "method", None) or ("hmde" if kind == "hmde" else "mean")
+    options = MethodOptions(sentence_batch_size=args.sentence_batch_size, autocast_dtype=autocast_dtype(args.bf16),
+                            lawdr_m=getattr(args, "lawdr_m", None), show_progress_bar=not args.no_progress)
+    stats = LawdrStats.load(args.lawdr_stats) if getattr(args, "lawdr_stats", None) else None
+    encoder = EvalEncoder(model, method if need_method else "mean", options, stats)
+    return encoder, model_path, method
+
+
+def _write(args, protocol, model_path, method, files, metrics, settings) -> None:
+    from ..evaluation.provenance import result_record, write_result
+
+    write_result(args.output, result_record(protocol, args.model, model_path, method, files, metrics,
+                                            args.seed if hasattr(args, "seed") else None, settings))
+    print(f"wrote {args.output}")
+
+
+def _seed(args) -> None:
+    import torch
+
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+
+
+# -- protocols -------------------------------------------------------------------------------
+def run_align(args) -> int:
+    from ..evaluation.alignment import alignment_metrics, load_concept_documents, load_lett
+
+    _seed(args)
+    enc, model_path, method = _setup(args)
+    settings = {"scoring": args.scoring, "k": args.k}
+    if args.lett:
+        if not args.gold:
+            raise HmdeError("--lett needs --gold")
+        src_lang, _, tgt_lang = args.lett_langs.partition("-")
+        src, tgt = load_lett(args.lett, args.gold, src_lang, tgt_lang)
+        enc.prepare([(src.texts, src.lang), (tgt.texts, tgt.lang)])
+        m = alignment_metrics(enc.documents(src.texts, src.lang), enc.documents(tgt.texts, tgt.lang),
+                              src.concepts, tgt.concepts, args.scoring, args.k)
+        metrics = {"pairs": {args.lett_langs: m}, "average": m["p@1"]}
+        files = src.files
+        settings["dataset"] = Path(args.lett).name
+    else:
+        if not args.data:
+            raise HmdeError("give --data (a folder of <lang>.jsonl.gz) or --lett/--gold")
+        folder = Path(args.data)
+        langs = args.langs or ",".join(sorted(p.name.split(".")[0] for p in folder.glob("*.jsonl*")))
+        pairs = _pairs(args.pairs, langs, args.pivot)
+        if not pairs:
+            raise HmdeError("no language pairs to evaluate")
+        sets = {lang: load_concept_documents(folder, lang) for pair in pairs for lang in pair}
+        enc.prepare([(s.texts, s.lang) for s in sets.values()])
+        per_pair = {}
+        for a, b in pairs:
+            m = alignment_metrics(enc.documents(sets[a].texts, a), enc.documents(sets[b].texts, b),
+                                  sets[a].concepts, sets[b].concepts, args.scoring, args.k)
+            per_pair[f"{a}-{b}"] = m
+            print(f"{a}-{b}: P@1 {m['p@1_src->tgt']:.3f} / {m['p@1_tgt->src']:.3f}  recall {m['recall']:.3f}")
+        metrics = {"pairs": per_pair, "average": float(np.mean([m["p@1"] for m in per_pair.values()]))}
+        files = [f for s in sets.values() for f in s.files]
+        settings["dataset"] = folder.name
+    if enc.vectorizer.lawdr_stats is not None:
+        settings["lawdr_m"] = enc.vectorizer.lawdr_stats.m
+    print(f"average P@1: {metrics['average']:.4f}")
+    _write(args, "align", model_path, method, files, metrics, settings)
+    return 0
+
+
+def run_xsr(args) -> int:
+    from ..evaluation.tatoeba import evaluate_tatoeba, tatoeba_languages
+
+    _seed(args)
+    enc, model_path, _ = _setup(args, need_method=False)
+    langs = args.langs.split(",") if args.langs else tatoeba_languages(args.data)
+    result = evaluate_tatoeba(lambda texts: enc.queries(texts), args.data, langs)
+    for lang, r in result["languages"].items():
+        print(f"{lang}: P@1 {r[f'{lang}->eng']:.3f} / {r[f'eng->{lang}']:.3f}")
+    print(f"average P@1: {result['average']:.4f}")
+    files = [Path(args.data) / f"tatoeba.{lang}-eng.{s}" for lang in langs for s in (lang, "eng")]
+    _write(args, "xsr", model_path, "sentence", files, result, {"dataset": Path(args.data).name})
+    return 0
+
+
+def run_clir(args) -> int:
+    from ..evaluation import clir
+
+    _seed(args)
+    enc, model_path, method = _setup(args)
+    measures = [m for m in args.measures.split(",") if m]
+    tasks = []  # (name, topics, collection, qrels)
+    if args.xquad:
+        langs = sorted(p.name.split(".")[1] for p in Path(args.xquad).glob("xquad.*.json"))
+        pairs = _pairs(args.pairs, ",".join(langs), args.pivot)
+        if not args.pairs:
+            pairs += [(args.pivot, lang) for lang in langs if lang != args.pivot]
+        for q, d in pairs:
+            tasks.append((f"{q}-{d}", *clir.load_xquad(args.xquad, q, d, args.unit)))
+        dataset = f"xquad-{args.unit}"
+    else:
+        if not (args.topics and args.qrels and args.documents):
+            raise HmdeError("give --xquad, or --topics, --qrels and --documents")
+        if args.clef:
+            topics = clir.read_clef_topics(args.topics, args.query_lang)
+            coll = clir.read_clef_documents(args.documents, args.doc_lang)
+        else:
+            topics = clir.read_topics(args.topics, args.query_lang)
+            coll = clir.read_collection(args.documents[0], args.doc_lang)
+        tasks.append((f"{args.query_lang or 'q'}-{args.doc_lang or coll.lang or 'd'}", topics, coll,
+                      clir.read_qrels(args.qrels)))
+        dataset = Path(args.documents[0]).name
+    first_stage = clir.read_run(args.first_stage) if args.first_stage else None
+    enc.prepare([(c.texts, c.lang) for _, _, c, _ in {t[2].files[0]: t for t in tasks}.values()])
+    per_pair, files, full_run = {}, set(), {}
+    for name, topics, coll, qrels in tasks:
+        for w in clir.check_qrels(qrels, topics.ids, coll.doc_ids):
+            warn(f"{name}: {w}")
+        qv = enc.queries(topics.texts, topics.lang)
+        dv = enc.documents(coll.texts, coll.lang)
+        run = (clir.rerank(qv, dv, topics.ids, coll.doc_ids, first_stage) if first_stage
+               else clir.rank(qv, dv, topics.ids, coll.doc_ids))
+        scores = clir.score_run(qrels, run, measures)
+        per_pair[name] = scores
+        full_run.update({f"{name}:{q}" if len(tasks) > 1 else q: docs for q, docs in run.items()})
+        files.update(topics.files + coll.files)
+        print(f"{name}: " + "  ".join(f"{k} {v:.4f}" for k, v in scores.items()))
+    main = measures[0]
+    metrics = {"pairs": per_pair, "main_measure": main,
+               "average": float(np.mean([s[main] for s in per_pair.values()])),
+               "averages": {m: float(np.mean([s[m] for s in per_pair.values()])) for m in measures}}
+    if args.run_output:
+        clir.write_run(args.run_output, full_run)
+    print(f"average {main}: {metrics['average']:.4f}")
+    _write(args, "clir", model_path, method, sorted(files), metrics,
+           {"dataset": dataset, "rerank": bool(first_stage), "queries": "lower encoder"})
+    return 0
+
+
+def _parse_mldoc(items):
+    from ..evaluation.classification import read_mldoc
+
+    out = {"train": [], "dev": [], "test": []}
+    for item in items:
+        head, sep, path = item.partition("=")
+        split, _, lang = head.partition(":")
+        if not sep or split not in out or not lang:
+            raise HmdeError(f"--mldoc takes SPLIT:LANG=PATH (split train, dev or test), got '{item}'")
+        out[split].append(read_mldoc(path, lang))
+    if not out["train"] or not out["test"]:
+        raise HmdeError("--mldoc needs at least train:LANG=PATH and test:LANG=PATH")
+    return out
+
+
+def run_xldc(args) -> int:
+    from ..evaluation import classification as cls
+
+    _seed(args)
+    enc, model_path, method = _setup(args)
+    if args.mldoc:
+        parts = _parse_mldoc(args.mldoc)
+        train = parts["train"][0]
+        dev = parts["dev"][0] if parts["dev"] else None
+        targets = parts["test"]
+        dataset = "mldoc"
+    elif args.masakhanews:
+        train = (cls.read_masakhanews_split(args.masakhanews, "eng", "dev")
+                 + cls.read_masakhanews_split(args.masakhanews, "eng", "test"))
+        dev = None
+        targets = [cls.read_masakhanews_split(args.masakhanews, t, "test") for t in args.targets.split(",") if t]
+        dataset = "masakhanews"
+    else:
+        raise HmdeError("give --masakhanews DIR or --mldoc SPLIT:LANG=PATH ...")
+    checked = []
+    for t in targets:
+        t2, warnings = cls.align_labels(train.labels, t)
+        for w in warnings:
+            warn(w)
+        checked.append(t2)
+    files = train.files + [f for t in checked for f in t.files] + (dev.files if dev else [])
+    results = {}
+    if args.protocol in ("frozen", "both"):
+        enc.prepare([(train.texts, train.lang)] + [(t.texts, t.lang) for t in checked])
+        results["frozen"] = cls.frozen_protocol(enc.documents, train, checked, args.seed)
+    if args.protocol in ("finetune", "both"):
+        if method != "hmde":
+            warn(f"fine-tuning trains the hierarchical model; --method {method} applies to the frozen protocol only")
+            results.setdefault("frozen", None)
+        else:
+            tr, dv = (train, dev) if dev else cls.split_dev(train, 0.1, args.seed)
+            config = cls.FinetuneConfig(lr=args.lr, warmup=args.warmup, batch_size=args.batch_size,
+                                        accumulation=args.accumulation, max_epochs=args.max_epochs,
+                                        patience=args.patience, seed=args.seed, max_sentences=args.max_sentences)
+            results["finetune"] = cls.finetune_protocol(enc.model, tr, dv, checked, config,
+                                                        show_progress=not args.no_progress,
+                                                        log=lambda h: print(json.dumps(h)))
+    written = 0
+    base = Path(args.output)
+    for protocol, res in results.items():
+        if res is None:
+            continue
+        targets_ = res["targets"] if protocol == "finetune" else res
+        metrics = {"targets": targets_, "average": float(np.mean([v["accuracy"] for v in targets_.values()]))}
+        if protocol == "finetune":
+            metrics["history"] = res["history"]
+        for lang, v in targets_.items():
+            print(f"{protocol} {lang}: accuracy {v['accuracy']:.4f} ({v['documents']} documents)")
+        out = base if len([r for r in results.values() if r]) == 1 else base.with_name(f"{base.stem}.{protocol}{base.suffix}")
+        args_out = argparse.Namespace(**{**vars(args), "output": str(out)})
+        _write(args_out, "xldc", model_path, method, files, metrics,
+               {"dataset": dataset, "variant": protocol, "train_documents": len(train)})
+        written += 1
+    return 0 if written else 2
+
+
+def run_report(args) -> int:
+    from ..atomic import write_text_atomic
+    from ..evaluation.report import bar_chart, load_results, markdown_tables
+
+    records = load_results(args.results)
+    text = markdown_tables(records)
+    if args.output:
+        write_text_atomic(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    if args.plot:
+        bar_chart(records, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

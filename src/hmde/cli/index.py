@@ -1,0 +1,115 @@
+"""``hmde index build`` and ``hmde search``: a FAISS + DuckDB index of documents."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import HmdeError
+from .common import add_model_argument, autocast_dtype, load_model, pick_device
+
+
+def register(sub) -> None:
+    p = sub.add_parser("index", help="build or extend a searchable document index")
+    isub = p.add_subparsers(dest="index_command", metavar="ACTION")
+    isub.required = True
+    b = isub.add_parser("build", help="embed INPUT and write (or, with --add, extend) INDEX_DIR",
+                        description="Documents go through the chosen method (default: the hierarchical model); "
+                        "their sentences are kept for the best-sentence snippet of each hit.")
+    add_model_argument(b)
+    b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents")
+    b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
+    b.add_argument("--add", action="store_true", help="add INPUT's documents to an existing index")
+    b.add_argument("--type", choices=["flat", "hnsw", "ivf"], default="flat",
+                   help="flat: exact (default); hnsw or ivf: approximate, for large collections")
+    b.add_argument("--hnsw-m", type=int, default=32)
+    b.add_argument("--ivf-lists", type=int, default=1024)
+    b.add_argument("--method", choices=["hmde", "first", "seg", "mean", "lawdr"], default=None)
+    b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
+    b.add_argument("--text-field", default="text")
+    b.add_argument("--id-field", default="doc_id")
+    b.add_argument("--lang-field", default="lang")
+    b.add_argument("--device", default="auto")
+    b.add_argument("--bf16", action="store_true")
+    b.add_argument("--no-progress", action="store_true")
+    b.set_defaults(func=run_build)
+
+    s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")
+    s.add_argument("index", metavar="INDEX_DIR")
+    s.add_argument("query", nargs="+", help="query text")
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--lang", help="only documents of this language")
+    s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
+    s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
+    s.add_argument("--device", default="auto")
+    s.set_defaults(func=run_search)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from ..evaluation.provenance import model_hash
+    from ..index.build import embed_for_index
+    from ..index.store import DocumentIndex, IndexMeta
+    from ..io.documents import read_documents
+    from ..lawdr import LawdrStats
+    from ..methods import MethodOptions
+    from ..registry import resolve_model_path
+
+    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    kind, model = load_model(args.model, pick_device(args.device))
+    method = args.method or ("hmde" if kind == "hmde" else "mean")
+    path = str(resolve_model_path(args.model))
+    options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress)
+    stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
+    if method == "lawdr" and args.add and stats is None:
+        raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
+    doc_vectors, units, sents = embed_for_index(model, records, method, options, stats)
+    meta = IndexMeta(model=path, model_sha256=model_hash(path), dim=int(doc_vectors.shape[1]), method=method,
+                     index_type=args.type, count=len(records), hnsw_m=args.hnsw_m,
+                     ivf_lists=args.ivf_lists if args.type == "ivf" else 0)
+    texts = [r.text if isinstance(r.text, str) else " ".join(r.text) for r in records]
+    index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
+                                doc_vectors, units, sents, add=args.add)
+    print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
+    return 0
+
+
+def print_hits(query: str, hits, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
+    if as_json:
+        for h in hits:
+            out.write(json.dumps({"query": query, "rank": h.rank, "score": round(h.score, 5), "doc_id": h.doc_id,
+                                  "lang": h.lang, "best_sentence": h.best_sentence,
+                                  "sentence_score": round(h.sentence_score, 5)}, ensure_ascii=False) + "\n")
+        return
+    out.write(f"query: {query}\n")
+    if not hits:
+        out.write("  (no hits)\n")
+    for h in hits:
+        out.write(f"  {h.rank:>2}. {h.score:.3f}  {h.doc_id}  [{h.lang}]  {h.snippet()}\n")
+
+
+def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
+                 device: str = "auto"):
+    from ..evaluation.provenance import model_hash
+    from ..index.store import DocumentIndex, check_compatible
+    from ..registry import resolve_model_path
+
+    if not queries or any(not q.strip() for q in queries):
+        raise HmdeError("the query is empty")
+    if top_k < 1:
+        raise HmdeError("--top-k must be >= 1")
+    index = DocumentIndex.open(index_dir)
+    name = model_name or index.meta.model
+    kind, model = load_model(name, pick_device(device))
+    lower = model.lower if kind == "hmde" else model
+    check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
+    vectors = lower.encode(queries)
+    return index.search(vectors, top_k, lang)
+
+
+def run_search(args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    hits = search_index(args.index, [query], args.top_k, args.lang, args.model, args.device)[0]
+    print_hits(query, hits, args.json)
+    return 0

@@ -1,0 +1,162 @@
+"""``hmde recipe mini``: rebuild the bundled hmde-mini from ../shared/data with hmde's own commands.
+
+Steps (each is skipped when its output exists, so an interrupted recipe resumes):
+
+1. ``train-sentence-encoder`` on ``parallel/`` (every language pair with >= 200 pairs);
+2. ``build-pairs`` on the full Bibles of ``bible/`` (chapters; books as categories);
+3. ``train --freeze-lower``: the upper encoder on cached sentence vectors (cheap on CPU);
+4. ``train``: a short joint phase with the lower encoder updated, as in the paper;
+5. ``eval``: Tatoeba, PUD alignment, XQuAD retrieval and MasakhaNEWS, HMDE next to the
+   ``first``, ``seg``, ``mean`` and ``lawdr`` baselines on the same lower encoder;
+6. export: the model in fp16 (``OUTPUT/hmde-mini``) plus ``report.md``.
+
+The settings below are the CPU budget (about 90 minutes on 2 cores); docs/hmde-mini.md
+explains each choice. ``--install`` copies the exported model into the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+from ..errors import HmdeError
+
+BIBLE_LANGUAGES = "eng,spa,por,zho,epo,fin"  # the six full Bibles: 15 language pairs x 1,189 chapters
+TATOEBA_ALIASES = {"zho": "cmn", "msa": "zsm", "fas": "pes", "swa": "swh", "nor": "nob"}
+METHOD_ROWS = ("hmde", "first", "seg", "mean", "lawdr")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("recipe", help="rebuild a bundled model from the shared open data")
+    p.add_argument("name", choices=["mini"])
+    p.add_argument("--data", default="../shared/data", help="the shared data folder (parallel/, bible/, eval/)")
+    p.add_argument("--output", "-o", default="runs/mini")
+    p.add_argument("--lower-epochs", type=float, default=0.6, help="epochs of the sentence-encoder stage")
+    p.add_argument("--frozen-epochs", type=float, default=3.0, help="epochs of the frozen-lower HMDE stage")
+    p.add_argument("--joint-steps", type=int, default=60, help="optimizer steps of the joint HMDE stage")
+    p.add_argument("--skip-eval", action="store_true")
+    p.add_argument("--install", action="store_true", help="copy the exported model into the package as hmde-mini")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=run)
+
+
+def _step(name: str, done: bool, argv: list[str]) -> None:
+    from .main import main
+
+    if done:
+        print(f"[recipe] {name}: done already, skipped")
+        return
+    print(f"[recipe] {name}: hmde {' '.join(argv)}", flush=True)
+    t0 = time.time()
+    status = main(argv)
+    if status:
+        raise HmdeError(f"recipe step '{name}' failed (exit status {status})")
+    print(f"[recipe] {name}: {time.time() - t0:.0f} s", flush=True)
+
+
+def top_languages(lower_dir: Path, tatoeba: Path, n: int = 20) -> list[str]:
+    """The ``n`` languages with the most training pairs that Tatoeba has (codes mapped to its own)."""
+    start = json.loads((lower_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    counts: dict[str, int] = {}
+    for pair, c in start["language_pairs"].items():
+        for lang in pair.split("-"):
+            if lang != "eng":
+                counts[lang] = counts.get(lang, 0) + c
+    out = []
+    for lang, _ in sorted(counts.items(), key=lambda x: -x[1]):
+        code = TATOEBA_ALIASES.get(lang, lang)
+        if (tatoeba / f"tatoeba.{code}-eng.{code}").exists() and code not in out:
+            out.append(code)
+    return out[:n]
+
+
+def trained_languages(lower_dir: Path) -> set[str]:
+    start = json.loads((lower_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    return {lang for pair in start["language_pairs"] for lang in pair.split("-")}
+
+
+def run(args: argparse.Namespace) -> int:
+    data, out = Path(args.data), Path(args.output)
+    for sub in ("parallel", "bible", "eval"):
+        if not (data / sub).is_dir():
+            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    out.mkdir(parents=True, exist_ok=True)
+    lower, pairs, frozen, joint = out / "lower", out / "bible-pairs.parquet", out / "hmde-frozen", out / "hmde"
+    dev = ["--device", args.device]
+    _step("sentence encoder", (lower / "modules.json").exists(), [
+        "train-sentence-encoder", str(data / "parallel"), "--min-pairs", "200", "--output", str(lower),
+        "--tokenizer-model", "bpe", "--vocab-size", "16000", "--hidden", "256", "--heads", "4", "--ffn", "1024",
+        "--train-max-length", "32", "--batch-size", "128", "--warmup", "500", "--epochs", str(args.lower_epochs),
+        "--save-every", "250", "--tokenizer-sentences-per-language", "3000", "--no-progress",
+        *(["--resume"] if (lower / "checkpoint").exists() else []), *dev])
+    _step("pairs", pairs.exists(), [
+        "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in BIBLE_LANGUAGES.split(",")],
+        "--output", str(pairs), "--no-progress"])
+    _step("hmde, frozen lower", (frozen / "config.json").exists(), [
+        "train", str(lower), str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", "16",
+        "--batch-size", "64", "--grad-accum", "1", "--lr", "2e-4", "--warmup", "100", "--weight-decay", "1e-5",
+        "--epochs", str(args.frozen_epochs), "--save-every", "200", "--validation-pairs", "256", "--no-progress",
+        *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
+    _step("hmde, joint", (joint / "config.json").exists(), [
+        "train", str(frozen), str(pairs), "--output", str(joint), "--train-max-sentences", "8",
+        "--batch-size", "16", "--grad-accum", "1", "--lr", "2e-5", "--warmup", "10", "--weight-decay", "1e-5",
+        "--max-steps", str(args.joint_steps), "--save-every", "20", "--no-gradient-checkpointing", "--no-progress",
+        *(["--resume"] if (joint / "checkpoint").exists() else []), *dev])
+    export = out / "hmde-mini"
+    if not (export / "config.json").exists():
+        from ..hierarchical import HierarchicalEncoder
+
+        import torch
+
+        HierarchicalEncoder.from_pretrained(joint, device="cpu").save_pretrained(export, dtype=torch.float16)
+        print(f"[recipe] exported {export} (fp16)")
+    if not args.skip_eval:
+        evaluate(export, data, out / "results", lower, dev)
+    if args.install:
+        from ..registry import PACKAGE_MODELS
+
+        target = PACKAGE_MODELS / "hmde-mini"
+        card = target / "README.md"
+        keep_card = card.read_text(encoding="utf-8") if card.exists() else None
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
+        if keep_card:
+            card.write_text(keep_card, encoding="utf-8")
+        print(f"[recipe] installed into {target}")
+    return 0
+
+
+def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]) -> None:
+    ev = data / "eval"
+    trained = trained_languages(lower)
+    tatoeba = top_languages(lower, ev / "tatoeba")
+    _step("eval xsr", (results / "xsr.json").exists(), [
+        "eval", "xsr", str(model), "--data", str(ev / "tatoeba"), "--langs", ",".join(tatoeba),
+        "-o", str(results / "xsr.json"), "--no-progress", *dev])
+    pud = sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz"))
+    pud_langs = [lang for lang in pud if lang in trained and lang != "eng"]
+    xquad_langs = [c for c in ("ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
+                   if {"ar": "ara", "de": "deu", "el": "ell", "es": "spa", "hi": "hin", "ro": "ron", "ru": "rus",
+                       "th": "tha", "tr": "tur", "vi": "vie", "zh": "zho"}[c] in trained]
+    for method in METHOD_ROWS:
+        _step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
+            "eval", "align", str(model), "--data", str(ev / "pud"), "--langs", ",".join(pud_langs),
+            "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev])
+        _step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
+            "eval", "clir", str(model), "--xquad", str(ev / "xquad"),
+            "--pairs", ",".join([f"{c}-en" for c in xquad_langs] + [f"en-{c}" for c in xquad_langs]),
+            "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev])
+        _step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
+            "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
+            "--protocol", "frozen", "--method", method, "-o", str(results / f"masakhanews.frozen.{method}.json"),
+            "--no-progress", *dev])
+    _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
+        "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
+        "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
+        "--max-sentences", "16", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
+    _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
+                            "-o", str(results.parent / "report.md"), "--plot", str(results.parent / "report.png")])

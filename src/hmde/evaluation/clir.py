@@ -1,0 +1,281 @@
+"""Cross-lingual retrieval: rank a whole collection for each query, score with ir-measures.
+
+The paper's CLEF protocol: the query (title + description) is embedded by the lower
+(sentence) encoder alone, documents by the document method, ranked by cosine over the
+WHOLE collection (exact FAISS search). A re-ranking mode re-scores a given first-stage
+run (TREC format), as the paper's public code did. Metrics come from ir-measures.
+
+Loaders: generic TREC topics/qrels/run files with JSONL documents, CLEF-2003 SGML
+collections, and XQuAD (question -> the article or paragraph holding its answer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..io.documents import open_text, read_documents
+from ..similarity import knn
+
+DEFAULT_MEASURES = ("AP", "RR", "nDCG@10", "R@100")
+ISO1_TO_ISO3 = {"ar": "ara", "de": "deu", "el": "ell", "en": "eng", "es": "spa", "hi": "hin", "ro": "ron",
+                "ru": "rus", "th": "tha", "tr": "tur", "vi": "vie", "zh": "zho", "fi": "fin", "it": "ita",
+                "fr": "fra", "nl": "nld", "sv": "swe"}
+
+
+@dataclass
+class Collection:
+    doc_ids: list[str]
+    texts: list
+    lang: str | None
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Topics:
+    ids: list[str]
+    texts: list[str]
+    lang: str | None
+    files: list[str] = field(default_factory=list)
+
+
+# -- generic TREC files ------------------------------------------------------------------
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """TREC qrels: ``qid iter docid relevance`` per line."""
+    qrels: dict[str, dict[str, int]] = {}
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            cols = line.split()
+            if not cols:
+                continue
+            if len(cols) != 4:
+                raise InputError(f"expected 'qid iter docid relevance', got {len(cols)} fields", str(path), line_no)
+            try:
+                rel = int(cols[3])
+            except ValueError:
+                raise InputError(f"relevance must be an integer, got {cols[3]!r}", str(path), line_no, "relevance")
+            qrels.setdefault(cols[0], {})[cols[2]] = rel
+    return qrels
+
+
+def read_run(path: str | Path) -> dict[str, dict[str, float]]:
+    """TREC run: ``qid Q0 docid rank score tag`` per line."""
+    run: dict[str, dict[str, float]] = {}
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            cols = line.split()
+            if not cols:
+                continue
+            if len(cols) != 6:
+                raise InputError(f"expected 'qid Q0 docid rank score tag', got {len(cols)} fields", str(path), line_no)
+            try:
+                run.setdefault(cols[0], {})[cols[2]] = float(cols[4])
+            except ValueError:
+                raise InputError(f"score must be a number, got {cols[4]!r}", str(path), line_no, "score")
+    return run
+
+
+def write_run(path: str | Path, run: dict[str, dict[str, float]], tag: str = "hmde") -> None:
+    from ..atomic import write_text_atomic
+
+    lines = []
+    for qid, docs in run.items():
+        for rank, (doc, score) in enumerate(sorted(docs.items(), key=lambda x: -x[1]), 1):
+            lines.append(f"{qid} Q0 {doc} {rank} {score:.6f} {tag}\n")
+    write_text_atomic(path, "".join(lines))
+
+
+def read_topics(path: str | Path, lang: str | None = None) -> Topics:
+    """Topics as TSV (``qid<TAB>text``) or JSONL (``qid``/``text`` or ``title``+``description``)."""
+    ids, texts = [], []
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if str(path).endswith((".jsonl", ".jsonl.gz")):
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON ({exc.msg})", str(path), line_no) from exc
+                qid = rec.get("qid", rec.get("query_id"))
+                text = rec.get("text") or " ".join(x for x in (rec.get("title"), rec.get("description")) if x)
+                if qid is None or not text:
+                    raise InputError("needs 'qid' and 'text' (or 'title'/'description')", str(path), line_no)
+            else:
+                cols = line.rstrip("\n").split("\t")
+                if len(cols) < 2:
+                    raise InputError("expected qid<TAB>text", str(path), line_no)
+                qid, text = cols[0], " ".join(cols[1:])
+            ids.append(str(qid))
+            texts.append(text)
+    return Topics(ids, texts, lang, [str(path)])
+
+
+def read_collection(path: str | Path, lang: str | None = None) -> Collection:
+    docs = list(read_documents(path))
+    return Collection([d.doc_id for d in docs], [d.text for d in docs], lang or docs[0].lang, [str(path)])
+
+
+# -- CLEF 2003 -----------------------------------------------------------------------------
+_DOC = re.compile(r"<DOC>(.*?)</DOC>", re.S)
+_DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
+
+
+def read_clef_documents(paths: Sequence[str | Path], lang: str | None = None,
+                        text_tags: Sequence[str] = ("TITLE", "HEADLINE", "TEXT", "LEAD", "TI", "LD", "TE")) -> Collection:
+    """CLEF SGML collections: ``<DOC><DOCNO>id</DOCNO> ... </DOC>``; text from ``text_tags``."""
+    ids, texts = [], []
+    tag_res = [re.compile(rf"<{t}>(.*?)</{t}>", re.S | re.I) for t in text_tags]
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            content = f.read()
+        for m in _DOC.finditer(content):
+            body = m.group(1)
+            docno = _DOCNO.search(body)
+            if not docno:
+                line = content.count("\n", 0, m.start()) + 1
+                raise InputError("a <DOC> without <DOCNO>", str(path), line, "DOCNO")
+            parts = [_TAG.sub(" ", x) for r in tag_res for x in r.findall(body)]
+            ids.append(docno.group(1))
+            texts.append(" ".join(" ".join(parts).split()))
+    if not ids:
+        raise InputError("no <DOC> elements found", str(paths[0]) if paths else None)
+    return Collection(ids, texts, lang, [str(p) for p in paths])
+
+
+def read_clef_topics(path: str | Path, lang: str | None = None) -> Topics:
+    """CLEF topics: ``<top><num>C141</num><XX-title>..</XX-title><XX-desc>..</XX-desc></top>``."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        content = f.read()
+    ids, texts = [], []
+    for m in _TOP.finditer(content):
+        body = m.group(1)
+        num = re.search(r"<num>\s*(.*?)\s*</num>", body, re.S | re.I)
+        title = re.search(r"<(?:\w+-)?title>(.*?)</(?:\w+-)?title>", body, re.S | re.I)
+        desc = re.search(r"<(?:\w+-)?desc>(.*?)</(?:\w+-)?desc>", body, re.S | re.I)
+        if not num or not title:
+            line = content.count("\n", 0, m.start()) + 1
+            raise InputError("a <top> without <num> or <title>", str(path), line)
+        text = " ".join(x.group(1).strip() for x in (title, desc) if x)
+        ids.append(num.group(1))
+        texts.append(" ".join(text.split()))
+    if not ids:
+        raise InputError("no <top> elements found", str(path))
+    return Topics(ids, texts, lang, [str(path)])
+
+
+# -- XQuAD -----------------------------------------------------------------------------------
+def xquad_file(folder: str | Path, lang: str) -> Path:
+    code = {v: k for k, v in ISO1_TO_ISO3.items()}.get(lang, lang)
+    path = Path(folder) / f"xquad.{code}.json"
+    if not path.exists():
+        have = sorted(p.name.split(".")[1] for p in Path(folder).glob("xquad.*.json"))
+        raise InputError(f"language '{lang}' is missing from XQuAD (have: {', '.join(have)})", path=str(folder))
+    return path
+
+
+def load_xquad(folder: str | Path, query_lang: str, doc_lang: str, unit: str = "article"
+               ) -> tuple[Topics, Collection, dict[str, dict[str, int]]]:
+    """Questions in ``query_lang``; articles (48) or paragraphs (240) in ``doc_lang``."""
+    if unit not in ("article", "paragraph"):
+        raise InputError(f"unit must be article or paragraph, got '{unit}'")
+    qpath, dpath = xquad_file(folder, query_lang), xquad_file(folder, doc_lang)
+    qdata = json.loads(qpath.read_text(encoding="utf-8"))["data"]
+    ddata = json.loads(dpath.read_text(encoding="utf-8"))["data"]
+    doc_ids, texts, owner = [], [], {}
+    for a, article in enumerate(ddata):
+        paragraphs = [p["context"] for p in article["paragraphs"]]
+        if unit == "article":
+            doc_ids.append(f"a{a}")
+            texts.append(" ".join(paragraphs))
+        else:
+            for p, context in enumerate(paragraphs):
+                doc_ids.append(f"a{a}p{p}")
+                texts.append(context)
+    q_ids, q_texts, qrels = [], [], {}
+    for a, article in enumerate(qdata):
+        for p, para in enumerate(article["paragraphs"]):
+            for qa in para["qas"]:
+                q_ids.append(qa["id"])
+                q_texts.append(qa["question"])
+                qrels[qa["id"]] = {f"a{a}" if unit == "article" else f"a{a}p{p}": 1}
+    topics = Topics(q_ids, q_texts, query_lang, [str(qpath)])
+    return topics, Collection(doc_ids, texts, doc_lang, [str(dpath)]), qrels
+
+
+# -- ranking and scoring ---------------------------------------------------------------------
+def rank(query_vectors: np.ndarray, doc_vectors: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str],
+         depth: int = 1000) -> dict[str, dict[str, float]]:
+    """Each query's top ``depth`` documents of the whole collection by cosine."""
+    sims, idx = knn(query_vectors, doc_vectors, min(depth, len(doc_ids)))
+    return {q: {doc_ids[j]: float(s) for s, j in zip(sims[i], idx[i]) if j >= 0} for i, q in enumerate(query_ids)}
+
+
+def rerank(query_vectors: np.ndarray, doc_vectors: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str],
+           first_stage: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Re-score a first-stage run's documents by cosine; unknown documents are an error."""
+    from ..similarity import normalize
+
+    q, d = normalize(query_vectors), normalize(doc_vectors)
+    row = {doc: i for i, doc in enumerate(doc_ids)}
+    out = {}
+    for i, qid in enumerate(query_ids):
+        docs = first_stage.get(qid, {})
+        missing = [doc for doc in docs if doc not in row]
+        if missing:
+            raise InputError(f"the first-stage run names {len(missing)} document(s) not in the collection, e.g. "
+                             f"'{missing[0]}' (query {qid})")
+        out[qid] = {doc: float(q[i] @ d[row[doc]]) for doc in docs}
+    return out
+
+
+def check_qrels(qrels: dict[str, dict[str, int]], query_ids: Sequence[str], doc_ids: Sequence[str]) -> list[str]:
+    """Warnings for qrels naming unknown documents or queries (they would score silently as misses)."""
+    known_docs, known_q = set(doc_ids), set(query_ids)
+    unknown = sorted({d for docs in qrels.values() for d in docs} - known_docs)
+    warnings = []
+    if unknown:
+        warnings.append(f"qrels name {len(unknown)} document(s) not in the collection, e.g. '{unknown[0]}'")
+    no_topic = sorted(set(qrels) - known_q)
+    if no_topic:
+        warnings.append(f"qrels name {len(no_topic)} query id(s) with no topic, e.g. '{no_topic[0]}'")
+    if not set(qrels) & known_q:
+        raise InputError("no query of the topics has relevance judgements: check that qrels and topics match")
+    return warnings
+
+
+def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]],
+              measures: Sequence[str] = DEFAULT_MEASURES) -> dict[str, float]:
+    """Aggregate measures (ir-measures) over the queries that have judgements."""
+    import ir_measures
+
+    parsed = [ir_measures.parse_measure(m) for m in measures]
+    judged_run = {q: docs for q, docs in run.items() if q in qrels}
+    for q in qrels:
+        judged_run.setdefault(q, {})
+    result = ir_measures.calc_aggregate(parsed, qrels, judged_run)
+    return {str(m): float(result[m]) for m in parsed}
+
+
+def evaluate_clir(encode_queries: Callable[[Sequence[str], str | None], np.ndarray],
+                  encode_documents: Callable[[Sequence, str | None], np.ndarray],
+                  topics: Topics, collection: Collection, qrels: dict[str, dict[str, int]],
+                  measures: Sequence[str] = DEFAULT_MEASURES, first_stage: dict | None = None,
+                  depth: int = 1000) -> tuple[dict, dict, list[str]]:
+    """(metrics, run, warnings) for one query-language / document-language pair."""
+    warnings = check_qrels(qrels, topics.ids, collection.doc_ids)
+    qv = encode_queries(topics.texts, topics.lang)
+    dv = encode_documents(collection.texts, collection.lang)
+    if first_stage is not None:
+        run = rerank(qv, dv, topics.ids, collection.doc_ids, first_stage)
+    else:
+        run = rank(qv, dv, topics.ids, collection.doc_ids, depth)
+    return score_run(qrels, run, measures), run, warnings

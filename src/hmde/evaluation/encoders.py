@@ -1,0 +1,67 @@
+"""One object that encodes documents and queries for every protocol, with caching.
+
+Protocols encode the same collection several times (every language pair of PUD or
+XQuAD contains English); vectors are cached by (language, content). For LAWDR the
+statistics must exist before the first document vector: :meth:`prepare` fits them on
+everything the protocol will encode (LAWDR is unsupervised and fitted on the corpus it
+embeds, as in its paper), unless saved statistics were given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Sequence
+
+import numpy as np
+
+from ..lawdr import LawdrStats, fit_lawdr
+from ..methods import DocumentVectorizer, MethodOptions
+
+
+def _key(texts: Sequence, lang) -> str:
+    h = hashlib.sha256(str(lang).encode())
+    for t in texts:
+        h.update(b"\x00" + (t if isinstance(t, str) else "\x01".join(t)).encode())
+    return h.hexdigest()
+
+
+class EvalEncoder:
+    def __init__(self, model, method: str, options: MethodOptions | None = None, lawdr_stats: LawdrStats | None = None):
+        self.vectorizer = DocumentVectorizer(model, method, options, lawdr_stats)
+        self.method = method
+        self._docs: dict[str, np.ndarray] = {}
+        self._sents: dict[str, list[np.ndarray]] = {}
+
+    @property
+    def model(self):
+        return self.vectorizer.model
+
+    def prepare(self, collections: Sequence[tuple[Sequence, str | None]]) -> None:
+        """Fit LAWDR on all given collections (no-op for other methods or given statistics)."""
+        if self.method != "lawdr" or self.vectorizer.lawdr_stats is not None:
+            return
+        per_doc, langs = [], []
+        for texts, lang in collections:
+            key = _key(texts, lang)
+            if key not in self._sents:
+                self._sents[key] = self.vectorizer.sentence_vectors(list(texts), [lang] * len(texts))
+            per_doc.extend(self._sents[key])
+            langs.extend([lang] * len(texts))
+        self.vectorizer.lawdr_stats = fit_lawdr(per_doc, langs, m=self.vectorizer.options.lawdr_m)
+
+    def documents(self, texts: Sequence, lang: str | None) -> np.ndarray:
+        key = _key(texts, lang)
+        if key not in self._docs:
+            if self.method == "lawdr":
+                if self.vectorizer.lawdr_stats is None:
+                    self.prepare([(texts, lang)])
+                sents = self._sents.pop(key, None) or self.vectorizer.sentence_vectors(list(texts), [lang] * len(texts))
+                self._docs[key] = self.vectorizer.lawdr_stats.document_vectors(sents, [lang] * len(texts))
+            else:
+                self._docs[key] = self.vectorizer.encode(list(texts), [lang] * len(texts))
+        return self._docs[key]
+
+    def queries(self, texts: Sequence[str], lang: str | None = None) -> np.ndarray:
+        """Queries and sentences go through the lower encoder alone (the CLIR protocol)."""
+        o = self.vectorizer.options
+        return self.model.lower.encode(list(texts), batch_size=o.sentence_batch_size, autocast_dtype=o.autocast_dtype)

@@ -1,0 +1,153 @@
+"""Ways of turning one sentence encoder into a document encoder, side by side.
+
+``hmde``  the hierarchical model (needs a trained upper encoder);
+``first`` the sentence encoder on the first 128 tokens (the paper's "LaBSE" row);
+``seg``   128-token windows overlapping by a third, vectors averaged ("LaBSE-Seg");
+``mean``  the mean of the document's sentence vectors;
+``lawdr`` LAWDR's weighted sum of language-cleaned sentence vectors (:mod:`hmde.lawdr`).
+
+All of them use the same lower encoder, segmentation and token limit, so that a
+comparison measures the method and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .errors import HmdeError
+from .hierarchical import HierarchicalEncoder, _as_langs
+from .lawdr import LawdrStats, fit_lawdr
+from .segmentation import token_windows
+from .sentence_encoder import SentenceEncoder
+
+METHODS = ("hmde", "first", "seg", "mean", "lawdr")
+
+
+@dataclass
+class MethodOptions:
+    batch_size: int = 64  # documents per chunk (progress and memory)
+    sentence_batch_size: int = 8
+    seg_overlap: float = 1 / 3
+    lawdr_m: int | None = None
+    lawdr_units: str = "sentences"  # sentences | packed (as many sentences as fit the token limit)
+    autocast_dtype: torch.dtype | None = None
+    show_progress_bar: bool = False
+
+
+def as_hierarchical(model: HierarchicalEncoder | SentenceEncoder) -> HierarchicalEncoder:
+    """A sentence encoder gets an (untrained) upper encoder, used only for its segmentation."""
+    if isinstance(model, HierarchicalEncoder):
+        return model
+    return HierarchicalEncoder(model)
+
+
+def _flat_text(doc) -> str:
+    return doc if isinstance(doc, str) else " ".join(s for s in doc if isinstance(s, str))
+
+
+def pack_sentences(units: Sequence[str], tokenizer, max_tokens: int) -> list[str]:
+    """Join consecutive sentences while they fit ``max_tokens`` (LAWDR's multi-sentence input)."""
+    if not units:
+        return []
+    budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
+    lengths = [len(x) for x in tokenizer(list(units), add_special_tokens=False)["input_ids"]]
+    packed, current, used = [], [], 0
+    for unit, n in zip(units, lengths):
+        if current and used + n > budget:
+            packed.append(" ".join(current))
+            current, used = [], 0
+        current.append(unit)
+        used += n
+    if current:
+        packed.append(" ".join(current))
+    return packed
+
+
+class DocumentVectorizer:
+    """Document vectors by one of :data:`METHODS` on ``model``'s lower encoder."""
+
+    def __init__(self, model: HierarchicalEncoder | SentenceEncoder, method: str,
+                 options: MethodOptions | None = None, lawdr_stats: LawdrStats | None = None):
+        if method not in METHODS:
+            raise HmdeError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+        if method == "hmde" and not isinstance(model, HierarchicalEncoder):
+            raise HmdeError("--method hmde needs a saved hmde model; this is a sentence encoder "
+                            "(use first, seg, mean or lawdr)")
+        self.model = as_hierarchical(model)
+        self.method = method
+        self.options = options or MethodOptions()
+        self.lawdr_stats = lawdr_stats
+
+    @property
+    def lower(self) -> SentenceEncoder:
+        return self.model.lower
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        o = self.options
+        with torch.inference_mode():
+            return self.lower.embed(texts, batch_size=o.sentence_batch_size,
+                                    autocast_dtype=o.autocast_dtype).float().cpu().numpy()
+
+    def _grouped(self, pieces: list[list[str]]) -> list[np.ndarray]:
+        flat = [p for doc in pieces for p in doc]
+        vectors = self._embed(flat) if flat else np.zeros((0, self.lower.dim), np.float32)
+        return np.split(vectors, np.cumsum([len(p) for p in pieces])[:-1]) if pieces else []
+
+    def units(self, docs: Sequence, langs: Sequence[str | None]) -> list[list[str]]:
+        if self.method == "first":
+            return [[t] if (t := _flat_text(d).strip()) else [] for d in docs]
+        if self.method == "seg":
+            tok = self.lower.tokenizer
+            budget = self.model.config.max_sentence_tokens - tok.num_special_tokens_to_add(pair=False)
+            stride = max(1, budget - int(round(budget * self.options.seg_overlap)))
+            return [token_windows(_flat_text(d), tok, budget, stride) for d in docs]
+        units = [self.model.segment(d, lang) for d, lang in zip(docs, langs)]
+        if self.method == "lawdr" and self.options.lawdr_units == "packed":
+            units = [pack_sentences(u, self.lower.tokenizer, self.model.config.max_sentence_tokens) for u in units]
+        return units
+
+    def sentence_vectors(self, docs: Sequence, langs=None) -> list[np.ndarray]:
+        """The per-document unit vectors the method combines."""
+        langs_ = _as_langs(langs, len(docs))
+        out: list[np.ndarray] = []
+        step = max(1, self.options.batch_size)
+        for start in tqdm(range(0, len(docs), step), desc=f"documents ({self.method})", unit="batch",
+                          disable=not self.options.show_progress_bar):
+            out.extend(self._grouped(self.units(docs[start:start + step], langs_[start:start + step])))
+        return out
+
+    def fit_lawdr(self, docs: Sequence, langs) -> LawdrStats:
+        self.lawdr_stats = fit_lawdr(self.sentence_vectors(docs, langs), _as_langs(langs, len(docs)),
+                                     m=self.options.lawdr_m)
+        return self.lawdr_stats
+
+    def encode(self, docs: Sequence, langs=None, normalize_embeddings: bool = False) -> np.ndarray:
+        """(len(docs), dim) float32; an empty document gives a zero row."""
+        if isinstance(docs, str):
+            raise HmdeError("encode takes a list of documents, not one string")
+        o = self.options
+        if self.method == "hmde":
+            vectors = self.model.encode_documents(docs, langs=langs, batch_size=o.batch_size,
+                                                  sentence_batch_size=o.sentence_batch_size,
+                                                  autocast_dtype=o.autocast_dtype,
+                                                  show_progress_bar=o.show_progress_bar)
+        elif self.method == "lawdr":
+            langs_ = _as_langs(langs, len(docs))
+            per_doc = self.sentence_vectors(docs, langs_)
+            if self.lawdr_stats is None:
+                self.lawdr_stats = fit_lawdr(per_doc, langs_, m=o.lawdr_m)
+            vectors = self.lawdr_stats.document_vectors(per_doc, langs_)
+        else:
+            per_doc = self.sentence_vectors(docs, langs)
+            vectors = np.stack([v.mean(0) if len(v) else np.zeros(self.lower.dim, np.float32) for v in per_doc]) \
+                if per_doc else np.zeros((0, self.lower.dim), np.float32)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if normalize_embeddings:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.where(norms > 0, norms, 1.0)
+        return vectors

@@ -1,0 +1,100 @@
+"""Evaluation protocols: hand-computed metrics, loaders on files the tests write, errors."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from hmde.errors import InputError
+from hmde.evaluation import clir
+from hmde.evaluation.alignment import alignment_metrics
+from hmde.evaluation.classification import align_labels, frozen_protocol, read_masakhanews_split, LabelledDocuments
+
+
+def test_map_on_a_three_query_toy_run_is_hand_computed(tmp_path):
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d2 1\nq2 0 d3 1\nq3 0 d3 1\n")
+    run = {"q1": {"d2": 0.9, "d1": 0.8, "d3": 0.1}, "q2": {"d2": 0.9, "d1": 0.5, "d3": 0.4}, "q3": {"d1": 0.9, "d2": 0.8}}
+    clir.write_run(tmp_path / "run", run)
+    scores = clir.score_run(clir.read_qrels(tmp_path / "qrels"), clir.read_run(tmp_path / "run"), ["AP", "RR"])
+    # AP: q1 = 1/2, q2 = (1/1 + 2/3) / 2, q3 = 0 (never retrieved)
+    assert scores["AP"] == pytest.approx((0.5 + (1 + 2 / 3) / 2 + 0) / 3)
+    assert scores["RR"] == pytest.approx((0.5 + 1 + 0) / 3)
+
+
+def test_ranking_over_the_whole_collection_and_reranking():
+    docs = np.eye(4, dtype=np.float32)
+    queries = np.array([[0.1, 0.9, 0, 0], [0, 0, 0.2, 1.0]], dtype=np.float32)
+    run = clir.rank(queries, docs, ["a", "b"], ["d0", "d1", "d2", "d3"], depth=2)
+    assert list(run["a"]) == ["d1", "d0"] and list(run["b"]) == ["d3", "d2"]
+    rer = clir.rerank(queries, docs, ["a"], ["d0", "d1", "d2", "d3"], {"a": {"d0": 5.0, "d2": 1.0}})
+    assert rer["a"]["d0"] > rer["a"]["d2"] == 0.0
+    with pytest.raises(InputError, match="not in the collection, e.g. 'dX'"):
+        clir.rerank(queries, docs, ["a"], ["d0", "d1", "d2", "d3"], {"a": {"dX": 1.0}})
+
+
+def test_qrels_errors_and_warnings(tmp_path):
+    (tmp_path / "bad").write_text("q1 0 d1 1\nq1 0 d2\n")
+    with pytest.raises(InputError, match=r"bad, line 2"):
+        clir.read_qrels(tmp_path / "bad")
+    warnings = clir.check_qrels({"q1": {"d1": 1, "ghost": 1}}, ["q1"], ["d1"])
+    assert "1 document(s) not in the collection, e.g. 'ghost'" in warnings[0]
+    with pytest.raises(InputError, match="no query of the topics has relevance"):
+        clir.check_qrels({"zz": {"d1": 1}}, ["q1"], ["d1"])
+
+
+def test_clef_sgml_loaders(tmp_path):
+    (tmp_path / "docs.sgml").write_text(
+        "<DOC>\n<DOCNO> GH950102-000001 </DOCNO>\n<HEADLINE>Flood</HEADLINE>\n<TEXT>Rivers rose.\nTowns  left.</TEXT>\n</DOC>\n"
+        "<DOC><DOCNO>GH950102-000002</DOCNO><TEXT>Other news.</TEXT></DOC>\n")
+    (tmp_path / "topics.sgml").write_text(
+        "<top>\n<num> C141 </num>\n<EN-title> Floods </EN-title>\n<EN-desc> Find floods. </EN-desc>\n</top>\n")
+    coll = clir.read_clef_documents([tmp_path / "docs.sgml"], "eng")
+    assert coll.doc_ids == ["GH950102-000001", "GH950102-000002"]
+    assert coll.texts[0] == "Flood Rivers rose. Towns left."
+    topics = clir.read_clef_topics(tmp_path / "topics.sgml")
+    assert topics.ids == ["C141"] and topics.texts == ["Floods Find floods."]
+    (tmp_path / "broken.sgml").write_text("\n\n<DOC><TEXT>x</TEXT></DOC>")
+    with pytest.raises(InputError, match="line 3.*DOCNO"):
+        clir.read_clef_documents([tmp_path / "broken.sgml"])
+
+
+def test_alignment_p_at_1_on_a_toy_alignment():
+    src = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]], dtype=np.float32)
+    tgt = np.array([[0.9, 0.1, 0], [0, 0, 1], [0.1, 1, 0]], dtype=np.float32)
+    m = alignment_metrics(src, tgt, ["a", "b", "c", "d"], ["a", "c", "b"])
+    # src a->a, b->b, c->c right (3/3 with a gold pair); tgt a->a, c->c, b->b right; d has no translation
+    assert m["p@1_src->tgt"] == 1.0 and m["p@1_tgt->src"] == 1.0 and m["unmatched_src"] == 1
+    tgt_swapped = tgt[[0, 2, 1]]  # now tgt ids say a, c, b but vectors are a, b, c
+    m2 = alignment_metrics(src, tgt_swapped, ["a", "b", "c", "d"], ["a", "c", "b"])
+    assert m2["p@1_src->tgt"] == pytest.approx(1 / 3)
+
+
+def test_masakhanews_reader_handles_quoted_newlines_and_labels(tmp_path):
+    folder = tmp_path / "fra"
+    folder.mkdir()
+    with gzip.open(folder / "test.tsv.gz", "wt", encoding="utf-8") as f:
+        f.write('category\theadline\ttext\turl\nsports\tMatch\t"Line one\nline two"\tu1\nreligion\tX\tY\tu2\n')
+    docs = read_masakhanews_split(tmp_path, "fra", "test")
+    assert docs.labels == ["sports", "religion"] and docs.texts[0] == "Match Line one\nline two"
+    kept, warnings = align_labels(["sports", "business"], docs)
+    assert kept.labels == ["sports"] and "religion" in warnings[0]
+    with pytest.raises(InputError, match="no train split"):
+        read_masakhanews_split(tmp_path, "fra", "train")
+
+
+def test_frozen_protocol_separable_toy():
+    train = LabelledDocuments(["a1", "a2", "b1", "b2"] * 5, ["A", "A", "B", "B"] * 5, "eng")
+    test = LabelledDocuments(["a9", "b9"], ["A", "B"], "fra")
+    encode = lambda texts, lang: np.array([[1.0, 0.1] if t.startswith("a") else [0.1, 1.0] for t in texts])  # noqa: E731
+    assert frozen_protocol(encode, train, [test])["fra"]["accuracy"] == 1.0
+
+
+def test_xquad_loader_on_shared_data(shared_data):
+    topics, coll, qrels = clir.load_xquad(shared_data / "eval" / "xquad", "de", "en", "article")
+    assert len(coll.doc_ids) == 48 and len(topics.ids) == 1190
+    assert set(qrels[topics.ids[0]]) <= set(coll.doc_ids)
+    _, paras, _ = clir.load_xquad(shared_data / "eval" / "xquad", "deu", "eng", "paragraph")
+    assert len(paras.doc_ids) == 240
+    with pytest.raises(InputError, match="missing from XQuAD"):
+        clir.load_xquad(shared_data / "eval" / "xquad", "xx", "en")

@@ -1,0 +1,85 @@
+"""Index build/search/add through the CLI; errors for mismatched models and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hmde.cli.main import main
+from hmde.index import DocumentIndex
+
+DOCS = [("d1", "eng", "The volcano erupted last night. Ash covered the villages."),
+        ("d2", "deu", "Die Katze saß auf der Matte. Es war ein sonniger Tag."),
+        ("d3", "fra", "Le chat était assis sur le tapis."),
+        ("d4", "eng", "Economic growth slowed in the third quarter.")]
+
+
+def _write(path, docs):
+    path.write_text("".join(json.dumps({"doc_id": i, "lang": lang, "text": t}) + "\n" for i, lang, t in docs))
+    return path
+
+
+@pytest.fixture()
+def index_dir(hmde_dir, tmp_path):
+    out = tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(_write(tmp_path / "d.jsonl", DOCS[:3])), "-o", str(out),
+                 "--no-progress"]) == 0
+    return out
+
+
+def test_search_finds_the_sentence_and_shows_it(index_dir, capsys):
+    capsys.readouterr()
+    assert main(["search", str(index_dir), "Ash covered the villages.", "--json", "--top-k", "3"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(hits) == 3 and [h["rank"] for h in hits] == [1, 2, 3]
+    d1 = next(h for h in hits if h["doc_id"] == "d1")
+    # the query equals one sentence of d1: that sentence is shown, with cosine 1
+    assert d1["best_sentence"] == "Ash covered the villages." and d1["sentence_score"] == pytest.approx(1.0, abs=1e-4)
+    assert hits[0]["score"] >= hits[1]["score"] >= hits[2]["score"]
+
+
+def test_language_filter_and_incremental_add(index_dir, hmde_dir, tmp_path, capsys):
+    capsys.readouterr()
+    main(["search", str(index_dir), "cat", "--lang", "fra", "--json"])
+    assert [json.loads(x)["doc_id"] for x in capsys.readouterr().out.splitlines()] == ["d3"]
+    assert main(["index", "build", str(hmde_dir), str(_write(tmp_path / "more.jsonl", DOCS[3:])), "-o", str(index_dir),
+                 "--add", "--no-progress"]) == 0
+    index = DocumentIndex.open(index_dir)
+    assert index.meta.count == 4 and index.doc_ids() == ["d1", "d2", "d3", "d4"] and index.index.ntotal == 4
+    assert len(index.sentence_vectors) == 2 + 2 + 1 + 1  # the sentences of d1..d4
+    assert main(["index", "build", str(hmde_dir), str(tmp_path / "more.jsonl"), "-o", str(index_dir), "--add",
+                 "--no-progress"]) == 2  # d4 again
+    assert "already in the index" in capsys.readouterr().err
+    assert main(["search", str(index_dir), "x", "--lang", "jpn"]) == 2
+    assert "no documents in 'jpn'" in capsys.readouterr().err
+
+
+def test_errors_missing_index_empty_query_other_model(index_dir, hf_dir, tmp_path, capsys):
+    assert main(["search", str(tmp_path / "nope"), "query"]) == 2
+    assert "index folder not found" in capsys.readouterr().err
+    assert main(["search", str(index_dir), "  "]) == 2
+    assert "the query is empty" in capsys.readouterr().err
+    assert main(["search", str(index_dir), "cat", "--model", str(hf_dir)]) == 2
+    assert "built with another model" in capsys.readouterr().err
+    meta = json.loads((index_dir / "index.json").read_text())
+    meta["dim"] = 7
+    (index_dir / "index.json").write_text(json.dumps(meta))
+    assert main(["search", str(index_dir), "cat"]) == 2
+    assert "7-dimensional" in capsys.readouterr().err
+
+
+def test_hnsw_index_agrees_with_exact_on_a_small_collection(hmde_dir, tmp_path):
+    src = _write(tmp_path / "d.jsonl", DOCS)
+    for kind in ("flat", "hnsw"):
+        assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / kind), "--type", kind,
+                     "--no-progress"]) == 0
+    q = np.random.default_rng(0).normal(size=(3, DocumentIndex.open(tmp_path / "flat").meta.dim)).astype(np.float32)
+    exact = [[h.doc_id for h in hits] for hits in DocumentIndex.open(tmp_path / "flat").search(q, 4)]
+    approx = [[h.doc_id for h in hits] for hits in DocumentIndex.open(tmp_path / "hnsw").search(q, 4)]
+    assert exact == approx
+
+
+def test_demo_runs_on_a_given_model(hmde_dir, capsys):
+    assert main(["demo", str(hmde_dir), "--top-k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "indexed 36 documents" in out and out.count("query: ") == 6 and out.count("  1. ") == 6
