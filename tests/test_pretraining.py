@@ -146,3 +146,21 @@ def test_cli_build_pairs_and_train(labse_dir, corpus, tmp_path, capsys):
     assert main(["train", str(labse_dir), str(tmp_path / "p.parquet"), "-o", str(tmp_path / "m"), "--max-steps", "2",
                  "--grad-accum", "2", "--cache-chunk", "2", "--no-progress", "--bf16", "off"]) == 0
     assert HierarchicalEncoder.from_pretrained(tmp_path / "m").encode_documents(["Die Katze."]).shape == (1, 64)
+
+
+def test_frozen_lower_caches_sentence_vectors_and_trains_only_the_upper(labse_dir, pairs_file, tmp_path):
+    trainer = _run(labse_dir, pairs_file, tmp_path / "f")
+    trainer.config.freeze_lower = True
+    trainer.config.max_units = 1
+    lower_before = {k: v.clone() for k, v in trainer.model.lower.state_dict().items()}
+    upper_before = {k: v.clone() for k, v in trainer.model.upper.state_dict().items()}
+    model = trainer.train()
+    assert all(torch.equal(v, lower_before[k]) for k, v in model.lower.state_dict().items())
+    assert any(not torch.equal(v, upper_before[k]) for k, v in model.upper.state_dict().items())
+    # every document seen was embedded once, cropped to its first sentence (max_units=1)
+    assert trainer.vector_cache and all(v.shape[0] == 1 for v in trainer.vector_cache.values())
+    doc = next(iter(trainer.vector_cache))
+    model.lower.eval()
+    with torch.no_grad():
+        fresh = model.lower.embed(trainer.units(doc))
+    assert torch.allclose(trainer.vector_cache[doc], fresh, atol=1e-5)

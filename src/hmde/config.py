@@ -95,3 +95,7 @@ class HierarchicalConfig:
 
     def replace(self, **changes: Any) -> "HierarchicalConfig":
         return dataclasses.replace(self, **changes)
+
+
+# ways of turning the lower encoder into a document encoder (see hmde.methods)
+DOCUMENT_METHODS = ("hmde", "first", "seg", "mean", "lawdr", "longformer")

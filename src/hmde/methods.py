@@ -4,7 +4,9 @@
 ``first`` the sentence encoder on the first 128 tokens (the paper's "LaBSE" row);
 ``seg``   128-token windows overlapping by a third, vectors averaged ("LaBSE-Seg");
 ``mean``  the mean of the document's sentence vectors;
-``lawdr`` LAWDR's weighted sum of language-cleaned sentence vectors (:mod:`hmde.lawdr`).
+``lawdr`` LAWDR's weighted sum of language-cleaned sentence vectors (:mod:`hmde.lawdr`);
+``longformer`` the whole document (up to 4,096 tokens) through a converted Longformer
+           (:mod:`hmde.longformer`), global attention on the first token.
 
 All of them use the same lower encoder, segmentation and token limit, so that a
 comparison measures the method and nothing else.
@@ -19,13 +21,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .config import DOCUMENT_METHODS
 from .errors import HmdeError
 from .hierarchical import HierarchicalEncoder, _as_langs
 from .lawdr import LawdrStats, fit_lawdr
 from .segmentation import token_windows
 from .sentence_encoder import SentenceEncoder
 
-METHODS = ("hmde", "first", "seg", "mean", "lawdr")
+METHODS = DOCUMENT_METHODS
 
 
 @dataclass
@@ -75,6 +78,12 @@ class DocumentVectorizer:
                  options: MethodOptions | None = None, lawdr_stats: LawdrStats | None = None):
         if method not in METHODS:
             raise HmdeError(f"unknown method '{method}' (choose from {', '.join(METHODS)})")
+        self.longformer = None
+        if method == "longformer":
+            from .longformer import LongformerEncoder
+
+            lower = model.lower if isinstance(model, HierarchicalEncoder) else model
+            self.longformer = LongformerEncoder(lower.model)
         if method == "hmde" and not isinstance(model, HierarchicalEncoder):
             raise HmdeError("--method hmde needs a saved hmde model; this is a sentence encoder "
                             "(use first, seg, mean or lawdr)")
@@ -136,6 +145,8 @@ class DocumentVectorizer:
                                                   sentence_batch_size=o.sentence_batch_size,
                                                   autocast_dtype=o.autocast_dtype,
                                                   show_progress_bar=o.show_progress_bar)
+        elif self.method == "longformer":
+            vectors = self.longformer.encode(list(docs)) if len(docs) else np.zeros((0, self.lower.dim), np.float32)
         elif self.method == "lawdr":
             langs_ = _as_langs(langs, len(docs))
             per_doc = self.sentence_vectors(docs, langs_)

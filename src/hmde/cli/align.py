@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..atomic import write_text_atomic
+from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from .common import add_model_argument, autocast_dtype, load_model, pick_device
 
@@ -17,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("src", metavar="SRC")
     p.add_argument("tgt", metavar="TGT")
     p.add_argument("--output", "-o", required=True, help="PAIRS.tsv")
-    p.add_argument("--method", choices=["hmde", "first", "seg", "mean", "lawdr"], default=None)
+    p.add_argument("--method", choices=DOCUMENT_METHODS, default=None)
     p.add_argument("--scoring", choices=["cosine", "margin"], default="margin")
     p.add_argument("--k", type=int, default=4, help="neighbours per side for the margin (default 4)")
     p.add_argument("--direction", choices=["forward", "backward", "max", "intersection"], default="max",

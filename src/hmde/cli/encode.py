@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import save_npy_atomic, write_text_atomic
+from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
 from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
@@ -25,7 +26,7 @@ def register(sub) -> None:
     p.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz (fields as named), .tsv (id<TAB>text), "
                    ".txt (one document per line) or .parquet")
     p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it")
-    p.add_argument("--method", choices=["hmde", "first", "seg", "mean", "lawdr"], default=None,
+    p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors: hmde (default for an hmde model), first (first 128 tokens), seg (128-token "
                    "windows overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default for none: mean)")
     p.add_argument("--lawdr-stats", help="LAWDR statistics folder: reused if it exists, else fitted on INPUT and saved "

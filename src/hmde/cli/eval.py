@@ -33,9 +33,9 @@ def _pairs(text: str | None, langs: str | None, pivot: str) -> list[tuple[str, s
 def _common(p, methods=True) -> None:
     add_model_argument(p)
     if methods:
-        from ..methods import METHODS
+        from ..config import DOCUMENT_METHODS
 
-        p.add_argument("--method", choices=METHODS, default=None,
+        p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                        help="document vectors (default: hmde for an hmde model, mean for a sentence encoder)")
         p.add_argument("--lawdr-stats", help="saved LAWDR statistics to reuse (default: fit on the evaluated documents)")
         p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from .common import add_model_argument, autocast_dtype, load_model, pick_device
 
@@ -25,7 +26,7 @@ def register(sub) -> None:
                    help="flat: exact (default); hnsw or ivf: approximate, for large collections")
     b.add_argument("--hnsw-m", type=int, default=32)
     b.add_argument("--ivf-lists", type=int, default=1024)
-    b.add_argument("--method", choices=["hmde", "first", "seg", "mean", "lawdr"], default=None)
+    b.add_argument("--method", choices=DOCUMENT_METHODS, default=None)
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
     b.add_argument("--text-field", default="text")
     b.add_argument("--id-field", default="doc_id")

@@ -1,0 +1,57 @@
+"""``hmde longformer convert|mlm``: the mLongformer baseline of the paper."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import HmdeError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("longformer", help="convert a BERT-style sentence encoder into a Longformer; continue MLM")
+    lsub = p.add_subparsers(dest="longformer_command", metavar="ACTION")
+    lsub.required = True
+    c = lsub.add_parser("convert", help="positions tiled to 4,096, attention window 512, global first token")
+    c.add_argument("model", metavar="MODEL", help="a BERT-style sentence encoder (folder or hub id)")
+    c.add_argument("--output", "-o", required=True)
+    c.add_argument("--max-positions", type=int, default=4096)
+    c.add_argument("--window", type=int, default=512)
+    c.set_defaults(func=run_convert)
+    m = lsub.add_parser("mlm", help="continue masked-language-model training (15%%) on long documents")
+    m.add_argument("folder", metavar="DIR", help="a folder written by `hmde longformer convert`")
+    m.add_argument("corpus", nargs="+", metavar="CORPUS", help="documents (.jsonl/.jsonl.gz/.tsv/.txt/.parquet)")
+    m.add_argument("--output", "-o", required=True)
+    m.add_argument("--max-length", type=int, default=4096)
+    m.add_argument("--batch-size", type=int, default=1)
+    m.add_argument("--grad-accum", type=int, default=8)
+    m.add_argument("--lr", type=float, default=3e-5)
+    m.add_argument("--max-steps", type=int, default=1000)
+    m.add_argument("--warmup", type=int, default=100)
+    m.add_argument("--save-every", type=int, default=200)
+    m.add_argument("--mlm-probability", type=float, default=0.15)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--resume", action="store_true")
+    m.add_argument("--no-progress", action="store_true")
+    m.set_defaults(func=run_mlm)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from ..longformer import convert_to_longformer
+
+    convert_to_longformer(args.model, args.output, args.max_positions, args.window)
+    print(f"wrote the Longformer to {args.output} ({args.max_positions} positions, window {args.window})")
+    return 0
+
+
+def run_mlm(args: argparse.Namespace) -> int:
+    from ..io.documents import read_documents
+    from ..longformer.mlm import continue_mlm
+
+    if not 0 < args.mlm_probability < 1:
+        raise HmdeError("--mlm-probability must be between 0 and 1")
+    texts = [r.text if isinstance(r.text, str) else " ".join(r.text) for path in args.corpus for r in read_documents(path)]
+    continue_mlm(args.folder, texts, args.output, args.max_length, args.batch_size, args.grad_accum, args.lr,
+                 args.max_steps, args.warmup, args.save_every, args.seed, args.resume, args.mlm_probability,
+                 not args.no_progress)
+    print(f"wrote the adapted Longformer to {args.output}")
+    return 0

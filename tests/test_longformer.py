@@ -1,0 +1,61 @@
+"""The mLongformer baseline: conversion equals the original on short inputs; MLM continues; --method."""
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+
+from hmde.cli.main import main
+from hmde.errors import HmdeError
+from hmde.longformer import LongformerEncoder, convert_to_longformer
+from hmde.methods import DocumentVectorizer
+
+TEXTS = ["The cat sat on the mat. It was a sunny day in the old town.", "Die Katze saß auf der Matte.", "猫坐在垫子上。"]
+
+
+@pytest.fixture(scope="module")
+def longformer_dir(labse_dir, tmp_path_factory):
+    return convert_to_longformer(str(labse_dir), tmp_path_factory.mktemp("lf") / "model", max_positions=1024)
+
+
+def test_converted_model_equals_the_original_on_short_inputs(labse_dir, longformer_dir):
+    from sentence_transformers import SentenceTransformer
+
+    original = SentenceTransformer(str(labse_dir), device="cpu").encode(TEXTS)
+    np.testing.assert_allclose(LongformerEncoder(str(longformer_dir)).encode(TEXTS), original, atol=1e-5)
+
+
+def test_positions_are_tiled_and_global_projections_copied(labse_dir, longformer_dir):
+    import json
+
+    weights = load_file(str(longformer_dir / "model.safetensors"))
+    config = json.loads((longformer_dir / "config.json").read_text())
+    pos = weights["embeddings.position_embeddings.weight"]
+    offset = config["pad_token_id"] + 1
+    assert pos.shape[0] == 1024 + offset and config["attention_window"][0] == 512
+    n_orig = json.loads((labse_dir / "config.json").read_text())["max_position_embeddings"]
+    assert np.allclose(pos[offset:offset + n_orig].numpy(), pos[offset + n_orig:offset + 2 * n_orig].numpy())
+    q = [k for k in weights if k.endswith("attention.self.query.weight")][0]
+    assert np.array_equal(weights[q].numpy(), weights[q.replace(".query.", ".query_global.")].numpy())
+
+
+def test_method_longformer_and_mlm(longformer_dir, tmp_path, capsys):
+    from hmde import SentenceEncoder
+
+    vec = DocumentVectorizer(SentenceEncoder.load(str(longformer_dir)), "longformer").encode(TEXTS)
+    assert vec.shape[0] == 3 and np.isfinite(vec).all()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(TEXTS * 4) + "\n")
+    assert main(["longformer", "mlm", str(longformer_dir), str(corpus), "-o", str(tmp_path / "adapted"), "--max-steps",
+                 "2", "--grad-accum", "1", "--warmup", "1", "--max-length", "64", "--no-progress"]) == 0
+    before = load_file(str(longformer_dir / "model.safetensors"))
+    after = load_file(str(tmp_path / "adapted" / "model.safetensors"))
+    key = "embeddings.word_embeddings.weight"
+    assert np.isfinite(after[key].numpy()).all() and not np.array_equal(before[key].numpy(), after[key].numpy())
+    assert (tmp_path / "adapted" / "modules.json").exists()  # still a sentence-transformers folder
+
+
+def test_longformer_method_needs_a_longformer(labse_dir):
+    from hmde import SentenceEncoder
+
+    with pytest.raises(HmdeError, match="needs a Longformer folder"):
+        DocumentVectorizer(SentenceEncoder.load(str(labse_dir)), "longformer")
