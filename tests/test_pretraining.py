@@ -164,3 +164,33 @@ def test_frozen_lower_caches_sentence_vectors_and_trains_only_the_upper(labse_di
     with torch.no_grad():
         fresh = model.lower.embed(trainer.units(doc))
     assert torch.allclose(trainer.vector_cache[doc], fresh, atol=1e-5)
+
+
+def test_wiki40b_files_with_a_category_table(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def article(title, body):
+        return f"\n_START_ARTICLE_\n{title}\n_START_SECTION_\nHistory\n_START_PARAGRAPH_\n{body}_NEWLINE_More text."
+
+    rows = {"en": [("Q1", article("Cat", "Cats purr.")), ("Q2", article("Dog", "Dogs bark.")),
+                   ("Q3", article("Lion", "Lions roar."))],
+            "de": [("Q1", article("Katze", "Katzen schnurren.")), ("Q2", article("Hund", "Hunde bellen.")),
+                   ("Q3", article("Löwe", "Löwen brüllen."))]}
+    files = []
+    for lang, items in rows.items():
+        folder = tmp_path / "wiki40b" / lang
+        folder.mkdir(parents=True)
+        table = pa.table({"wikidata_id": [q for q, _ in items], "text": [t for _, t in items],
+                          "version_id": ["1"] * len(items)})
+        pq.write_table(table, folder / "train-00000-of-00001.parquet")
+        files.append(str(folder / "train-00000-of-00001.parquet"))
+    (tmp_path / "cats.tsv").write_text("concept\tcategory\nQ1\tanimals\nQ2\tanimals\nQ3\tanimals\n")
+    assert main(["build-pairs", *files, "-o", str(tmp_path / "p.parquet"), "--wiki40b-categories",
+                 str(tmp_path / "cats.tsv"), "--no-progress"]) == 0
+    pairs, docs, _ = read_pairs(tmp_path / "p.parquet")
+    assert len(pairs) == 3 and {p["doc_a"].split("/")[0] for p in pairs} == {"de"}
+    for p in pairs:  # hard negative: same language, shared category, another concept
+        assert p["neg_a"].startswith("de/") and p["neg_a"].split("/")[1] != p["doc_a"].split("/")[1]
+    text = docs["en/Q1"][0]
+    assert text == "Cats purr. More text." and "_START_" not in text

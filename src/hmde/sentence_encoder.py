@@ -117,9 +117,18 @@ class SentenceEncoder(nn.Module):
         return [list(ids) for ids in enc["input_ids"]]
 
     def _features(self, batch: list[list[int]]) -> dict[str, torch.Tensor]:
-        padded = self.tokenizer.pad({"input_ids": batch}, padding=True, return_tensors="pt")
-        features = {k: v.to(self.device) for k, v in padded.items()}
-        if "token_type_ids" in getattr(self.tokenizer, "model_input_names", []) and "token_type_ids" not in features:
+        """Pad token ids into tensors directly (``tokenizer.pad`` walks Python dicts per row)."""
+        length = max(len(x) for x in batch)
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), length), dtype=torch.long)
+        left = getattr(self.tokenizer, "padding_side", "right") == "left"
+        for i, x in enumerate(batch):
+            span = slice(length - len(x), length) if left else slice(0, len(x))
+            ids[i, span] = torch.as_tensor(x, dtype=torch.long)
+            mask[i, span] = 1
+        features = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
+        if "token_type_ids" in getattr(self.tokenizer, "model_input_names", []):
             features["token_type_ids"] = torch.zeros_like(features["input_ids"])
         return features
 

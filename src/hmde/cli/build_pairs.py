@@ -22,6 +22,8 @@ def register(sub) -> None:
     p.add_argument("--no-negative", choices=["drop", "keep"], default="drop",
                    help="pairs for which no hard negative exists: drop them (default) or keep them (in-batch only)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--wiki40b-categories", help="Wiki-40B input: TSV/CSV/parquet table with columns concept, category")
+    p.add_argument("--wiki40b-lang", help="Wiki-40B input: the files' language (default: the folder they lie in)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -31,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
     options = PairOptions(languages=args.languages.split(",") if args.languages else None,
                           min_sentences=args.min_sentences, deny_categories=args.deny_category, alpha=args.alpha,
-                          max_pairs=args.max_pairs, seed=args.seed, no_negative=args.no_negative)
+                          max_pairs=args.max_pairs, seed=args.seed, no_negative=args.no_negative,
+                          wiki40b_categories=args.wiki40b_categories, wiki40b_lang=args.wiki40b_lang)
     summary = build_pairs(args.corpus, args.output, options, show_progress=not args.no_progress)
     print(f"{summary.pairs} pairs from {summary.pages} pages written to {args.output}")
     covered = summary.pairs + summary.dropped_without_negative

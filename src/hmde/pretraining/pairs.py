@@ -19,6 +19,8 @@ from typing import Sequence
 
 from ..atomic import atomic_path
 from ..errors import HmdeError, InputError
+from .wiki40b import is_wiki40b, language_of
+from .wiki40b import pages_sql as wiki40b_pages_sql
 
 PAIRS_FORMAT = "hmde-pairs/1"
 REQUIRED = ("doc_id", "concept", "lang", "text", "categories")
@@ -35,6 +37,8 @@ class PairOptions:
     max_pairs: int | None = None
     seed: int = 0
     no_negative: str = "drop"  # drop | keep (in-batch negatives only)
+    wiki40b_categories: str | None = None  # concept -> category table for Wiki-40B files
+    wiki40b_lang: str | None = None  # language of Wiki-40B files (default: their folder name)
 
 
 @dataclass
@@ -68,6 +72,10 @@ def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
             columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {_source_sql(path)}").fetchall()]
         except Exception as exc:  # duckdb raises its own error types
             raise InputError(f"cannot read ({str(exc).splitlines()[0]})", str(path)) from None
+        if is_wiki40b(columns):
+            lang = options.wiki40b_lang or language_of(path)
+            parts.append(wiki40b_pages_sql(path, lang, options.wiki40b_categories))
+            continue
         missing = [c for c in REQUIRED if c not in columns]
         if missing:
             raise InputError(f"missing column(s) {missing}; found {columns}", str(path))
