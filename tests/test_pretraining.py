@@ -194,3 +194,20 @@ def test_wiki40b_files_with_a_category_table(tmp_path):
         assert p["neg_a"].startswith("de/") and p["neg_a"].split("/")[1] != p["doc_a"].split("/")[1]
     text = docs["en/Q1"][0]
     assert text == "Cats purr. More text." and "_START_" not in text
+
+
+def test_pseudo_documents_from_ordered_sentence_pairs(tmp_path):
+    import gzip
+
+    lines = [f"Satz {i}.\tSentence {i}." for i in range(40)]
+    (tmp_path / "deu-eng.tsv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "docs.jsonl.gz"
+    assert main(["pseudo-documents", str(tmp_path / "deu-eng.tsv"), "-o", str(out), "--lines", "5", "--block", "4"]) == 0
+    docs = [json.loads(x) for x in gzip.open(out, "rt", encoding="utf-8")]
+    assert len(docs) == 16  # 8 chunks x 2 languages
+    assert docs[0] == {"doc_id": "deu/" + docs[0]["concept"], "concept": docs[0]["concept"], "lang": "deu",
+                       "text": "Satz 0. Satz 1. Satz 2. Satz 3. Satz 4.", "categories": [docs[0]["concept"].split(":")[0] + ":block0"]}
+    assert docs[1]["text"] == "Sentence 0. Sentence 1. Sentence 2. Sentence 3. Sentence 4." and docs[1]["lang"] == "eng"
+    assert docs[-1]["categories"][0].endswith(":block1")  # chunk 7 // 4
+    (tmp_path / "bad-eng.tsv").write_text("only one field\n")
+    assert main(["pseudo-documents", str(tmp_path / "bad-eng.tsv"), "-o", str(tmp_path / "x.jsonl.gz")]) == 2
