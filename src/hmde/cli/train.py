@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     missing = {d for p in pairs for d in (p["doc_a"], p["doc_b"]) if d not in docs}
     if missing:
         raise HmdeError(f"{args.pairs}: {len(missing)} documents missing from its .docs.parquet (e.g. {min(missing)})")
-    device = pick_device(args.device)
+    from ..training.distributed import local_device
+
+    device = local_device(pick_device(args.device))  # under torchrun: this process's GPU
     torch.manual_seed(args.seed)
     output = Path(args.output)
     if args.resume and is_hmde_folder(output) and (output / "checkpoint").exists():
@@ -80,5 +82,8 @@ def run(args: argparse.Namespace) -> int:
         max_units=args.train_max_sentences)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
     trainer.train(resume=args.resume)
-    print(f"saved the trained hmde model to {output}")
+    from ..training.distributed import is_main
+
+    if is_main():
+        print(f"saved the trained hmde model to {output}")
     return 0

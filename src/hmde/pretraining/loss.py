@@ -8,21 +8,66 @@ loss from the other side, with the other side's hard negatives.
 
 from __future__ import annotations
 
+import warnings
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 
+def distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Every process's rows of ``x`` (rows may differ in number), differentiably.
+
+    Returns (all rows, a mask of real rows, the offset of this process's rows among the
+    real ones). Rows are padded to the largest count for ``all_gather`` and the padding
+    is masked out. Gradients flow back to each process's own rows
+    (``torch.distributed.nn.functional.all_gather``), so with gradients averaged over
+    processes training equals one process holding the whole batch.
+    """
+    import torch.distributed as dist
+    from torch.distributed.nn.functional import all_gather
+
+    if not distributed():
+        return x, torch.ones(x.shape[0], dtype=torch.bool, device=x.device), 0
+    counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, torch.tensor([x.shape[0]], device=x.device))
+    counts = [int(c) for c in counts]
+    padded = torch.cat([x, x.new_zeros(max(counts) - x.shape[0], *x.shape[1:])])
+    with warnings.catch_warnings():  # deprecated in favour of a private API; still the public one
+        warnings.simplefilter("ignore", FutureWarning)
+        parts = all_gather(padded)
+    mask = torch.cat([torch.arange(max(counts), device=x.device) < c for c in counts])
+    return torch.cat(parts), mask, sum(counts[: dist.get_rank()])
+
+
 def contrastive_loss(a: torch.Tensor, b: torch.Tensor, neg_a: torch.Tensor | None = None,
                      neg_b: torch.Tensor | None = None, temperature: float = 0.05, symmetric: bool = False) -> torch.Tensor:
-    """InfoNCE over [positives; hard negatives] of the batch, mean over anchors."""
+    """InfoNCE over [positives; hard negatives] of the batch, mean over anchors.
+
+    Under multi-process training (torchrun, accelerate) the candidates are gathered
+    from every process, so each anchor sees the whole global batch's positives and hard
+    negatives; the loss is the mean over this process's anchors.
+    """
     a, b = F.normalize(a.float(), dim=-1), F.normalize(b.float(), dim=-1)
-    labels = torch.arange(a.shape[0], device=a.device)
 
     def one_side(anchor, positives, negatives):
-        candidates = positives if negatives is None else torch.cat([positives, F.normalize(negatives.float(), dim=-1)])
-        return F.cross_entropy(anchor @ candidates.T / temperature, labels)
+        pos, pos_mask, offset = gather_rows(positives)
+        parts, masks = [pos], [pos_mask]
+        if negatives is not None:
+            neg, neg_mask, _ = gather_rows(F.normalize(negatives.float(), dim=-1))
+            parts.append(neg)
+            masks.append(neg_mask)
+        candidates, mask = torch.cat(parts), torch.cat(masks)
+        logits = (anchor @ candidates.T / temperature).masked_fill(~mask, float("-inf"))
+        # anchor i's positive: this process's i-th real row among the gathered (padded) rows
+        labels = torch.nonzero(pos_mask).squeeze(1)[offset: offset + anchor.shape[0]]
+        return F.cross_entropy(logits, labels)
 
     loss = one_side(a, b, neg_a)
     if symmetric:

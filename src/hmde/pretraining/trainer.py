@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from ..errors import HmdeError
 from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
+from ..training import distributed
 from .loss import cached_backward, contrastive_loss
 
 CHECKPOINT_DIR = "checkpoint"
@@ -149,6 +150,8 @@ class HmdeTrainer:
         from transformers import get_linear_schedule_with_warmup
 
         cfg, model, ckpt = self.config, self.model, self.output / CHECKPOINT_DIR
+        rank, world = distributed.setup()
+        main = distributed.is_main()
         pairs_per_step = cfg.batch_size * cfg.grad_accum
         batches = PairBatches(len(self.pairs), min(pairs_per_step, len(self.pairs)), cfg.seed)
         total = cfg.max_steps or max(1, math.ceil(cfg.epochs * batches.steps_per_epoch))
@@ -173,42 +176,46 @@ class HmdeTrainer:
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             step = state["step"]
-        log = JsonlLog(self.output / "train_log.jsonl")
+        log = JsonlLog(self.output / "train_log.jsonl") if main else None
         use_bf16 = resolve_bf16(cfg.bf16, model.device)
-        if not resume:
+        if not resume and main:
             self.output.mkdir(parents=True, exist_ok=True)
             (self.output / "training_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
             log.write(event="start", pairs=len(self.pairs), steps=total, pairs_per_step=pairs_per_step, bf16=use_bf16,
                       **self.validate())
         model.train()
-        bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not self.show_progress)
+        bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen = time.time(), 0
         while step < total:
-            batch = [self.pairs[i] for i in batches.step(step)]
-            seed_step(cfg.seed, step)
+            global_batch = [self.pairs[i] for i in batches.step(step)]
+            batch = distributed.shard(global_batch, rank, world)  # this process's share of the step
+            seed_step(cfg.seed + rank, step)
             optimizer.zero_grad(set_to_none=True)
             with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
                 loss = self.train_step(batch)
+            distributed.average_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             scheduler.step()
             step += 1
-            seen += len(batch)
+            seen += len(global_batch)
             bar.update(1)
-            if step % cfg.log_every == 0 or step == total:
+            if main and (step % cfg.log_every == 0 or step == total):
                 rate = seen / max(time.time() - t0, 1e-9)
                 log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
                 bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.1f}")
             if (cfg.save_every and step % cfg.save_every == 0) or step == total:
-                if self.validation:
-                    log.write(event="validation", step=step, **self.validate())
-                save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                       "scheduler": scheduler.state_dict(), "step": step,
-                                       "config": dataclasses.asdict(cfg)})
+                if main:
+                    if self.validation:
+                        log.write(event="validation", step=step, **self.validate())
+                    save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                           "scheduler": scheduler.state_dict(), "step": step,
+                                           "config": dataclasses.asdict(cfg)})
                 if stop_at_step is not None and step >= stop_at_step:
                     bar.close()
                     return model
         bar.close()
         model.eval()
-        model.save_pretrained(self.output)
+        if main:
+            model.save_pretrained(self.output)
         return model
