@@ -27,7 +27,7 @@ from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
 from .registry import resolve_model_path
-from .segmentation import chunk_document, fit_to_budget, split_sentences
+from .segmentation import segment_document, window_ranges
 from .sentence_encoder import SentenceEncoder
 
 Document = Union[str, Sequence[str]]
@@ -153,25 +153,11 @@ class HierarchicalEncoder(nn.Module):
         taken as already split. Over-long sentences are split or truncated according to
         ``config.long_sentences``. Empty pieces are dropped.
         """
-        cfg, tok = self.config, self.lower.tokenizer
-        if isinstance(document, str):
-            if cfg.segmentation == "chunks":
-                return chunk_document(document, tok, cfg.max_sentence_tokens)
-            units = split_sentences(document, lang, cfg.default_language)
-        else:
-            units = [s.strip() for s in document if isinstance(s, str) and s.strip()]
-            if len(units) != len([s for s in document if s is not None]) and any(not isinstance(s, str) for s in document):
-                raise HmdeError("a pre-split document must be a list of strings")
-        return fit_to_budget(units, tok, cfg.max_sentence_tokens, cfg.long_sentences)
+        return segment_document(document, lang, self.config, self.lower.tokenizer)
 
     def windows(self, n_units: int) -> list[tuple[int, int]]:
         """Sentence ranges the upper encoder sees for a document of ``n_units`` units."""
-        m = self.config.max_sentences
-        if n_units == 0:
-            return []
-        if n_units <= m or self.config.long_documents == "truncate":
-            return [(0, min(n_units, m))]
-        return [(s, min(s + m, n_units)) for s in range(0, n_units, m)]
+        return window_ranges(n_units, self.config.max_sentences, self.config.long_documents)
 
     # -- the differentiable path --------------------------------------------------------
     def encode_units(

@@ -107,3 +107,33 @@ def chunk_document(text: str, tokenizer, max_tokens: int) -> list[str]:
     """The paper's ablation: consecutive chunks of ``max_tokens`` tokens (special incl.)."""
     budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
     return token_windows(text, tokenizer, budget)
+
+
+def segment_document(document, lang, config, tokenizer) -> list[str]:
+    """The lower-encoder inputs of one document under ``config`` (an HierarchicalConfig).
+
+    A string is split into sentences (or 128-token chunks); a list of strings is taken
+    as already split. Over-long sentences are split or truncated according to
+    ``config.long_sentences``. Empty pieces are dropped. Torch-free, so exported (ONNX)
+    models segment exactly like the PyTorch model.
+    """
+    from .errors import HmdeError
+
+    if isinstance(document, str):
+        if config.segmentation == "chunks":
+            return chunk_document(document, tokenizer, config.max_sentence_tokens)
+        units = split_sentences(document, lang, config.default_language)
+    else:
+        units = [s.strip() for s in document if isinstance(s, str) and s.strip()]
+        if len(units) != len([s for s in document if s is not None]) and any(not isinstance(s, str) for s in document):
+            raise HmdeError("a pre-split document must be a list of strings")
+    return fit_to_budget(units, tokenizer, config.max_sentence_tokens, config.long_sentences)
+
+
+def window_ranges(n_units: int, max_sentences: int, long_documents: str = "windows") -> list[tuple[int, int]]:
+    """Sentence ranges the upper encoder sees for a document of ``n_units`` units."""
+    if n_units == 0:
+        return []
+    if n_units <= max_sentences or long_documents == "truncate":
+        return [(0, min(n_units, max_sentences))]
+    return [(s, min(s + max_sentences, n_units)) for s in range(0, n_units, max_sentences)]

@@ -1,0 +1,31 @@
+"""``hmde export onnx``: ONNX graphs of an hmde model, optionally with an int8 lower encoder."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_model_argument, load_model
+
+
+def register(sub) -> None:
+    p = sub.add_parser("export", help="export a model for deployment (ONNX, int8)")
+    esub = p.add_subparsers(dest="export_format", metavar="FORMAT")
+    esub.required = True
+    o = esub.add_parser("onnx", help="lower.onnx + upper.onnx (+ lower.int8.onnx), run by ONNX Runtime")
+    add_model_argument(o)
+    o.add_argument("--output", "-o", required=True)
+    o.add_argument("--int8", action="store_true", help="also write a dynamically int8-quantised lower encoder")
+    o.add_argument("--opset", type=int, default=17)
+    o.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import HmdeError
+    from ..export.onnx import export_onnx
+
+    kind, model = load_model(args.model, "cpu")
+    if kind != "hmde":
+        raise HmdeError(f"'{args.model}' is a sentence encoder; export an hmde model")
+    export_onnx(model, args.output, args.int8, args.opset)
+    print(f"wrote ONNX graphs to {args.output}" + (" (with lower.int8.onnx)" if args.int8 else ""))
+    return 0

@@ -1,0 +1,1 @@
+"""Deployment formats: ONNX graphs (optionally int8) and a runtime that needs no PyTorch."""

@@ -1,0 +1,30 @@
+"""ONNX export: fp32 graphs reproduce encode_documents; the int8 lower encoder stays close."""
+
+import numpy as np
+import pytest
+
+from hmde import HierarchicalEncoder
+from hmde.cli.main import main
+from hmde.errors import ModelLoadError
+
+pytest.importorskip("onnxruntime", reason="ONNX export needs the onnx extra: pip install 'hmde[onnx]'")
+
+DOCS = ["The cat sat on the mat. It was a sunny day in the old town.", ["Already.", "Split.", "Three."],
+        "Die Katze saß. " * 40, ""]
+
+
+def test_onnx_matches_pytorch_and_int8_is_close(hmde_dir, tmp_path):
+    from hmde.export.onnx import OnnxHierarchicalEncoder
+
+    assert main(["export", "onnx", str(hmde_dir), "-o", str(tmp_path / "onnx"), "--int8"]) == 0
+    model = HierarchicalEncoder.from_pretrained(hmde_dir)
+    expected = model.encode_documents(DOCS)  # 40 sentences: two windows, averaged
+    onnx = OnnxHierarchicalEncoder(tmp_path / "onnx")
+    np.testing.assert_allclose(onnx.encode_documents(DOCS), expected, atol=1e-4)
+    np.testing.assert_allclose(onnx.encode_queries(["a query"]), model.encode_queries(["a query"]), atol=1e-4)
+    int8 = OnnxHierarchicalEncoder(tmp_path / "onnx", int8=True).encode_documents(DOCS[:3])
+    cos = (int8 * expected[:3]).sum(1) / np.linalg.norm(int8, axis=1) / np.linalg.norm(expected[:3], axis=1)
+    assert (cos > 0.9).all()
+    assert (tmp_path / "onnx" / "lower.int8.onnx").stat().st_size < (tmp_path / "onnx" / "lower.onnx").stat().st_size / 2
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        OnnxHierarchicalEncoder(tmp_path)
