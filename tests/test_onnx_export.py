@@ -28,3 +28,14 @@ def test_onnx_matches_pytorch_and_int8_is_close(hmde_dir, tmp_path):
     assert (tmp_path / "onnx" / "lower.int8.onnx").stat().st_size < (tmp_path / "onnx" / "lower.onnx").stat().st_size / 2
     with pytest.raises(ModelLoadError, match="no config.json"):
         OnnxHierarchicalEncoder(tmp_path)
+
+
+def test_encode_cli_onnx_backend_equals_torch(hmde_dir, tmp_path):
+    import json
+
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps({"doc_id": str(i), "text": t}) + "\n" for i, t in enumerate(DOCS[:2])))
+    assert main(["export", "onnx", str(hmde_dir), "-o", str(tmp_path / "onnx")]) == 0
+    assert main(["encode", str(hmde_dir), str(src), "-o", str(tmp_path / "t.npy"), "--no-progress"]) == 0
+    assert main(["encode", str(tmp_path / "onnx"), str(src), "-o", str(tmp_path / "o.npy"), "--backend", "onnx"]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), np.load(tmp_path / "t.npy"), atol=1e-4)

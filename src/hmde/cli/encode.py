@@ -34,6 +34,9 @@ def register(sub) -> None:
     p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")
     p.add_argument("--lawdr-units", choices=["sentences", "packed"], default="sentences",
                    help="LAWDR input units: sentences, or as many sentences as fit the token limit")
+    p.add_argument("--backend", choices=["torch", "onnx", "onnx-int8"], default="torch",
+                   help="onnx/onnx-int8: MODEL is a folder written by `hmde export onnx` (ONNX Runtime, no PyTorch "
+                   "model; method hmde or --queries)")
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
     p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
@@ -86,12 +89,34 @@ def encode_with_method(args, model, texts, langs, amp, progress):
     return vectors
 
 
+def run_onnx(args: argparse.Namespace, records) -> int:
+    """Encode with an exported model on ONNX Runtime."""
+    from ..export.onnx import OnnxHierarchicalEncoder
+
+    if args.method not in (None, "hmde"):
+        raise HmdeError("--backend onnx encodes with the exported hierarchical model (method hmde) or --queries")
+    model = OnnxHierarchicalEncoder(args.model, int8=args.backend == "onnx-int8")
+    texts = [r.text for r in records]
+    if args.queries:
+        vectors = model.encode_queries([t if isinstance(t, str) else " ".join(t) for t in texts])
+    else:
+        vectors = model.encode_documents(texts, [args.lang or r.lang for r in records])
+    if args.normalize:
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors / np.where(norms > 0, norms, 1.0)
+    write_vectors(args.output, [r.doc_id for r in records], vectors)
+    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} ({args.backend})")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or args.sentence_batch_size < 1:
         raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
     if not str(args.output).endswith(".npy"):
         raise HmdeError(f"--output must end in .npy, got '{args.output}'")
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    if args.backend != "torch":
+        return run_onnx(args, records)
     device = pick_device(args.device)
     kind, model = load_model(args.model, device)
     texts = [r.text for r in records]

@@ -159,7 +159,7 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
     _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
         "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
         "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
-        "--max-sentences", "16", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
+        "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
     _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
                             "-o", str(results.parent / "report.md"), "--plot", str(results.parent / "report.png")])
 

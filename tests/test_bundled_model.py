@@ -1,0 +1,41 @@
+"""The shipped hmde-mini: loads by name, is small, and puts translations together."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hmde import HierarchicalEncoder
+from hmde.registry import PACKAGE_MODELS
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "hmde" / "demo" / "collection.jsonl"
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return HierarchicalEncoder.from_pretrained("hmde-mini")
+
+
+def test_bundled_model_is_fp16_and_small():
+    folder = PACKAGE_MODELS / "hmde-mini"
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    assert size <= 25 * 2**20, f"{size / 2**20:.1f} MB"
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert all(f.get_tensor(k).dtype.is_floating_point and f.get_tensor(k).itemsize == 2 for k in f.keys())
+    assert (folder / "README.md").read_text().startswith("# hmde-mini")
+
+
+def test_a_document_is_nearer_its_translation_than_unrelated_documents(mini):
+    docs = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+    by = {(d["concept"], d["lang"]): d["text"] for d in docs}
+    topics = sorted({d["concept"] for d in docs})
+    for src, tgt in (("eng", "deu"), ("eng", "spa")):
+        a = mini.encode_documents([by[(t, src)] for t in topics], langs=src, normalize_embeddings=True)
+        b = mini.encode_documents([by[(t, tgt)] for t in topics], langs=tgt, normalize_embeddings=True)
+        sims = a @ b.T
+        for i, topic in enumerate(topics):  # the translation beats every unrelated document
+            others = np.delete(sims[i], i)
+            assert sims[i, i] > others.max(), (src, tgt, topic, sims[i])
