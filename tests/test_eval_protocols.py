@@ -98,3 +98,23 @@ def test_xquad_loader_on_shared_data(shared_data):
     assert len(paras.doc_ids) == 240
     with pytest.raises(InputError, match="missing from XQuAD"):
         clir.load_xquad(shared_data / "eval" / "xquad", "xx", "en")
+
+
+def test_wmt16_lett_loader(tmp_path):
+    import base64
+
+    from hmde.evaluation.alignment import load_lett
+
+    def row(lang, url, text):
+        b64 = base64.b64encode(text.encode()).decode()
+        return f"{lang}\ttext/html\tutf-8\t{url}\t{b64}\t{b64}\n"
+
+    (tmp_path / "d.lett").write_text(row("en", "http://a/en1", "Hello world.") + row("fr", "http://a/fr1", "Bonjour.")
+                                     + row("en", "http://a/en2", "Other page."))
+    (tmp_path / "gold").write_text("http://a/en1\thttp://a/fr1\n")
+    src, tgt = load_lett(tmp_path / "d.lett", tmp_path / "gold")
+    assert src.ids == ["http://a/en1", "http://a/en2"] and src.texts[0] == "Hello world."
+    assert src.concepts[0] == tgt.concepts[0] and src.concepts[1].startswith("none:")
+    (tmp_path / "bad.lett").write_text("en\tonly\n")
+    with pytest.raises(InputError, match="bad.lett, line 1"):
+        load_lett(tmp_path / "bad.lett", tmp_path / "gold")
