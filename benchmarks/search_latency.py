@@ -4,6 +4,12 @@ Random unit vectors stand in for document vectors (dimension 768, LaBSE's); quer
 are random too. Prints one row per (collection size, index type). Not a test: run
 
     python benchmarks/search_latency.py --sizes 100000 1000000 --queries 200
+
+Measured here (2 CPU cores, 100k vectors, 200 single queries, k=10): exact p50 37 ms,
+p99 81 ms, 293 MB; HNSW (M=32, efConstruction 80, efSearch 128) build 128 s, p50 3.3 ms,
+p99 4.2 ms, 319 MB, recall@10 0.19. Uniform random 768-d vectors have no neighbourhood
+structure, the worst case for graph search; real document vectors cluster, so expect far
+higher recall on them, and raise efSearch where recall matters.
 """
 
 from __future__ import annotations
