@@ -31,7 +31,8 @@ from typing import Sequence
 import numpy as np
 
 from .atomic import atomic_dir
-from .errors import HmdeError, ModelLoadError
+from .errors import HmdeError
+from .io.tagged_json import read_tagged_json
 
 STATS_FORMAT = "hmde-lawdr/1"
 M_GRID = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -99,12 +100,7 @@ class LawdrStats:
     @classmethod
     def load(cls, path: str | Path) -> "LawdrStats":
         path = Path(path)
-        meta_path = path / "lawdr.json"
-        if not meta_path.exists():
-            raise ModelLoadError(f"'{path}' holds no LAWDR statistics (no lawdr.json)")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != STATS_FORMAT:
-            raise ModelLoadError(f"{meta_path}: format {meta.get('format')!r}, expected {STATS_FORMAT!r}")
+        meta = read_tagged_json(path / "lawdr.json", STATS_FORMAT, "LAWDR statistics")
         with np.load(path / "lawdr.npz") as data:
             directions = {lang: data[f"dir_{lang}"] for lang in meta["languages"]}
             return cls(directions, data["pca_mean"], data["pca_components"], data["kde_points"],

@@ -26,6 +26,7 @@ from .errors import HmdeError
 from .hierarchical import HierarchicalEncoder, _as_langs
 from .lawdr import LawdrStats, fit_lawdr
 from .segmentation import token_windows
+from .similarity import normalize
 from .sentence_encoder import SentenceEncoder
 
 METHODS = DOCUMENT_METHODS
@@ -147,18 +148,39 @@ class DocumentVectorizer:
                                                   show_progress_bar=o.show_progress_bar)
         elif self.method == "longformer":
             vectors = self.longformer.encode(list(docs)) if len(docs) else np.zeros((0, self.lower.dim), np.float32)
-        elif self.method == "lawdr":
-            langs_ = _as_langs(langs, len(docs))
-            per_doc = self.sentence_vectors(docs, langs_)
-            if self.lawdr_stats is None:
-                self.lawdr_stats = fit_lawdr(per_doc, langs_, m=o.lawdr_m)
-            vectors = self.lawdr_stats.document_vectors(per_doc, langs_)
         else:
-            per_doc = self.sentence_vectors(docs, langs)
-            vectors = np.stack([v.mean(0) if len(v) else np.zeros(self.lower.dim, np.float32) for v in per_doc]) \
-                if per_doc else np.zeros((0, self.lower.dim), np.float32)
+            langs_ = _as_langs(langs, len(docs))
+            vectors = self._combine(self.sentence_vectors(docs, langs_), langs_)
         vectors = np.asarray(vectors, dtype=np.float32)
-        if normalize_embeddings:
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.where(norms > 0, norms, 1.0)
-        return vectors
+        return normalize(vectors) if normalize_embeddings else vectors
+
+    def _combine(self, per_doc: list[np.ndarray], langs: Sequence[str | None]) -> np.ndarray:
+        """Document vectors from per-document unit vectors: LAWDR's weighted sum, else the mean."""
+        if self.method == "lawdr":
+            if self.lawdr_stats is None:
+                self.lawdr_stats = fit_lawdr(per_doc, list(langs), m=self.options.lawdr_m)
+            return self.lawdr_stats.document_vectors(per_doc, langs)
+        if not per_doc:
+            return np.zeros((0, self.lower.dim), np.float32)
+        return np.stack([v.mean(0) if len(v) else np.zeros(self.lower.dim, np.float32) for v in per_doc])
+
+    def encode_with_sentences(self, docs: Sequence, langs=None) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
+        """(document vectors, each document's sentences, their lower-encoder vectors), e.g. for an index.
+
+        The sentence vectors are computed once: ``hmde`` returns them with its documents,
+        and ``mean`` and sentence-level ``lawdr`` combine exactly these vectors.
+        """
+        o = self.options
+        langs_ = _as_langs(langs, len(docs))
+        if self.method == "hmde":
+            return self.model.encode_documents(docs, langs=langs_, batch_size=o.batch_size,
+                                               sentence_batch_size=o.sentence_batch_size,
+                                               autocast_dtype=o.autocast_dtype,
+                                               show_progress_bar=o.show_progress_bar, return_sentences=True)
+        units = [self.model.segment(d, lang) for d, lang in zip(docs, langs_)]
+        sents = self._grouped(units)
+        if self.method == "mean" or (self.method == "lawdr" and o.lawdr_units == "sentences"):
+            vectors = self._combine(sents, langs_)
+        else:  # first, seg, longformer and packed LAWDR embed other units
+            vectors = self.encode(docs, langs_)
+        return np.asarray(vectors, dtype=np.float32), units, sents

@@ -102,8 +102,9 @@ def run_onnx(args: argparse.Namespace, records) -> int:
     else:
         vectors = model.encode_documents(texts, [args.lang or r.lang for r in records])
     if args.normalize:
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.where(norms > 0, norms, 1.0)
+        from ..similarity import normalize
+
+        vectors = normalize(vectors)
     write_vectors(args.output, [r.doc_id for r in records], vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} ({args.backend})")
     return 0

@@ -49,11 +49,10 @@ def register(sub) -> None:
 
 def run_build(args: argparse.Namespace) -> int:
     from ..evaluation.provenance import model_hash
-    from ..index.build import embed_for_index
     from ..index.store import DocumentIndex, IndexMeta
     from ..io.documents import read_documents
     from ..lawdr import LawdrStats
-    from ..methods import MethodOptions
+    from ..methods import DocumentVectorizer, MethodOptions
     from ..registry import resolve_model_path
 
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
@@ -64,7 +63,8 @@ def run_build(args: argparse.Namespace) -> int:
     stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
     if method == "lawdr" and args.add and stats is None:
         raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
-    doc_vectors, units, sents = embed_for_index(model, records, method, options, stats)
+    doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
+        [r.text for r in records], [r.lang for r in records])
     meta = IndexMeta(model=path, model_sha256=model_hash(path), dim=int(doc_vectors.shape[1]), method=method,
                      index_type=args.type, count=len(records), hnsw_m=args.hnsw_m,
                      ivf_lists=args.ivf_lists if args.type == "ivf" else 0)

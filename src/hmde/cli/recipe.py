@@ -58,11 +58,16 @@ def _step(name: str, done: bool, argv: list[str]) -> None:
     print(f"[recipe] {name}: {time.time() - t0:.0f} s", flush=True)
 
 
+def training_pairs(lower_dir: Path) -> dict[str, int]:
+    """Sentence pairs per language pair, from the sentence-encoder run's start record."""
+    start = json.loads((lower_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    return start["language_pairs"]
+
+
 def top_languages(lower_dir: Path, tatoeba: Path, n: int = 20) -> list[str]:
     """The ``n`` languages with the most training pairs that Tatoeba has (codes mapped to its own)."""
-    start = json.loads((lower_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
     counts: dict[str, int] = {}
-    for pair, c in start["language_pairs"].items():
+    for pair, c in training_pairs(lower_dir).items():
         for lang in pair.split("-"):
             if lang != "eng":
                 counts[lang] = counts.get(lang, 0) + c
@@ -75,8 +80,7 @@ def top_languages(lower_dir: Path, tatoeba: Path, n: int = 20) -> list[str]:
 
 
 def trained_languages(lower_dir: Path) -> set[str]:
-    start = json.loads((lower_dir / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
-    return {lang for pair in start["language_pairs"] for lang in pair.split("-")}
+    return {lang for pair in training_pairs(lower_dir) for lang in pair.split("-")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -176,7 +180,7 @@ def write_model_card(export: Path, out: Path, lower: Path) -> None:
 
     results = out / "results"
     report = (out / "report.md").read_text(encoding="utf-8") if (out / "report.md").exists() else ""
-    start = json.loads((lower / "train_log.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    pairs = training_pairs(lower)
     tatoeba = _average(results / "xsr.json")
     pud = {m: _average(results / f"pud.{m}.json") for m in METHOD_ROWS}
     xquad = {m: _average(results / f"xquad.{m}.json") for m in METHOD_ROWS}
@@ -198,8 +202,8 @@ enough to show cross-lingual document search and to test pipelines, far below La
 
 - Lower (sentence) encoder: 2-layer transformer, hidden 256, 4 heads, FFN 1024, mean
   pooling, 16,000-piece BPE vocabulary, trained from scratch with the lightweight encoder's
-  losses (UGT + alignment + similarity) on {sum(start["language_pairs"].values()):,} sentence
-  pairs of {len(start["language_pairs"])} language pairs.
+  losses (UGT + alignment + similarity) on {sum(pairs.values()):,} sentence
+  pairs of {len(pairs)} language pairs.
 - Upper (document) encoder: 2 layers, 8 heads, FFN 2048, max 32 sentences per window, trained
   contrastively on Bible chapters (translations positive, same-book chapters hard negatives).
 - Weights in fp16 (safetensors); loads with `HierarchicalEncoder.from_pretrained("hmde-mini")`.

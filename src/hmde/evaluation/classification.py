@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..similarity import normalize
 
 
 @dataclass
@@ -117,8 +118,7 @@ def frozen_protocol(encode: Callable[[Sequence[str], str | None], np.ndarray], t
     from sklearn.metrics import accuracy_score
 
     def vec(docs):
-        v = encode(docs.texts, docs.lang)
-        return v / np.clip(np.linalg.norm(v, axis=1, keepdims=True), 1e-12, None)
+        return normalize(encode(docs.texts, docs.lang))
 
     clf = LogisticRegression(max_iter=2000, C=10.0, random_state=seed).fit(vec(train), train.labels)
     return {t.lang: {"accuracy": float(accuracy_score(t.labels, clf.predict(vec(t)))), "documents": len(t)}

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..methods import DocumentVectorizer, MethodOptions
+from ..similarity import normalize
 
 
 def _texts(inputs: Any) -> list[str]:
@@ -51,10 +52,7 @@ class MtebEncoder:
         self.batch_size = batch_size
 
     def _norm(self, v: np.ndarray) -> np.ndarray:
-        if not self.normalize:
-            return v
-        n = np.linalg.norm(v, axis=1, keepdims=True)
-        return v / np.where(n > 0, n, 1.0)
+        return normalize(v) if self.normalize else v
 
     def encode_queries(self, queries: Iterable, **kwargs) -> np.ndarray:
         return self._norm(self.vectorizer.model.encode_queries(_texts(queries), batch_size=self.batch_size))

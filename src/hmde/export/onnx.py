@@ -20,6 +20,7 @@ import numpy as np
 from ..atomic import atomic_dir
 from ..config import HierarchicalConfig
 from ..errors import HmdeError, ModelLoadError
+from ..io.tagged_json import read_tagged_json
 from ..segmentation import segment_document, window_ranges
 
 FORMAT = "hmde-onnx/1"
@@ -80,12 +81,7 @@ class OnnxHierarchicalEncoder:
         from transformers import AutoTokenizer
 
         path = Path(path)
-        meta_path = path / "config.json"
-        if not meta_path.exists():
-            raise ModelLoadError(f"'{path}' holds no exported model (no config.json)")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT:
-            raise ModelLoadError(f"{meta_path}: format {meta.get('format')!r}, expected {FORMAT!r}")
+        meta = read_tagged_json(path / "config.json", FORMAT, "exported model")
         lower_file = path / ("lower.int8.onnx" if int8 else "lower.onnx")
         if not lower_file.exists():
             raise ModelLoadError(f"{lower_file} is missing (export with --int8 for the quantised graph)")

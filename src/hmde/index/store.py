@@ -26,6 +26,7 @@ import numpy as np
 
 from ..atomic import atomic_dir
 from ..errors import HmdeError, InputError
+from ..similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
 INDEX_TYPES = ("flat", "hnsw", "ivf")
@@ -79,12 +80,6 @@ def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw
     raise HmdeError(f"unknown index type '{index_type}' ({', '.join(INDEX_TYPES)})")
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    n = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(n > 0, n, 1.0)
-
-
 class DocumentIndex:
     """Open with :meth:`open`; create or extend with :meth:`write`."""
 
@@ -101,7 +96,7 @@ class DocumentIndex:
         import faiss
 
         path = Path(path)
-        doc_vectors = _unit(doc_vectors)
+        doc_vectors = normalize(doc_vectors)
         if doc_vectors.shape[1] != meta.dim:
             raise HmdeError(f"vectors have dimension {doc_vectors.shape[1]}, the index {meta.dim}")
         old = cls.open(path) if add else None
@@ -115,7 +110,7 @@ class DocumentIndex:
         elif len(set(doc_ids)) != len(doc_ids):
             raise HmdeError("document ids must be unique")
         flat_sents = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in sentence_vectors]
-        new_sent = _unit(np.concatenate(flat_sents)) if flat_sents and sum(len(v) for v in flat_sents) else \
+        new_sent = normalize(np.concatenate(flat_sents)) if flat_sents and sum(len(v) for v in flat_sents) else \
             np.zeros((0, meta.dim), np.float32)
         with atomic_dir(path) as tmp:
             if old is not None:
@@ -190,7 +185,7 @@ class DocumentIndex:
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None) -> list[list[SearchHit]]:
         """Hits per query, best first; ``lang`` keeps only documents of that language."""
-        q = _unit(query_vectors)
+        q = normalize(query_vectors)
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}: "
                             "search with the model the index was built with")

@@ -14,11 +14,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-
-def distributed() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+from ..training.distributed import is_distributed
 
 
 def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -33,7 +29,7 @@ def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     import torch.distributed as dist
     from torch.distributed.nn.functional import all_gather
 
-    if not distributed():
+    if not is_distributed():
         return x, torch.ones(x.shape[0], dtype=torch.bool, device=x.device), 0
     counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(dist.get_world_size())]
     dist.all_gather(counts, torch.tensor([x.shape[0]], device=x.device))

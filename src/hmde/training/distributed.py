@@ -38,8 +38,13 @@ def shard(items: list, rank: int, world: int) -> list:
     return items[rank::world] if world > 1 else items
 
 
+def is_distributed() -> bool:
+    """True inside a process group of more than one process."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
 def average_gradients(params) -> None:
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if not is_distributed():
         return
     world = dist.get_world_size()
     for p in params:
