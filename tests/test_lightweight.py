@@ -1,5 +1,6 @@
-import re
 import gzip
+import json
+import re
 import math
 
 import numpy as np
@@ -12,7 +13,8 @@ from hmde.lightweight.losses import alignment_loss, bag_of_tokens, kl_to_target,
 from hmde.lightweight.model import LightweightConfig
 from hmde.lightweight.parallel_data import read_aligned_files, read_tsv_pairs
 from hmde.lightweight.tokenizer import train_unigram_tokenizer
-from hmde.lightweight.trainer import LightweightTrainer, LightweightTrainingConfig, epoch_batches
+from hmde.lightweight.trainer import LightweightTrainer, LightweightTrainingConfig, epoch_batches, fit_steps_to_budget
+from hmde.training.checkpoint import load_checkpoint
 
 
 def test_bag_of_tokens_counts_repeats():
@@ -99,6 +101,31 @@ def test_resume_ends_with_the_same_weights(tsv, tmp_path):
     continued = resumed.train(resume=True)
     for (k, a), (_, b) in zip(full.state_dict().items(), continued.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+def test_fit_steps_to_budget_hand_computed():
+    # 10 steps/s; 95% of 60 s = 57 s, 10 s gone, 47 s left -> 470 more steps
+    assert fit_steps_to_budget(100, 10.0, 10.0, 60.0, total=10_000) == 570
+    assert fit_steps_to_budget(100, 10.0, 10.0, 60.0, total=300) == 300  # never past the steps asked for
+    assert fit_steps_to_budget(100, 10.0, 80.0, 60.0, total=10_000) == 101  # over budget: stop next step
+
+
+def test_time_budget_shrinks_the_run_and_is_kept_for_resume(tsv, tmp_path, monkeypatch):
+    import hmde.lightweight.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "BUDGET_WARMUP_STEPS", 1)
+    monkeypatch.setattr(trainer_module, "BUDGET_PROBE_STEPS", 2)
+    clock = iter(range(0, 10_000, 10))  # every time.time() call advances 10 s
+    monkeypatch.setattr(trainer_module.time, "time", lambda: float(next(clock)))
+    trainer, _ = _trainer(tsv, tmp_path / "a")
+    trainer.config.max_steps = 50
+    trainer.config.time_budget_minutes = 1.0
+    trainer.train()
+    log = [json.loads(x) for x in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
+    budget = [r for r in log if r.get("event") == "time_budget"]
+    assert len(budget) == 1 and 2 < budget[0]["steps"] < 50
+    assert max(r.get("step", 0) for r in log) == budget[0]["steps"]
+    assert load_checkpoint(tmp_path / "a" / "checkpoint")["config"]["budget_steps"] == budget[0]["steps"]
 
 
 def test_saved_folder_is_a_plain_sentence_transformer(tsv, tmp_path):

@@ -211,3 +211,34 @@ def test_pseudo_documents_from_ordered_sentence_pairs(tmp_path):
     assert docs[-1]["categories"][0].endswith(":block1")  # chunk 7 // 4
     (tmp_path / "bad-eng.tsv").write_text("only one field\n")
     assert main(["pseudo-documents", str(tmp_path / "bad-eng.tsv"), "-o", str(tmp_path / "x.jsonl.gz")]) == 2
+
+
+def test_query_loss_uses_a_sentence_of_the_translation_and_reaches_both_encoders(labse_dir, pairs_file, tmp_path):
+    trainer = _run(labse_dir, pairs_file, tmp_path / "q")
+    batch = trainer.pairs[:2]
+    trainer.config.freeze_lower = True
+    torch.manual_seed(1)
+    queries = trainer.query_vectors(batch)
+    for q, pair in zip(queries, batch):  # each query is one of doc_b's cached sentence vectors
+        sentences = trainer.frozen_sentence_vectors([pair["doc_b"]])[0]
+        assert any(torch.equal(q, s) for s in sentences)
+    trainer.config.freeze_lower = False
+    trainer.model.eval()  # no dropout: the same sentence gives the same vector twice
+    docs_a = trainer.encode([p["doc_a"] for p in batch])
+    torch.manual_seed(2)
+    loss = trainer.query_loss(batch, docs_a)
+    torch.manual_seed(2)
+    with torch.no_grad():
+        expected = contrastive_loss(trainer.query_vectors(batch), docs_a)
+    assert torch.allclose(loss.detach(), expected, atol=1e-6)
+    loss.backward()
+    upper_grads = [p.grad for p in trainer.model.upper.parameters() if p.grad is not None]
+    assert upper_grads and any(g.abs().sum() > 0 for g in upper_grads)
+    lower_grads = [p.grad for p in trainer.model.lower.parameters() if p.grad is not None]
+    assert lower_grads and any(g.abs().sum() > 0 for g in lower_grads)
+
+
+def test_cli_refuses_query_loss_with_gradcache(labse_dir, pairs_file, tmp_path, capsys):
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(tmp_path / "m"), "--cache-chunk", "2",
+                 "--query-loss-weight", "1", "--no-progress"]) != 0
+    assert "--query-loss-weight is not available with --cache-chunk" in capsys.readouterr().err

@@ -37,6 +37,10 @@ def register(sub) -> None:
     p.add_argument("--max-sentences", type=int, help="upper-encoder sentences (new models only; default 32)")
     p.add_argument("--train-max-sentences", type=int,
                    help="crop training documents to their first N sentences (faster on CPU; default: all, in windows)")
+    p.add_argument("--query-loss-weight", type=float, default=0.0,
+                   help="not in the paper (default 0): add this weight x InfoNCE from one random sentence of the "
+                        "translation, through the lower encoder alone, to the document (the CLIR protocol's "
+                        "query-document comparison)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true")
@@ -52,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
     from ..registry import resolve_model_path
 
+    if args.query_loss_weight and args.cache_chunk:
+        raise HmdeError("--query-loss-weight is not available with --cache-chunk; use --batch-size/--grad-accum")
     pairs, docs, _ = read_pairs(args.pairs)
     missing = {d for p in pairs for d in (p["doc_a"], p["doc_b"]) if d not in docs}
     if missing:
@@ -79,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         symmetric=args.symmetric, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
-        max_units=args.train_max_sentences)
+        max_units=args.train_max_sentences, query_weight=args.query_loss_weight)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
     trainer.train(resume=args.resume)
     from ..training.distributed import is_main

@@ -45,6 +45,9 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max-steps", type=int)
+    p.add_argument("--time-budget", type=float, default=None, metavar="MINUTES",
+                   help="end the optimisation after about this many minutes: the step count and learning-rate "
+                        "schedule are fitted to the rate of the first 100 steps (capped by --epochs/--max-steps)")
     p.add_argument("--save-every", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batching", choices=["pair", "mix"], default="pair",
@@ -167,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every, seed=args.seed, batching=args.batching, ugt_weight=args.ugt_weight,
         align_weight=args.align_weight, sim_weight=args.sim_weight, align_cosine=args.align_cosine,
         temperature=args.temperature, bf16=args.bf16, tokenizer_sentences_per_language=args.tokenizer_sentences_per_language,
-        train_max_length=args.train_max_length,
+        train_max_length=args.train_max_length, time_budget_minutes=args.time_budget,
     )
     tokenizer = None
     if not args.resume:

@@ -52,6 +52,8 @@ class LightweightTrainingConfig:
     grad_clip: float = 1.0
     tokenizer_sentences_per_language: int = 30000
     train_max_length: int = 64  # training sentences are truncated to this many tokens (speed)
+    time_budget_minutes: float | None = None  # size the run to end after about this long (see fit_steps_to_budget)
+    budget_steps: int | None = None  # the step count the budget resolved to (kept so --resume agrees)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -61,6 +63,23 @@ class LightweightTrainingConfig:
         data = dict(data)
         data["model"] = LightweightConfig(**data["model"])
         return cls(**data)
+
+
+BUDGET_WARMUP_STEPS = 50  # first steps are slow (allocator, kernel autotuning): not timed
+BUDGET_PROBE_STEPS = 100
+
+
+def fit_steps_to_budget(step: int, rate: float, elapsed_s: float, budget_s: float, total: int) -> int:
+    """Total steps that end the optimisation within ``budget_s``, given ``rate`` steps per second.
+
+    A GPU lease or a job slot is a span of time, not an epoch count: the rate is measured over
+    ``BUDGET_PROBE_STEPS`` steps after ``BUDGET_WARMUP_STEPS`` untimed ones, and the step count (and
+    with it the linear learning-rate schedule) is shrunk to what fits in the budget counted from
+    the first step, never grown past the epochs or steps asked for. 5% of the budget is held back
+    for checkpoints and the final save.
+    """
+    fit = step + int((0.95 * budget_s - elapsed_s) * rate)
+    return max(step + 1, min(total, fit))
 
 
 def epoch_batches(corpus_pair_of: np.ndarray, batch_size: int, batching: str, seed: int, epoch: int) -> list[np.ndarray]:
@@ -155,6 +174,8 @@ class LightweightTrainer:
         if steps_per_epoch == 0:
             raise HmdeError("not enough sentence pairs for one batch")
         total = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
+        if cfg.budget_steps:
+            total = min(total, cfg.budget_steps)
         torch.manual_seed(cfg.seed)
         model = LightweightEncoder(cfg.model, pad_token_id=self.tokenizer.pad_token_id).to(self.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -174,7 +195,7 @@ class LightweightTrainer:
         bar = tqdm(total=total, initial=step, desc="train-sentence-encoder", unit="step", disable=not self.show_progress)
         epoch, batches = -1, []
         model.train()
-        t0, pairs_seen = time.time(), 0
+        t0, pairs_seen, start_step = time.time(), 0, step
         while step < total:
             if step // steps_per_epoch != epoch:
                 epoch = step // steps_per_epoch
@@ -197,6 +218,19 @@ class LightweightTrainer:
                 record = {k: round(float(v.detach()), 5) for k, v in losses.items()}
                 log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch, **record)
                 bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
+            if cfg.time_budget_minutes and not cfg.budget_steps and step - start_step == BUDGET_WARMUP_STEPS:
+                probe_t0 = time.time()
+            if (cfg.time_budget_minutes and not cfg.budget_steps
+                    and step - start_step == BUDGET_WARMUP_STEPS + BUDGET_PROBE_STEPS):
+                now = time.time()
+                rate = BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9)
+                total = cfg.budget_steps = fit_steps_to_budget(step, rate, now - t0, cfg.time_budget_minutes * 60,
+                                                               total)
+                scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
+                                                            last_epoch=step - 1)
+                bar.total = total
+                log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total,
+                          epochs=round(total / steps_per_epoch, 3))
             if self.evaluate and self.eval_every and step % self.eval_every == 0:
                 self._run_eval(model, log, step)
             if (cfg.save_every and step % cfg.save_every == 0) or step == total:

@@ -49,6 +49,7 @@ class PretrainingConfig:
     log_every: int = 10
     validation_pairs: int = 0
     max_units: int | None = None  # crop training documents to their first N sentences (CPU budget); None: all
+    query_weight: float = 0.0  # not in the paper: weight of the sentence-query -> document loss (see query_loss)
     seed: int = 0
 
 
@@ -119,6 +120,24 @@ class HmdeTrainer:
         neg_b = negatives[1] if len(negatives) > 1 else None
         return contrastive_loss(a, b, neg_a, neg_b, self.config.temperature, self.config.symmetric)
 
+    def query_vectors(self, batch: list[dict]) -> torch.Tensor:
+        """Lower-encoder vectors of one random sentence of each pair's translation (``doc_b``)."""
+        docs = [p["doc_b"] for p in batch]
+        picks = [int(torch.randint(len(self.units(d)), (1,))) for d in docs]
+        if self.config.freeze_lower:
+            return torch.stack([v[i] for v, i in zip(self.frozen_sentence_vectors(docs), picks)])
+        return self.model.lower.embed([self.units(d)[i] for d, i in zip(docs, picks)])
+
+    def query_loss(self, batch: list[dict], docs_a: torch.Tensor) -> torch.Tensor:
+        """Not in the paper (off by default): InfoNCE from a sentence of the translation, through the
+        lower encoder alone, to the document, against the batch's other documents.
+
+        The CLIR protocol compares a lower-encoder query with upper-encoder documents, but the
+        paper's loss only ever compares documents with documents, so nothing keeps document vectors
+        in the sentence space the queries live in; this term does, cross-lingually.
+        """
+        return contrastive_loss(self.query_vectors(batch), docs_a, temperature=self.config.temperature)
+
     def train_step(self, batch: list[dict]) -> float:
         """Forward and backward for one optimizer step's pairs; returns the mean loss."""
         cfg = self.config
@@ -126,8 +145,12 @@ class HmdeTrainer:
             return float(cached_backward(self.encode, self.roles(batch), cfg.cache_chunk, self.loss_fn))
         total = 0.0
         for start in range(0, len(batch), cfg.batch_size):
-            micro = self.roles(batch[start : start + cfg.batch_size])
-            loss = self.loss_fn(*[self.encode(g) for g in micro]) / cfg.grad_accum
+            pairs = batch[start : start + cfg.batch_size]
+            vectors = [self.encode(g) for g in self.roles(pairs)]
+            loss = self.loss_fn(*vectors)
+            if cfg.query_weight:
+                loss = loss + cfg.query_weight * self.query_loss(pairs, vectors[0])
+            loss = loss / cfg.grad_accum
             loss.backward()
             total += float(loss.detach())
         return total
@@ -142,7 +165,7 @@ class HmdeTrainer:
         a = torch.nn.functional.normalize(self.encode([p["doc_a"] for p in self.validation]), dim=-1)
         b = torch.nn.functional.normalize(self.encode([p["doc_b"] for p in self.validation]), dim=-1)
         self.model.train(was)
-        target = torch.arange(len(a))
+        target = torch.arange(len(a), device=a.device)
         return {"val_acc_a2b": float(((a @ b.T).argmax(1) == target).float().mean()),
                 "val_acc_b2a": float(((b @ a.T).argmax(1) == target).float().mean())}
 
