@@ -38,6 +38,16 @@ def register(sub) -> None:
     p.add_argument("--lower-epochs", type=float, default=0.6, help="epochs of the sentence-encoder stage")
     p.add_argument("--frozen-epochs", type=float, default=3.0, help="epochs of the frozen-lower HMDE stage")
     p.add_argument("--joint-steps", type=int, default=60, help="optimizer steps of the joint HMDE stage")
+    p.add_argument("--lower-batch-size", type=int, default=128, help="sentence pairs per batch of the sentence-encoder "
+                   "stage (shipped model: 256, on a GPU)")
+    p.add_argument("--lower-max-length", type=int, default=32,
+                   help="training sentences are cut to this many tokens (shipped model: 64)")
+    p.add_argument("--lower-time-budget", type=float, default=None, metavar="MINUTES",
+                   help="fit the sentence-encoder stage to this many minutes (shipped model: 6.3 on one H100)")
+    p.add_argument("--frozen-max-sentences", type=int, default=12,
+                   help="training documents cropped to this many sentences in the frozen stage (shipped model: 32)")
+    p.add_argument("--query-loss-weight", type=float, default=1.0,
+                   help="weight of the sentence-query -> document loss (not in the paper; 0 turns it off)")
     p.add_argument("--skip-eval", action="store_true")
     p.add_argument("--install", action="store_true", help="copy the exported model into the package as hmde-mini")
     p.add_argument("--device", default="auto")
@@ -94,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     _step("sentence encoder", (lower / "modules.json").exists(), [
         "train-sentence-encoder", str(data / "parallel"), "--min-pairs", "200", "--output", str(lower),
         "--tokenizer-model", "bpe", "--vocab-size", "16000", "--hidden", "256", "--heads", "4", "--ffn", "1024",
-        "--train-max-length", "32", "--batch-size", "128", "--warmup", "500", "--epochs", str(args.lower_epochs),
+        "--train-max-length", str(args.lower_max_length), "--batch-size", str(args.lower_batch_size), "--warmup", "500",
+        "--epochs", str(args.lower_epochs),
+        *(["--time-budget", str(args.lower_time_budget)] if args.lower_time_budget else []),
         "--save-every", "250", "--tokenizer-sentences-per-language", "3000", "--no-progress",
         *(["--resume"] if (lower / "checkpoint").exists() else []), *dev])
     news = out / "wmt-documents.jsonl.gz"
@@ -105,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in BIBLE_LANGUAGES.split(",")], str(news),
         "--output", str(pairs), "--no-progress"])
     _step("hmde, frozen lower", (frozen / "config.json").exists(), [
-        "train", str(lower), str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", "12",
+        "train", str(lower), str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", str(args.frozen_max_sentences),
+        "--query-loss-weight", str(args.query_loss_weight),
         "--batch-size", "64", "--grad-accum", "1", "--lr", "2e-4", "--warmup", "100", "--weight-decay", "1e-5",
         "--epochs", str(args.frozen_epochs), "--save-every", "200", "--validation-pairs", "256", "--no-progress",
         *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
@@ -113,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         "train", str(frozen), str(pairs), "--output", str(joint), "--train-max-sentences", "8",
         "--batch-size", "16", "--grad-accum", "1", "--lr", "2e-5", "--warmup", "10", "--weight-decay", "1e-5",
         "--max-steps", str(args.joint_steps), "--save-every", "20", "--no-gradient-checkpointing", "--no-progress",
+        "--query-loss-weight", str(args.query_loss_weight),
         *(["--resume"] if (joint / "checkpoint").exists() else []), *dev])
     export = out / "hmde-mini"
     if not (export / "config.json").exists():

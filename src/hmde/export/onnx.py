@@ -76,7 +76,7 @@ class OnnxHierarchicalEncoder:
     """``encode_documents``/``encode_queries`` on ONNX Runtime (CPU by default)."""
 
     def __init__(self, path: str | Path, int8: bool = False, providers: Sequence[str] | None = None,
-                 max_batch_tokens: int = 8 * 128):
+                 max_batch_tokens: int = 8 * 128, threads: int | None = None):
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
@@ -86,8 +86,11 @@ class OnnxHierarchicalEncoder:
         if not lower_file.exists():
             raise ModelLoadError(f"{lower_file} is missing (export with --int8 for the quantised graph)")
         providers = list(providers or ["CPUExecutionProvider"])
-        self.lower = ort.InferenceSession(str(lower_file), providers=providers)
-        self.upper = ort.InferenceSession(str(path / "upper.onnx"), providers=providers)
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.lower = ort.InferenceSession(str(lower_file), options, providers=providers)
+        self.upper = ort.InferenceSession(str(path / "upper.onnx"), options, providers=providers)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
         self.config = HierarchicalConfig.from_dict(meta["config"])
         self.dim = int(meta["dim"])

@@ -1,0 +1,1 @@
+"""Scale-out: encoding sharded collections on Ray clusters."""

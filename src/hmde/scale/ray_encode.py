@@ -1,0 +1,326 @@
+"""Encode sharded collections with Ray Data: a pool of model actors, Parquet shards out.
+
+Why Ray Data: it streams blocks between a read stage, a pool of actors that hold the
+model (one per GPU, or CPU actors) and a Parquet writer, with backpressure, so memory
+stays flat however many shards there are, and the same code runs on a laptop
+(``ray.init()`` in-process) or a cluster (``--ray-address``). Ray restarts an actor
+that dies and retries its batch; the output is then checked, per shard, to hold every
+input row exactly once.
+
+Layout of OUTPUT_DIR::
+
+    manifest.json          settings (model hash, method...) and the finished shards
+    part-00000.parquet     doc_id (string), vector (fixed-size list of float32), one file
+    part-00001.parquet     per input shard, rows in the input order
+    _staging/              Ray's raw output of the wave in progress (removed after it)
+
+The work goes in waves of a few input shards; after each wave its shards are checked,
+sorted into input order, written atomically and entered in the manifest, so a rerun
+(after a crash, a pre-emption or an added shard) skips every finished shard. Documents
+are parsed by hmde's own reader inside Ray, so the vectors equal those of the
+single-process ``hmde encode`` and bad input gets the same file-and-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..atomic import atomic_path, write_text_atomic
+from ..errors import HmdeError, InputError
+
+MANIFEST = "manifest.json"
+FORMAT = "hmde-vectors/1"
+SHARD_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".parquet")
+
+
+@dataclass
+class EncodeSpec:
+    """Everything that decides the vectors; a rerun must match it to reuse finished shards."""
+
+    model: str
+    model_sha256: str | None
+    method: str  # hmde, first, seg, mean, lawdr, or "query" (the lower encoder alone)
+    text_field: str = "text"
+    id_field: str = "doc_id"
+    lang_field: str | None = "lang"
+    lang: str | None = None
+    batch_size: int = 32
+    sentence_batch_size: int = 8
+    normalize: bool = False
+    bf16: bool = False
+    lawdr_stats: str | None = None
+
+    def fingerprint(self) -> dict:
+        keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats")
+        return {k: v for k, v in asdict(self).items() if k in keep}
+
+
+def input_shards(inputs: Sequence[str | Path]) -> list[Path]:
+    """Input files, or every .jsonl/.jsonl.gz/.parquet file inside given folders, sorted."""
+    shards: list[Path] = []
+    for item in inputs:
+        item = Path(item)
+        if item.is_dir():
+            shards += sorted(p for p in item.rglob("*") if p.is_file() and p.name.lower().endswith(SHARD_SUFFIXES))
+        elif item.exists():
+            shards.append(item)
+        else:
+            raise InputError("file not found", path=str(item))
+    if not shards:
+        raise InputError("no .jsonl, .jsonl.gz or .parquet shards found", path=", ".join(map(str, inputs)))
+    return shards
+
+
+def _shard_key(path: Path) -> dict:
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+class Manifest:
+    """``manifest.json``: the settings and, per input shard, its output file and row count."""
+
+    def __init__(self, folder: Path, spec: EncodeSpec):
+        self.folder, self.path = folder, folder / MANIFEST
+        self.data = {"format": FORMAT, "model": spec.model, "settings": spec.fingerprint(), "dim": None, "shards": {}}
+        if self.path.exists():
+            old = json.loads(self.path.read_text(encoding="utf-8"))
+            if old.get("format") != FORMAT:
+                raise InputError(f"not an hmde vectors folder (format {old.get('format')!r})", path=str(self.path))
+            if old["settings"] != spec.fingerprint():
+                changed = sorted(k for k in spec.fingerprint() if old["settings"].get(k) != spec.fingerprint()[k])
+                raise HmdeError(f"{folder} holds vectors made with other settings ({', '.join(changed)}); "
+                                "choose another output folder or delete it")
+            self.data = old
+
+    def done(self, shard: Path) -> bool:
+        entry = self.data["shards"].get(str(shard))
+        return bool(entry) and entry["input"] == _shard_key(shard) and (self.folder / entry["output"]).exists()
+
+    def output_name(self, shard: Path) -> str:
+        entry = self.data["shards"].get(str(shard))
+        if entry:
+            return entry["output"]
+        used = {e["output"] for e in self.data["shards"].values()}
+        i = len(self.data["shards"])
+        while f"part-{i:05d}.parquet" in used:
+            i += 1
+        return f"part-{i:05d}.parquet"
+
+    def record(self, shard: Path, output: str, rows: int, dim: int) -> None:
+        self.data["dim"] = dim
+        self.data["shards"][str(shard)] = {"output": output, "rows": rows, "input": _shard_key(shard)}
+        write_text_atomic(self.path, json.dumps(self.data, indent=2) + "\n")
+
+
+def read_shard_documents(shard_index: int, path: str, spec: EncodeSpec) -> list[dict]:
+    """One input shard as rows for Ray (text JSON-encoded: a string or a list of sentences)."""
+    from ..io.documents import read_documents
+
+    return [{"shard": shard_index, "row": i, "doc_id": r.doc_id, "text": json.dumps(r.text, ensure_ascii=False),
+             "lang": spec.lang or r.lang or ""}
+            for i, r in enumerate(read_documents(path, spec.text_field, spec.id_field, spec.lang_field))]
+
+
+class RayEncoder:
+    """The model actor: loaded once per actor, then called on batches of rows (pyarrow tables)."""
+
+    def __init__(self, spec: dict, device: str, threads: int):
+        import torch
+
+        from ..cli.common import load_model
+
+        torch.set_num_threads(max(1, threads))
+        self.spec = EncodeSpec(**spec)
+        self.kind, self.model = load_model(self.spec.model, device)
+        self.vectorizer = None
+        if self.spec.method not in ("hmde", "query"):
+            from ..lawdr import LawdrStats
+            from ..methods import DocumentVectorizer, MethodOptions
+
+            stats = LawdrStats.load(self.spec.lawdr_stats) if self.spec.lawdr_stats else None
+            options = MethodOptions(batch_size=self.spec.batch_size, sentence_batch_size=self.spec.sentence_batch_size,
+                                    autocast_dtype=self._amp(), show_progress_bar=False)
+            self.vectorizer = DocumentVectorizer(self.model, self.spec.method, options, stats)
+
+    def _amp(self):
+        import torch
+
+        return torch.bfloat16 if self.spec.bf16 else None
+
+    def encode(self, texts: list, langs: list) -> np.ndarray:
+        s = self.spec
+        if s.method == "query":
+            lower = self.model.lower if self.kind == "hmde" else self.model
+            flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
+            return lower.encode(flat, batch_size=s.sentence_batch_size, normalize_embeddings=s.normalize,
+                                autocast_dtype=self._amp())
+        if self.vectorizer is not None:
+            return self.vectorizer.encode(texts, langs, normalize_embeddings=s.normalize)
+        return self.model.encode_documents(texts, langs=langs, batch_size=s.batch_size,
+                                           normalize_embeddings=s.normalize,
+                                           sentence_batch_size=s.sentence_batch_size, autocast_dtype=self._amp())
+
+    def __call__(self, batch):
+        import pyarrow as pa
+
+        texts = [json.loads(t) for t in batch.column("text").to_pylist()]
+        langs = [lang or None for lang in batch.column("lang").to_pylist()]
+        vectors = np.ascontiguousarray(self.encode(texts, langs), dtype=np.float32)
+        flat = pa.array(vectors.reshape(-1), type=pa.float32())
+        return pa.table({"shard": batch.column("shard"), "row": batch.column("row"), "doc_id": batch.column("doc_id"),
+                         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
+
+
+@dataclass
+class RayOptions:
+    address: str | None = None  # None: a local Ray in this process (or the one already running)
+    actors: int | None = None  # default: one per GPU with device cuda, else CPUs // cpus_per_actor
+    cpus_per_actor: float = 1.0
+    gpus_per_actor: float = 0.0
+    batch_rows: int = 256  # documents per actor call
+    shards_per_wave: int = 8
+    encoder_class: type = RayEncoder  # the actor class (tests put a failing one here)
+
+
+def _start_ray(address: str | None):
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise HmdeError("--engine ray needs Ray Data: pip install 'hmde[ray]'") from e
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+                 logging_level="ERROR")
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    return ray
+
+
+def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: str | Path, device: str = "cpu",
+                    options: RayOptions | None = None, show_progress: bool = True) -> Manifest:
+    """Encode every shard of ``inputs`` not already finished in ``output_dir``; returns the manifest."""
+    from tqdm.auto import tqdm
+
+    options = options or RayOptions()
+    output_dir = Path(output_dir)
+    shards = input_shards(inputs)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    manifest = Manifest(output_dir, spec)
+    pending = [s for s in shards if not manifest.done(s)]
+    if not pending:
+        return manifest
+    ray = _start_ray(options.address)
+    gpus = options.gpus_per_actor or (1.0 if device.startswith("cuda") else 0.0)
+    actors = options.actors or (max(1, int(ray.cluster_resources().get("GPU", 0) // max(gpus, 1e-9))) if gpus else
+                                max(1, int(ray.cluster_resources().get("CPU", 1) // max(options.cpus_per_actor, 1.0))))
+    bar = tqdm(total=len(pending), desc="shards", unit="shard", disable=not show_progress)
+    for start in range(0, len(pending), options.shards_per_wave):
+        wave = pending[start : start + options.shards_per_wave]
+        staging = output_dir / "_staging"
+        shutil.rmtree(staging, ignore_errors=True)
+        spec_dict = asdict(spec)
+        ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)])
+        ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict)))
+        ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
+            "spec": spec_dict, "device": device, "threads": int(max(1, options.cpus_per_actor))},
+            batch_size=options.batch_rows, batch_format="pyarrow", concurrency=actors,
+            num_cpus=options.cpus_per_actor, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)
+        try:
+            ds.write_parquet(str(staging))
+        except Exception as e:  # noqa: BLE001 - surface hmde's own message (bad input) from inside Ray
+            raise _hmde_cause(e) or e
+        for i, shard in enumerate(wave):
+            rows, dim = _finish_shard(staging, i, shard, spec, output_dir, manifest)
+            manifest.record(shard, manifest.output_name(shard), rows, dim)
+            bar.update(1)
+        shutil.rmtree(staging, ignore_errors=True)
+    bar.close()
+    return manifest
+
+
+def _hmde_cause(error: BaseException) -> HmdeError | None:
+    """hmde's own error (e.g. a file-and-line input error) raised inside a Ray task, if that was the cause.
+
+    Ray Data re-raises user errors as ``UserCodeException`` whose only trace of the original is
+    the formatted traceback in the message, so the last ``hmde.errors.X: message`` line is read
+    from there and raised again as that class.
+    """
+    import re
+
+    from .. import errors
+
+    text = ""
+    while error is not None:
+        if isinstance(error, HmdeError) and type(error).__module__.startswith("hmde"):
+            return error
+        text += "\n" + str(error)
+        error = getattr(error, "cause", None) or error.__cause__
+    found = re.findall(r"hmde\.errors\.(\w+): (.+)", text)
+    if not found:
+        return None
+    name, message = found[-1]
+    cls = getattr(errors, name, HmdeError)
+    clean = HmdeError.__new__(cls if isinstance(cls, type) and issubclass(cls, HmdeError) else HmdeError)
+    Exception.__init__(clean, message.strip())
+    return clean
+
+
+def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, output_dir: Path,
+                  manifest: Manifest) -> tuple[int, int]:
+    """Check that Ray's output holds each input row exactly once, then write the shard in input order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as pds
+    import pyarrow.parquet as pq
+
+    from ..io.documents import read_documents
+
+    expected = [r.doc_id for r in read_documents(shard, spec.text_field, spec.id_field, spec.lang_field)]
+    table = pds.dataset(str(staging), format="parquet").to_table(filter=pds.field("shard") == index)
+    table = table.sort_by("row")
+    rows = table.column("row").to_numpy()
+    if len(rows) != len(expected) or not np.array_equal(rows, np.arange(len(expected))):
+        seen, dup = np.unique(rows, return_counts=True)
+        raise HmdeError(f"{shard}: Ray returned {len(rows)} rows for {len(expected)} documents "
+                        f"({int((dup > 1).sum())} duplicated, {len(expected) - len(seen)} missing)")
+    if table.column("doc_id").to_pylist() != expected:
+        raise HmdeError(f"{shard}: the ids Ray returned differ from the input's")
+    out = pa.table({"doc_id": table.column("doc_id"), "vector": pc.cast(table.column("vector"),
+                                                                        table.schema.field("vector").type)})
+    dim = out.schema.field("vector").type.list_size
+    with atomic_path(output_dir / manifest.output_name(shard)) as tmp:
+        pq.write_table(out, tmp)
+    return len(expected), dim
+
+
+def iter_vector_shards(output_dir: str | Path) -> Iterator[tuple[str, list[str], np.ndarray]]:
+    """(input shard, ids, float32 vectors) for each finished shard, in manifest order."""
+    import pyarrow.parquet as pq
+
+    output_dir = Path(output_dir)
+    path = output_dir / MANIFEST
+    if not path.exists():
+        raise InputError("no manifest.json: not a folder written by `hmde encode --engine ray`", path=str(output_dir))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for shard, entry in data["shards"].items():
+        table = pq.read_table(output_dir / entry["output"])
+        vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(len(table), -1)
+        yield shard, table.column("doc_id").to_pylist(), vectors.astype(np.float32, copy=False)
+
+
+def read_vectors(output_dir: str | Path, shards: Sequence[str | Path] | None = None) -> tuple[list[str], np.ndarray]:
+    """All ids and vectors of a Ray output folder; with ``shards``, in that order of input shards."""
+    parts = {shard: (ids, vec) for shard, ids, vec in iter_vector_shards(output_dir)}
+    order = [str(s) for s in shards] if shards is not None else list(parts)
+    missing = [s for s in order if s not in parts]
+    if missing:
+        raise HmdeError(f"{output_dir}: shard {missing[0]} is not finished; rerun the encoding")
+    ids = [i for s in order for i in parts[s][0]]
+    dim = next(iter(parts.values()))[1].shape[1] if parts else 0
+    vectors = np.concatenate([parts[s][1] for s in order]) if order else np.zeros((0, dim), np.float32)
+    return ids, vectors

@@ -1,0 +1,112 @@
+"""Ray Data encoding: equal to the single-process path, exactly-once under a worker crash, resumable."""
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+from hmde import HierarchicalEncoder
+from hmde.cli.main import main
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'hmde[ray]')")
+
+from hmde.scale.ray_encode import (  # noqa: E402
+    EncodeSpec, RayEncoder, RayOptions, encode_with_ray, input_shards, iter_vector_shards, read_vectors)
+
+SENTENCES = ["The cat sleeps on the mat.", "Economic growth slowed this year.", "Die Katze schläft.",
+             "Le chat dort sur le tapis.", "The team won the final match.", "Prices rose again in March."]
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    except Exception as e:  # noqa: BLE001 - any failure to start means: skip, saying why
+        pytest.skip(f"Ray could not start here: {e}")
+    yield ray
+    ray.shutdown()
+
+
+def write_shards(folder, n_shards=3, per_shard=7):
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = []
+    for s in range(n_shards):
+        with gzip.open(folder / f"shard-{s}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for i in range(per_shard):
+                k = s * per_shard + i
+                doc = {"doc_id": f"d{k}", "text": " ".join(SENTENCES[(k + j) % 6] for j in range(1 + k % 4)),
+                       "lang": "en"}
+                f.write(json.dumps(doc) + "\n")
+                docs.append(doc)
+    return docs
+
+
+def spec_for(model_dir, **kw):
+    return EncodeSpec(model=str(model_dir), model_sha256=None, method="hmde", batch_size=4, **kw)
+
+
+OPTIONS = dict(actors=2, cpus_per_actor=0.5, batch_rows=5, shards_per_wave=8)
+
+
+def test_ray_vectors_equal_single_process_and_rerun_skips_finished_shards(ray_local, hmde_dir, tmp_path):
+    docs = write_shards(tmp_path / "in")
+    out = tmp_path / "vectors"
+    manifest = encode_with_ray(spec_for(hmde_dir), [tmp_path / "in"], out, options=RayOptions(**OPTIONS),
+                               show_progress=False)
+    ids, vectors = read_vectors(out, input_shards([tmp_path / "in"]))
+    assert ids == [d["doc_id"] for d in docs]
+    expected = HierarchicalEncoder.from_pretrained(hmde_dir, device="cpu").encode_documents(
+        [d["text"] for d in docs], langs="en", batch_size=4)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    assert sorted(e["output"] for e in manifest.data["shards"].values()) == [
+        "part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    # a rerun finds nothing to do: the finished files are not rewritten
+    stamps = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")}
+    encode_with_ray(spec_for(hmde_dir), [tmp_path / "in"], out, options=RayOptions(**OPTIONS), show_progress=False)
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet")} == stamps
+    # a new shard is encoded on its own; other settings are refused
+    write_shards(tmp_path / "more", n_shards=1, per_shard=3)
+    (tmp_path / "more" / "shard-0.jsonl.gz").rename(tmp_path / "in" / "shard-9.jsonl.gz")
+    encode_with_ray(spec_for(hmde_dir), [tmp_path / "in"], out, options=RayOptions(**OPTIONS), show_progress=False)
+    assert len(list(iter_vector_shards(out))) == 4
+    assert {p.name: p.stat().st_mtime_ns for p in out.glob("part-*.parquet") if p.name in stamps} == stamps
+    with pytest.raises(Exception, match="other settings.*normalize"):
+        encode_with_ray(spec_for(hmde_dir, normalize=True), [tmp_path / "in"], out, options=RayOptions(**OPTIONS))
+
+
+def test_a_worker_killed_mid_run_is_retried_without_duplicate_or_missing_rows(ray_local, hmde_dir, tmp_path):
+    docs = write_shards(tmp_path / "in", n_shards=2, per_shard=9)
+    flag = tmp_path / "crashed-once"
+
+    class CrashOnce(RayEncoder):  # defined here, so Ray ships it by value
+        def __call__(self, batch):
+            if "d11" in batch.column("doc_id").to_pylist() and not flag.exists():
+                flag.write_text("x")
+                os._exit(1)  # the actor process dies without cleanup, as a killed worker would
+            return super().__call__(batch)
+
+    encode_with_ray(spec_for(hmde_dir), [tmp_path / "in"], tmp_path / "out",
+                    options=RayOptions(**{**OPTIONS, "encoder_class": CrashOnce}), show_progress=False)
+    assert flag.exists()  # the crash did happen
+    ids, vectors = read_vectors(tmp_path / "out", input_shards([tmp_path / "in"]))
+    assert ids == [d["doc_id"] for d in docs]
+    assert np.isfinite(vectors).all() and vectors.shape == (18, 64)
+
+
+def test_cli_engine_ray_and_bad_input(ray_local, hmde_dir, tmp_path, capsys):
+    docs = write_shards(tmp_path / "in", n_shards=2, per_shard=3)
+    argv = ["encode", str(hmde_dir), str(tmp_path / "in"), "-o", str(tmp_path / "vec"), "--engine", "ray",
+            "--ray-actors", "1", "--ray-cpus-per-actor", "0.5", "--no-progress", "--device", "cpu"]
+    assert main(argv) == 0
+    assert "6 documents in 2 shards" in capsys.readouterr().out
+    ids, vectors = read_vectors(tmp_path / "vec")
+    assert ids == [d["doc_id"] for d in docs] and vectors.shape == (6, 64)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.jsonl").write_text('{"doc_id": "a", "text": "ok"}\n{"doc_id": "b", "text": 5}\n')
+    assert main(["encode", str(hmde_dir), str(bad), "-o", str(tmp_path / "v2"), "--engine", "ray",
+                 "--ray-actors", "1", "--ray-cpus-per-actor", "0.5", "--no-progress", "--device", "cpu"]) != 0
+    err = capsys.readouterr().err
+    assert "x.jsonl" in err and "line 2" in err and "text" in err
