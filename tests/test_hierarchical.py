@@ -132,3 +132,15 @@ def test_half_precision_save_loads_close(model, tmp_path):
     np.testing.assert_allclose(loaded.encode_documents(DOCS), model.encode_documents(DOCS), atol=5e-3)
     # the model that was saved is unchanged
     assert next(model.lower.parameters()).dtype == torch.float32
+
+
+def test_encode_documents_reuses_the_segmentation_token_ids(hmde_dir, monkeypatch):
+    model = HierarchicalEncoder.from_pretrained(hmde_dir, device="cpu")
+    docs = [["The cat sleeps.", "Prices rose."], ["Die Katze schläft."]]
+    reference = model.encode_units(docs).documents.detach().numpy()  # tokenizes through token_ids
+    calls = []
+    original = model.lower.token_ids
+    monkeypatch.setattr(model.lower, "token_ids", lambda texts: calls.append(list(texts)) or original(texts))
+    vectors = model.encode_documents(docs)
+    assert all(not c for c in calls)  # every sentence fitted: its ids came from the length check
+    np.testing.assert_allclose(vectors, reference, atol=1e-6)

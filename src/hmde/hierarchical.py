@@ -146,14 +146,14 @@ class HierarchicalEncoder(nn.Module):
         return self.lower.dim
 
     # -- segmentation -----------------------------------------------------------------
-    def segment(self, document: Document, lang: str | None = None) -> list[str]:
+    def segment(self, document: Document, lang: str | None = None, ids_out: list | None = None) -> list[str]:
         """The lower-encoder inputs of one document, each within the token limit.
 
         A string is split into sentences (or 128-token chunks); a list of strings is
         taken as already split. Over-long sentences are split or truncated according to
         ``config.long_sentences``. Empty pieces are dropped.
         """
-        return segment_document(document, lang, self.config, self.lower.tokenizer)
+        return segment_document(document, lang, self.config, self.lower.tokenizer, ids_out)
 
     def windows(self, n_units: int) -> list[tuple[int, int]]:
         """Sentence ranges the upper encoder sees for a document of ``n_units`` units."""
@@ -166,11 +166,23 @@ class HierarchicalEncoder(nn.Module):
         sentence_batch_size: int = 8,
         autocast_dtype: torch.dtype | None = None,
         show_progress_bar: bool = False,
+        unit_ids: Sequence[Sequence[list[int] | None]] | None = None,
     ) -> EncodedBatch:
-        """Document vectors for already segmented documents (gradients flow)."""
+        """Document vectors for already segmented documents (gradients flow).
+
+        ``unit_ids`` (from :meth:`segment`'s ``ids_out``) reuses the token ids of the
+        segmentation's length check; units given None are tokenized here.
+        """
         flat = [u for doc in units for u in doc]
-        vectors = self.lower.embed(
-            flat, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
+        if unit_ids is None:
+            ids = self.lower.token_ids(flat)
+        else:
+            ids = [i for doc in unit_ids for i in doc]
+            todo = [k for k, i in enumerate(ids) if i is None or len(i) > self.lower.max_tokens]
+            for k, i in zip(todo, self.lower.token_ids([flat[k] for k in todo])):
+                ids[k] = i
+        vectors = self.lower.embed_ids(
+            ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
         )
         per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
         return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
@@ -232,8 +244,10 @@ class HierarchicalEncoder(nn.Module):
             steps = range(0, len(docs), max(1, batch_size))
             for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
                 chunk = docs[start : start + batch_size]
-                units = [self.segment(d, l) for d, l in zip(chunk, langs_[start : start + batch_size])]
-                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype)
+                ids: list[list] = [[] for _ in chunk]
+                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
+                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
+                                        unit_ids=ids)
                 vectors.append(enc.documents.float().cpu())
                 if return_sentences:
                     all_units.extend(enc.units)

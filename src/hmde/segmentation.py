@@ -83,23 +83,33 @@ def token_windows(
 
 
 def fit_to_budget(
-    sentences: Sequence[str], tokenizer, max_tokens: int, mode: str = "split"
+    sentences: Sequence[str], tokenizer, max_tokens: int, mode: str = "split", ids_out: list | None = None
 ) -> list[str]:
     """Make every sentence fit ``max_tokens`` (special tokens included).
 
     ``split`` cuts over-long sentences into consecutive pieces (nothing is lost);
     ``truncate`` leaves them as they are, for the encoder's own truncation.
+    ``ids_out``, when given, receives each returned unit's token ids (special tokens
+    included), or None where the unit still needs tokenizing (split pieces, truncate mode):
+    the budget check already tokenized the sentence, so the encoder need not do it again.
     """
     if mode == "truncate" or not sentences:
+        if ids_out is not None:
+            ids_out.extend([None] * len(sentences))
         return list(sentences)
     budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
-    lengths = tokenizer(list(sentences), add_special_tokens=False, truncation=False)["input_ids"]
+    encoded = tokenizer(list(sentences), add_special_tokens=True, truncation=False)["input_ids"]
     out: list[str] = []
-    for sentence, ids in zip(sentences, lengths):
-        if len(ids) <= budget:
+    for sentence, ids in zip(sentences, encoded):
+        if len(ids) <= max_tokens:
             out.append(sentence)
+            if ids_out is not None:
+                ids_out.append(list(ids))
         else:
-            out.extend(token_windows(sentence, tokenizer, budget))
+            pieces = token_windows(sentence, tokenizer, budget)
+            out.extend(pieces)
+            if ids_out is not None:
+                ids_out.extend([None] * len(pieces))
     return out
 
 
@@ -109,7 +119,7 @@ def chunk_document(text: str, tokenizer, max_tokens: int) -> list[str]:
     return token_windows(text, tokenizer, budget)
 
 
-def segment_document(document, lang, config, tokenizer) -> list[str]:
+def segment_document(document, lang, config, tokenizer, ids_out: list | None = None) -> list[str]:
     """The lower-encoder inputs of one document under ``config`` (an HierarchicalConfig).
 
     A string is split into sentences (or 128-token chunks); a list of strings is taken
@@ -121,13 +131,16 @@ def segment_document(document, lang, config, tokenizer) -> list[str]:
 
     if isinstance(document, str):
         if config.segmentation == "chunks":
-            return chunk_document(document, tokenizer, config.max_sentence_tokens)
+            chunks = chunk_document(document, tokenizer, config.max_sentence_tokens)
+            if ids_out is not None:
+                ids_out.extend([None] * len(chunks))
+            return chunks
         units = split_sentences(document, lang, config.default_language)
     else:
         units = [s.strip() for s in document if isinstance(s, str) and s.strip()]
         if len(units) != len([s for s in document if s is not None]) and any(not isinstance(s, str) for s in document):
             raise HmdeError("a pre-split document must be a list of strings")
-    return fit_to_budget(units, tokenizer, config.max_sentence_tokens, config.long_sentences)
+    return fit_to_budget(units, tokenizer, config.max_sentence_tokens, config.long_sentences, ids_out)
 
 
 def window_ranges(n_units: int, max_sentences: int, long_documents: str = "windows") -> list[tuple[int, int]]:
