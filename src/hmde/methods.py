@@ -54,6 +54,22 @@ def _flat_text(doc) -> str:
     return doc if isinstance(doc, str) else " ".join(s for s in doc if isinstance(s, str))
 
 
+def encode_query_texts(model: HierarchicalEncoder | SentenceEncoder, texts: Sequence, batch_size: int = 8,
+                       normalize_embeddings: bool = False, autocast_dtype: torch.dtype | None = None,
+                       show_progress_bar: bool = False) -> np.ndarray:
+    """CLIR queries: each text through the lower encoder alone (a list of sentences is joined).
+
+    Empty texts get all-zero rows, as empty documents do, so rows and ids always line up.
+    """
+    from .io.documents import is_empty_text
+
+    lower = model.lower if isinstance(model, HierarchicalEncoder) else model
+    vectors = lower.encode([_flat_text(t) for t in texts], batch_size=batch_size, show_progress_bar=show_progress_bar,
+                           normalize_embeddings=normalize_embeddings, autocast_dtype=autocast_dtype)
+    vectors[[i for i, t in enumerate(texts) if is_empty_text(t)]] = 0.0
+    return vectors
+
+
 def pack_sentences(units: Sequence[str], tokenizer, max_tokens: int) -> list[str]:
     """Join consecutive sentences while they fit ``max_tokens`` (LAWDR's multi-sentence input)."""
     if not units:

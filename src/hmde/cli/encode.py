@@ -171,11 +171,10 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     amp = autocast_dtype(args.bf16)
     if args.queries:
-        lower = model.lower if kind == "hmde" else model
-        flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
-        vectors = lower.encode(flat, batch_size=args.sentence_batch_size, show_progress_bar=progress,
-                               normalize_embeddings=args.normalize, autocast_dtype=amp)
-        vectors[[i for i, r in enumerate(records) if is_empty_text(r.text)]] = 0.0
+        from ..methods import encode_query_texts
+
+        vectors = encode_query_texts(model, texts, batch_size=args.sentence_batch_size, show_progress_bar=progress,
+                                     normalize_embeddings=args.normalize, autocast_dtype=amp)
     elif args.method not in (None, "hmde"):
         vectors = encode_with_method(args, model, texts, langs, amp, progress)
     else:

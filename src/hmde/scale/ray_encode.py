@@ -156,10 +156,10 @@ class RayEncoder:
     def encode(self, texts: list, langs: list) -> np.ndarray:
         s = self.spec
         if s.method == "query":
-            lower = self.model.lower if self.kind == "hmde" else self.model
-            flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
-            return lower.encode(flat, batch_size=s.sentence_batch_size, normalize_embeddings=s.normalize,
-                                autocast_dtype=self._amp())
+            from ..methods import encode_query_texts
+
+            return encode_query_texts(self.model, texts, batch_size=s.sentence_batch_size,
+                                      normalize_embeddings=s.normalize, autocast_dtype=self._amp())
         if self.vectorizer is not None:
             return self.vectorizer.encode(texts, langs, normalize_embeddings=s.normalize)
         return self.model.encode_documents(texts, langs=langs, batch_size=s.batch_size,
@@ -216,14 +216,20 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
         return manifest
     ray = _start_ray(options.address)
     gpus = options.gpus_per_actor or (1.0 if device.startswith("cuda") else 0.0)
-    actors = options.actors or (max(1, int(ray.cluster_resources().get("GPU", 0) // max(gpus, 1e-9))) if gpus else
-                                max(1, int(ray.cluster_resources().get("CPU", 1) // max(options.cpus_per_actor, 1.0))))
+    actors = options.actors
+    if not actors:  # fill the cluster: one actor per GPU share, else per CPU share
+        resources = ray.cluster_resources()
+        if gpus:
+            actors = int(resources.get("GPU", 0) // gpus)
+        else:
+            actors = int(resources.get("CPU", 1) // max(options.cpus_per_actor, 1.0))
+        actors = max(1, actors)
+    spec_dict = asdict(spec)
     bar = tqdm(total=len(pending), desc="shards", unit="shard", disable=not show_progress)
     for start in range(0, len(pending), options.shards_per_wave):
         wave = pending[start : start + options.shards_per_wave]
         staging = output_dir / "_staging"
         shutil.rmtree(staging, ignore_errors=True)
-        spec_dict = asdict(spec)
         ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)])
         ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict)))
         ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
@@ -235,8 +241,9 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
         except Exception as e:  # noqa: BLE001 - surface hmde's own message (bad input) from inside Ray
             raise _hmde_cause(e) or e
         for i, shard in enumerate(wave):
-            rows, dim = _finish_shard(staging, i, shard, spec, output_dir, manifest)
-            manifest.record(shard, manifest.output_name(shard), rows, dim)
+            name = manifest.output_name(shard)
+            rows, dim = _finish_shard(staging, i, shard, spec, output_dir / name)
+            manifest.record(shard, name, rows, dim)
             bar.update(1)
         shutil.rmtree(staging, ignore_errors=True)
     bar.close()
@@ -270,11 +277,8 @@ def _hmde_cause(error: BaseException) -> HmdeError | None:
     return clean
 
 
-def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, output_dir: Path,
-                  manifest: Manifest) -> tuple[int, int]:
+def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, target: Path) -> tuple[int, int]:
     """Check that Ray's output holds each input row exactly once, then write the shard in input order."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.dataset as pds
     import pyarrow.parquet as pq
 
@@ -290,10 +294,9 @@ def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, outp
                         f"({int((dup > 1).sum())} duplicated, {len(expected) - len(seen)} missing)")
     if table.column("doc_id").to_pylist() != expected:
         raise HmdeError(f"{shard}: the ids Ray returned differ from the input's")
-    out = pa.table({"doc_id": table.column("doc_id"), "vector": pc.cast(table.column("vector"),
-                                                                        table.schema.field("vector").type)})
+    out = table.select(["doc_id", "vector"])
     dim = out.schema.field("vector").type.list_size
-    with atomic_path(output_dir / manifest.output_name(shard)) as tmp:
+    with atomic_path(target) as tmp:
         pq.write_table(out, tmp)
     return len(expected), dim
 
