@@ -69,3 +69,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared data folder {SHARED_DATA} (absent in a user's checkout)")
     return SHARED_DATA
+
+
+@pytest.fixture()
+def free_port() -> str:
+    """A free local TCP port for a process group's rendezvous (torchrun's static one needs one)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])

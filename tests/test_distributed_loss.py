@@ -39,12 +39,8 @@ def _worker(rank, world, port, out):
     dist.destroy_process_group()
 
 
-def test_two_processes_equal_one_with_the_whole_batch():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_two_processes_equal_one_with_the_whole_batch(free_port):
+    port = int(free_port)
     manager = mp.Manager()
     out = manager.dict()
     mp.spawn(_worker, args=(2, port, out), nprocs=2, join=True)
@@ -59,7 +55,7 @@ def test_two_processes_equal_one_with_the_whole_batch():
         assert torch.allclose(got_grad, w.grad, atol=1e-5)
 
 
-def test_torchrun_two_processes_train_and_save_once(labse_dir, tmp_path):
+def test_torchrun_two_processes_train_and_save_once(labse_dir, tmp_path, free_port):
     """`torchrun --nproc_per_node 2 -m hmde.cli.main train ...` on CPU (gloo)."""
     import json
     import subprocess
@@ -74,12 +70,7 @@ def test_torchrun_two_processes_train_and_save_once(labse_dir, tmp_path):
             for c in range(8) for lang, word in (("eng", "Story"), ("deu", "Geschichte"))]
     pages.write_text("".join(json.dumps(r) + "\n" for r in rows))
     build_pairs([pages], tmp_path / "p.parquet", PairOptions(), show_progress=False)
-    import socket
-
-    with socket.socket() as sock:  # torchrun's static rendezvous needs a concrete free port
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port,
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", free_port,
            "-m", "hmde.cli.main", "train", str(labse_dir), str(tmp_path / "p.parquet"), "-o", str(tmp_path / "m"),
            "--batch-size", "4", "--grad-accum", "1", "--max-steps", "2", "--device", "cpu", "--no-progress",
            "--bf16", "off"]

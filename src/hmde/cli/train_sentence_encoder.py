@@ -49,6 +49,7 @@ def register(sub) -> None:
                    help="end the optimisation after about this many minutes: the step count and learning-rate "
                         "schedule are fitted to the rate of the first 100 steps (capped by --epochs/--max-steps)")
     p.add_argument("--save-every", type=int, default=1000)
+    p.add_argument("--log-every", type=int, default=10, help="steps between lines of OUTPUT/train_log.jsonl")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batching", choices=["pair", "mix"], default="pair",
                    help="pair: each batch holds one language pair (harder negatives); mix: any pairs together")
@@ -157,25 +158,29 @@ def run(args: argparse.Namespace) -> int:
     from ..lightweight.model import LightweightConfig
     from ..lightweight.tokenizer import train_unigram_tokenizer
     from ..lightweight.trainer import LightweightTrainer, LightweightTrainingConfig
+    from ..training import distributed
 
+    distributed.setup()  # under torchrun: join the process group; process 0 trains the vocabulary
     output = Path(args.output)
     if output.exists() and any(output.iterdir()) and not args.resume and (output / "checkpoint").exists():
         raise HmdeError(f"{output} holds a training run; pass --resume to continue it or choose another --output")
+    distributed.barrier()  # every process has looked at OUTPUT before process 0 writes there
     corpus = load_corpus(args)
-    print(f"{len(corpus)} sentence pairs in {len(corpus.pairs)} language pairs")
+    say = print if distributed.is_main() else (lambda *a, **k: None)
+    say(f"{len(corpus)} sentence pairs in {len(corpus.pairs)} language pairs")
     config = LightweightTrainingConfig(
         model=LightweightConfig(vocab_size=args.vocab_size, layers=args.layers, hidden=args.hidden, heads=args.heads,
                                 ffn=args.ffn, dropout=args.dropout, max_length=args.max_length),
         batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps,
-        save_every=args.save_every, seed=args.seed, batching=args.batching, ugt_weight=args.ugt_weight,
+        save_every=args.save_every, log_every=args.log_every, seed=args.seed, batching=args.batching, ugt_weight=args.ugt_weight,
         align_weight=args.align_weight, sim_weight=args.sim_weight, align_cosine=args.align_cosine,
         temperature=args.temperature, bf16=args.bf16, tokenizer_sentences_per_language=args.tokenizer_sentences_per_language,
         train_max_length=args.train_max_length, time_budget_minutes=args.time_budget,
     )
     tokenizer = None
-    if not args.resume:
+    if not args.resume and distributed.is_main():
         texts = tokenizer_texts(corpus, args.tokenizer_sentences_per_language, args.seed)
-        print(f"training a {args.vocab_size}-piece {args.tokenizer_model} vocabulary on {len(texts)} sentences")
+        say(f"training a {args.vocab_size}-piece {args.tokenizer_model} vocabulary on {len(texts)} sentences")
         tokenizer = train_unigram_tokenizer(texts, vocab_size=args.vocab_size, model=args.tokenizer_model)
     evaluate = None
     if args.eval_tatoeba:
@@ -187,8 +192,9 @@ def run(args: argparse.Namespace) -> int:
 
         def evaluate(model, tok):
             return evaluate_tatoeba(make_encode_fn(model, tok, args.max_length), args.eval_tatoeba, langs)
-    trainer = LightweightTrainer(corpus, config, output, tokenizer=tokenizer, device=pick_device(args.device),
+    device = distributed.local_device(pick_device(args.device))  # under torchrun: this process's GPU
+    trainer = LightweightTrainer(corpus, config, output, tokenizer=tokenizer, device=device,
                                  evaluate=evaluate, eval_every=args.eval_every, show_progress=not args.no_progress)
     trainer.train(resume=args.resume)
-    print(f"saved the sentence encoder to {output}")
+    say(f"saved the sentence encoder to {output}")
     return 0

@@ -3,6 +3,13 @@
 Every random choice of a step (batch order of its epoch, the masked side and token,
 dropout) derives from (seed, step), so ``--resume`` from a checkpoint continues
 exactly where an uninterrupted run would be.
+
+Under torchrun (or accelerate launch) each of W processes takes a contiguous share of
+every batch; the masked side and tokens are still drawn for the whole batch, the
+alignment and similarity losses see every process's vectors (gathered, differentiable),
+and gradients are averaged: a step equals one process holding the whole batch, dropout
+masks aside (each process draws its own). A language pair's last batch is dropped when
+it holds fewer pairs than there are processes.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..errors import HmdeError
 from ..precision import autocast_context
+from ..training import distributed
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets
 from .model import LightweightConfig, LightweightEncoder
@@ -82,18 +90,25 @@ def fit_steps_to_budget(step: int, rate: float, elapsed_s: float, budget_s: floa
     return max(step + 1, min(total, fit))
 
 
-def epoch_batches(corpus_pair_of: np.ndarray, batch_size: int, batching: str, seed: int, epoch: int) -> list[np.ndarray]:
-    """The batches of one epoch, a pure function of (seed, epoch)."""
+def epoch_batches(corpus_pair_of: np.ndarray, batch_size: int, batching: str, seed: int, epoch: int,
+                  min_size: int = 2) -> list[np.ndarray]:
+    """The batches of one epoch, a pure function of (seed, epoch).
+
+    Batches smaller than ``min_size`` (2: an in-batch loss needs a negative; under W
+    processes max(2, W), so that no process gets an empty share) are dropped.
+    """
     rng = np.random.default_rng([seed, epoch])
     if batching == "mix":
         order = rng.permutation(len(corpus_pair_of))
-        return [order[i : i + batch_size] for i in range(0, len(order) - 1, batch_size) if len(order[i:i + batch_size]) > 1]
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)
+                if len(order[i:i + batch_size]) >= min_size]
     if batching != "pair":
         raise HmdeError(f"unknown batching '{batching}' (pair or mix)")
     batches = []
     for pair in np.unique(corpus_pair_of):
         members = rng.permutation(np.flatnonzero(corpus_pair_of == pair))
-        batches.extend(members[i : i + batch_size] for i in range(0, len(members), batch_size) if len(members[i:i + batch_size]) > 1)
+        batches.extend(members[i : i + batch_size] for i in range(0, len(members), batch_size)
+                       if len(members[i:i + batch_size]) >= min_size)
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
@@ -127,7 +142,14 @@ class LightweightTrainer:
 
     # -- one step -----------------------------------------------------------------------
     def losses(self, model: LightweightEncoder, batch: np.ndarray, step: int) -> dict[str, torch.Tensor]:
+        """This process's losses for the (global) ``batch`` of ``step``.
+
+        With W processes the returned losses sum, over processes, to W times the whole
+        batch's losses (see :mod:`hmde.training.distributed`); alone, they are the whole
+        batch's losses.
+        """
         cfg = self.config
+        rank, world = distributed.rank_and_world()
         gen = torch.Generator().manual_seed(cfg.seed * 7919 + step)
         a_ids, a_mask = self._collate([self.src_ids[i] for i in batch])
         b_ids, b_mask = self._collate([self.tgt_ids[i] for i in batch])
@@ -139,16 +161,27 @@ class LightweightTrainer:
         position = torch.multinomial(a_keep.float().cpu() + 1e-9, 1, generator=gen).to(self.device)
         masked_token = a_ids.gather(1, position).squeeze(1)
         a_masked = a_ids.scatter(1, position, self.tokenizer.mask_token_id)
+        share = 1.0
+        if world > 1:  # this process's contiguous rows, padding trimmed to their longest
+            rows = np.array_split(np.arange(len(batch)), world)[rank]
+            lo, hi = int(rows[0]), int(rows[-1]) + 1
+            a_len, b_len = int(a_mask[lo:hi].sum(1).max()), int(b_mask[lo:hi].sum(1).max())
+            a_ids, a_masked, a_mask, a_keep = (t[lo:hi, :a_len] for t in (a_ids, a_masked, a_mask, a_keep))
+            b_ids, b_mask, b_keep = (t[lo:hi, :b_len] for t in (b_ids, b_mask, b_keep))
+            masked_token = masked_token[lo:hi]
+            share = world * (hi - lo) / len(batch)
         u = model.pool(a_masked, a_mask)
         v = model.pool(b_ids, b_mask)
         out = {}
-        if cfg.ugt_weight:
+        if cfg.ugt_weight:  # a per-pair loss: this process's pairs, weighted by its share of the batch
             t_masked, t_other = ugt_targets(masked_token, a_ids, a_keep, b_ids, b_keep, model.config.vocab_size)
-            out["ugt"] = ugt_loss(model.head(u), model.head(v), t_masked, t_other)
+            out["ugt"] = share * ugt_loss(model.head(u), model.head(v), t_masked, t_other)
+        if cfg.align_weight or cfg.sim_weight:  # in-batch losses: over every process's vectors
+            u_all, v_all = distributed.gather_all(u), distributed.gather_all(v)
         if cfg.align_weight:
-            out["align"] = alignment_loss(u, v, cosine=cfg.align_cosine, temperature=cfg.temperature)
+            out["align"] = alignment_loss(u_all, v_all, cosine=cfg.align_cosine, temperature=cfg.temperature)
         if cfg.sim_weight:
-            out["sim"] = similarity_loss(u, v)
+            out["sim"] = similarity_loss(u_all, v_all)
         weights = {"ugt": cfg.ugt_weight, "align": cfg.align_weight, "sim": cfg.sim_weight}
         out["loss"] = sum(weights[k] * out[k] for k in list(out))
         return out
@@ -159,20 +192,29 @@ class LightweightTrainer:
         from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
         cfg, ckpt_dir = self.config, self.output / CHECKPOINT_DIR
+        rank, world = distributed.setup()
+        main = distributed.is_main()
         state = None
         if resume:
             state = load_checkpoint(ckpt_dir)
             cfg = self.config = LightweightTrainingConfig.from_dict(state["config"])
             self.tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "tokenizer"))
-        elif self.tokenizer is None:
+        elif self.tokenizer is None and world == 1:
             raise HmdeError("a tokenizer is needed to start training")
-        else:
-            self.tokenizer.save_pretrained(str(ckpt_dir / "tokenizer"))
+        else:  # process 0's vocabulary is everyone's
+            if main:
+                self.tokenizer.save_pretrained(str(ckpt_dir / "tokenizer"))
+            distributed.barrier()
+            if not main:
+                self.tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "tokenizer"))
         cfg.model.vocab_size = len(self.tokenizer)
         self._tokenize()
-        steps_per_epoch = len(epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, 0))
+        min_size = max(2, world)
+        batches_of = lambda epoch: epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, epoch,  # noqa: E731
+                                                 min_size)
+        steps_per_epoch = len(batches_of(0))
         if steps_per_epoch == 0:
-            raise HmdeError("not enough sentence pairs for one batch")
+            raise HmdeError(f"not enough sentence pairs for one batch of at least {min_size}")
         total = cfg.max_steps or max(1, math.ceil(cfg.epochs * steps_per_epoch))
         if cfg.budget_steps:
             total = min(total, cfg.budget_steps)
@@ -187,25 +229,27 @@ class LightweightTrainer:
             scheduler.load_state_dict(state["scheduler"])
             step = state["step"]
         use_bf16 = resolve_bf16(cfg.bf16, self.device)
-        log = JsonlLog(self.output / "train_log.jsonl")
-        if state is None:
+        log = JsonlLog(self.output / "train_log.jsonl") if main else None
+        if state is None and main:
             (self.output / "training_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
             log.write(event="start", pairs=len(self.corpus), language_pairs=self.corpus.counts(),
-                      steps=total, steps_per_epoch=steps_per_epoch, bf16=use_bf16)
-        bar = tqdm(total=total, initial=step, desc="train-sentence-encoder", unit="step", disable=not self.show_progress)
+                      steps=total, steps_per_epoch=steps_per_epoch, bf16=use_bf16, processes=world)
+        bar = tqdm(total=total, initial=step, desc="train-sentence-encoder", unit="step",
+                   disable=not (self.show_progress and main))
         epoch, batches = -1, []
         model.train()
         t0, pairs_seen, start_step = time.time(), 0, step
         while step < total:
             if step // steps_per_epoch != epoch:
                 epoch = step // steps_per_epoch
-                batches = epoch_batches(self.pair_of, cfg.batch_size, cfg.batching, cfg.seed, epoch)
+                batches = batches_of(epoch)
             batch = batches[step % steps_per_epoch]
-            seed_step(cfg.seed, step)
+            seed_step(cfg.seed + rank, step)
             with autocast_context(self.device.type, torch.bfloat16 if use_bf16 else None):
                 losses = self.losses(model, batch, step)
             optimizer.zero_grad(set_to_none=True)
             losses["loss"].backward()
+            distributed.average_gradients(model.parameters())
             if cfg.grad_clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
@@ -214,26 +258,30 @@ class LightweightTrainer:
             pairs_seen += len(batch)
             bar.update(1)
             if step % cfg.log_every == 0 or step == total:
-                rate = pairs_seen / max(time.time() - t0, 1e-9)
-                record = {k: round(float(v.detach()), 5) for k, v in losses.items()}
-                log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch, **record)
-                bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
+                record = {k: round(float(distributed.mean_over_processes(v.detach().float())), 5)
+                          for k, v in losses.items()}
+                if main:
+                    rate = pairs_seen / max(time.time() - t0, 1e-9)
+                    log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch,
+                              **record)
+                    bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
             if cfg.time_budget_minutes and not cfg.budget_steps and step - start_step == BUDGET_WARMUP_STEPS:
                 probe_t0 = time.time()
             if (cfg.time_budget_minutes and not cfg.budget_steps
                     and step - start_step == BUDGET_WARMUP_STEPS + BUDGET_PROBE_STEPS):
                 now = time.time()
                 rate = BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9)
-                total = cfg.budget_steps = fit_steps_to_budget(step, rate, now - t0, cfg.time_budget_minutes * 60,
-                                                               total)
+                fitted = fit_steps_to_budget(step, rate, now - t0, cfg.time_budget_minutes * 60, total)
+                total = cfg.budget_steps = distributed.min_over_processes(fitted)  # every process stops together
                 scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
                                                             last_epoch=step - 1)
                 bar.total = total
-                log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total,
-                          epochs=round(total / steps_per_epoch, 3))
-            if self.evaluate and self.eval_every and step % self.eval_every == 0:
+                if main:
+                    log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total,
+                              epochs=round(total / steps_per_epoch, 3))
+            if main and self.evaluate and self.eval_every and step % self.eval_every == 0:
                 self._run_eval(model, log, step)
-            if (cfg.save_every and step % cfg.save_every == 0) or step == total:
+            if main and ((cfg.save_every and step % cfg.save_every == 0) or step == total):
                 save_checkpoint(ckpt_dir, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                            "scheduler": scheduler.state_dict(), "step": step, "config": cfg.to_dict()})
             if stop_at_step is not None and step >= stop_at_step:
@@ -241,9 +289,11 @@ class LightweightTrainer:
                 return model
         bar.close()
         model.eval()
-        model.save_sentence_transformer(self.tokenizer, self.output)
-        if self.evaluate:
-            self._run_eval(model, log, step, final=True)
+        if main:
+            model.save_sentence_transformer(self.tokenizer, self.output)
+            if self.evaluate:
+                self._run_eval(model, log, step, final=True)
+        distributed.barrier()  # the saved model exists before any process returns
         return model
 
     def _run_eval(self, model, log, step, final=False):

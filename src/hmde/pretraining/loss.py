@@ -8,38 +8,12 @@ loss from the other side, with the other side's hard negatives.
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from ..training.distributed import is_distributed
-
-
-def gather_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Every process's rows of ``x`` (rows may differ in number), differentiably.
-
-    Returns (all rows, a mask of real rows, the offset of this process's rows among the
-    real ones). Rows are padded to the largest count for ``all_gather`` and the padding
-    is masked out. Gradients flow back to each process's own rows
-    (``torch.distributed.nn.functional.all_gather``), so with gradients averaged over
-    processes training equals one process holding the whole batch.
-    """
-    import torch.distributed as dist
-    from torch.distributed.nn.functional import all_gather
-
-    if not is_distributed():
-        return x, torch.ones(x.shape[0], dtype=torch.bool, device=x.device), 0
-    counts = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(dist.get_world_size())]
-    dist.all_gather(counts, torch.tensor([x.shape[0]], device=x.device))
-    counts = [int(c) for c in counts]
-    padded = torch.cat([x, x.new_zeros(max(counts) - x.shape[0], *x.shape[1:])])
-    with warnings.catch_warnings():  # deprecated in favour of a private API; still the public one
-        warnings.simplefilter("ignore", FutureWarning)
-        parts = all_gather(padded)
-    mask = torch.cat([torch.arange(max(counts), device=x.device) < c for c in counts])
-    return torch.cat(parts), mask, sum(counts[: dist.get_rank()])
+from ..training.distributed import gather_rows
 
 
 def contrastive_loss(a: torch.Tensor, b: torch.Tensor, neg_a: torch.Tensor | None = None,
