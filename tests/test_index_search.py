@@ -83,3 +83,34 @@ def test_demo_runs_on_a_given_model(hmde_dir, capsys):
     assert main(["demo", str(hmde_dir), "--top-k", "2"]) == 0
     out = capsys.readouterr().out
     assert "indexed 36 documents" in out and out.count("query: ") == 6 and out.count("  1. ") == 6
+
+
+def _random_index(path, kind, n=300, dim=16, **meta):
+    from hmde.index.store import IndexMeta
+
+    vectors = np.random.default_rng(1).normal(size=(n, dim)).astype(np.float32)
+    ids = [f"v{i}" for i in range(n)]
+    info = IndexMeta(model="m", model_sha256=None, dim=dim, method="mean", index_type=kind, count=0, **meta)
+    return DocumentIndex.write(path, info, ids, ["eng"] * n, ids, vectors, [[] for _ in ids], [], add=False), vectors
+
+
+def test_ivfpq_compresses_and_nprobe_ef_search_are_checked(tmp_path):
+    index, vectors = _random_index(tmp_path / "pq", "ivfpq", ivf_lists=4, pq_m=4)
+    assert index.meta.count == 300 and index.index.code_size == 4  # 4 bytes per vector instead of 64
+    hits = index.search(vectors[:10], top_k=3, nprobe=4)  # every list searched: only quantisation error is left
+    assert [h[0].doc_id for h in hits] == [f"v{i}" for i in range(10)]
+    reopened = DocumentIndex.open(tmp_path / "pq")
+    assert reopened.meta.pq_m == 4
+    assert [h[0].doc_id for h in reopened.search(vectors[:3], 1, nprobe=4)] == ["v0", "v1", "v2"]
+    flat, _ = _random_index(tmp_path / "flat", "flat")
+    with pytest.raises(Exception, match="--nprobe applies to IVF indexes"):
+        flat.search(vectors[:1], nprobe=2)
+    with pytest.raises(Exception, match="--ef-search applies to HNSW indexes"):
+        index.search(vectors[:1], ef_search=64)
+    hnsw, _ = _random_index(tmp_path / "hnsw", "hnsw")
+    exact = [[h.doc_id for h in q] for q in flat.search(vectors[:5], 5)]
+    assert [[h.doc_id for h in q] for q in hnsw.search(vectors[:5], 5, ef_search=300)] == exact
+    with pytest.raises(Exception, match="needs at least 256 documents"):
+        _random_index(tmp_path / "small", "ivfpq", n=100, ivf_lists=4, pq_m=4)
+    with pytest.raises(Exception, match="--pq-m must divide the dimension 16"):
+        _random_index(tmp_path / "odd", "ivfpq", ivf_lists=4, pq_m=5)

@@ -110,3 +110,39 @@ def test_cli_engine_ray_and_bad_input(ray_local, hmde_dir, tmp_path, capsys):
                  "--ray-actors", "1", "--ray-cpus-per-actor", "0.5", "--no-progress", "--device", "cpu"]) != 0
     err = capsys.readouterr().err
     assert "x.jsonl" in err and "line 2" in err and "text" in err
+
+
+def test_index_build_with_ray_equals_the_local_build(ray_local, hmde_dir, tmp_path, capsys):
+    from hmde.index import DocumentIndex
+
+    docs = write_shards(tmp_path / "in", n_shards=2, per_shard=3)
+    (tmp_path / "all.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    ray_args = ["--engine", "ray", "--ray-actors", "1", "--ray-cpus-per-actor", "0.5", "--no-progress",
+                "--device", "cpu"]
+    assert main(["index", "build", str(hmde_dir), str(tmp_path / "in"), "-o", str(tmp_path / "ray"), *ray_args]) == 0
+    assert main(["index", "build", str(hmde_dir), str(tmp_path / "all.jsonl"), "-o", str(tmp_path / "local"),
+                 "--no-progress", "--device", "cpu"]) == 0
+    assert (tmp_path / "ray.vectors" / "manifest.json").exists()  # the encoded shards, kept for a rerun
+    by_ray, local = DocumentIndex.open(tmp_path / "ray"), DocumentIndex.open(tmp_path / "local")
+    assert by_ray.doc_ids() == local.doc_ids() == [d["doc_id"] for d in docs]
+    np.testing.assert_allclose(by_ray.index.reconstruct_n(0, 6), local.index.reconstruct_n(0, 6), atol=1e-5)
+    assert len(by_ray.sentence_vectors) == 0 < len(local.sentence_vectors)  # not stored: embedded at search time
+    capsys.readouterr()
+    for folder in ("ray", "local"):
+        assert main(["search", str(tmp_path / folder), "The cat sleeps", "--json", "--device", "cpu"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    ray_hits, local_hits = out[:6], out[6:]
+    assert [(h["doc_id"], h["best_sentence"]) for h in ray_hits] == [(h["doc_id"], h["best_sentence"]) for h in local_hits]
+    for a, b in zip(ray_hits, local_hits):
+        assert a["score"] == pytest.approx(b["score"], abs=1e-4)
+        assert a["sentence_score"] == pytest.approx(b["sentence_score"], abs=1e-4)
+    # --add streams a new folder of shards onto the index; an id already there is refused
+    write_shards(tmp_path / "more", n_shards=3, per_shard=3)
+    (tmp_path / "more" / "shard-0.jsonl.gz").unlink()
+    (tmp_path / "more" / "shard-1.jsonl.gz").unlink()
+    assert main(["index", "build", str(hmde_dir), str(tmp_path / "more"), "-o", str(tmp_path / "ray"), "--add",
+                 "--vectors-dir", str(tmp_path / "more.vectors"), *ray_args]) == 0
+    assert DocumentIndex.open(tmp_path / "ray").doc_ids() == [d["doc_id"] for d in docs] + ["d6", "d7", "d8"]
+    assert main(["index", "build", str(hmde_dir), str(tmp_path / "more"), "-o", str(tmp_path / "ray"), "--add",
+                 "--vectors-dir", str(tmp_path / "more.vectors"), *ray_args]) == 2
+    assert "'d6' is already in the index" in capsys.readouterr().err

@@ -180,6 +180,11 @@ class DocumentVectorizer:
             return np.zeros((0, self.lower.dim), np.float32)
         return np.stack([v.mean(0) if len(v) else np.zeros(self.lower.dim, np.float32) for v in per_doc])
 
+    def sentences(self, docs: Sequence, langs=None) -> tuple[list[list[str]], list[np.ndarray]]:
+        """Each document's sentences (the model's segmentation) and their lower-encoder vectors."""
+        units = [self.model.segment(d, lang) for d, lang in zip(docs, _as_langs(langs, len(docs)))]
+        return units, self._grouped(units)
+
     def encode_with_sentences(self, docs: Sequence, langs=None) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
         """(document vectors, each document's sentences, their lower-encoder vectors), e.g. for an index.
 
@@ -193,8 +198,7 @@ class DocumentVectorizer:
                                                sentence_batch_size=o.sentence_batch_size,
                                                autocast_dtype=o.autocast_dtype,
                                                show_progress_bar=o.show_progress_bar, return_sentences=True)
-        units = [self.model.segment(d, lang) for d, lang in zip(docs, langs_)]
-        sents = self._grouped(units)
+        units, sents = self.sentences(docs, langs_)
         if self.method == "mean" or (self.method == "lawdr" and o.lawdr_units == "sentences"):
             vectors = self._combine(sents, langs_)
         else:  # first, seg, longformer and packed LAWDR embed other units

@@ -37,12 +37,12 @@ def run(args: argparse.Namespace) -> int:
         queries = [(r["text"], r["lang"]) for r in map(json.loads, (DEMO_DIR / "queries.jsonl").read_text("utf-8").splitlines())]
     with tempfile.TemporaryDirectory(prefix="hmde-demo-") as tmp:
         index_dir = args.keep or str(Path(tmp) / "index")
-        build = argparse.Namespace(model=args.model, input=str(collection), output=index_dir, add=False, type="flat",
-                                   hnsw_m=32, ivf_lists=0, method=None, lawdr_stats=None, text_field="text",
-                                   id_field="doc_id", lang_field="lang", device=args.device, bf16=False, no_progress=True)
-        from .index import run_build
+        from . import index as index_cli
 
-        run_build(build)
+        parser = argparse.ArgumentParser(prog="hmde")  # `hmde index build`'s own parser: every default applies
+        index_cli.register(parser.add_subparsers())
+        index_cli.run_build(parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir,
+                                               "--no-progress", "--device", args.device]))
         print(f"model: {args.model}; collection: {collection.name} (36 documents, 6 topics x 6 languages)\n")
         hits = search_index(index_dir, [q for q, _ in queries], args.top_k, None, None, args.device)
         for (query, lang), result in zip(queries, hits):

@@ -12,6 +12,7 @@ from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
 from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
 
 def register(sub) -> None:
@@ -27,16 +28,7 @@ def register(sub) -> None:
                    ".txt (one document per line) or .parquet; with --engine ray also a folder of shards")
     p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it "
                    "(--engine ray: a folder of Parquet shards plus manifest.json)")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="ray: a Ray Data pipeline with a pool of model actors; resumable (finished shards are "
-                   "skipped on a rerun)")
-    p.add_argument("--ray-address", help="Ray cluster to join (default: start Ray locally)")
-    p.add_argument("--ray-actors", type=int, help="model actors (default: one per GPU, else CPUs / cpus-per-actor)")
-    p.add_argument("--ray-cpus-per-actor", type=float, default=1.0)
-    p.add_argument("--ray-gpus-per-actor", type=float, default=None,
-                   help="default: 1 with --device cuda, else 0")
-    p.add_argument("--ray-shards-per-wave", type=int, default=8,
-                   help="input shards per wave; a wave's shards are finished (and skipped on a rerun) together")
+    add_ray_arguments(p, "writing Parquet shards")
     p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors: hmde (default for an hmde model), first (first 128 tokens), seg (128-token "
                    "windows overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default for none: mean)")
@@ -123,26 +115,12 @@ def run_onnx(args: argparse.Namespace, records) -> int:
 
 def run_ray(args: argparse.Namespace) -> int:
     """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
-    from ..evaluation.provenance import model_hash
-    from ..hierarchical import is_hmde_folder
-    from ..registry import resolve_model_path
-    from ..scale.ray_encode import EncodeSpec, RayOptions, encode_with_ray
+    from ..scale.ray_encode import encode_with_ray
 
     if args.backend != "torch":
         raise HmdeError("--engine ray encodes with the PyTorch backend; drop --backend")
-    path = resolve_model_path(args.model)
-    method = "query" if args.queries else args.method or "hmde"
-    if method == "hmde" and not is_hmde_folder(path):
-        raise HmdeError(f"'{args.model}' is a sentence encoder, not an hmde model: use --queries or --method mean")
-    if method == "lawdr" and not args.lawdr_stats:
-        raise HmdeError("--engine ray with --method lawdr needs --lawdr-stats (fit them once with the local engine)")
-    spec = EncodeSpec(model=str(path), model_sha256=model_hash(path), method=method, text_field=args.text_field,
-                      id_field=args.id_field, lang_field=args.lang_field or None, lang=args.lang,
-                      batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
-                      normalize=args.normalize, bf16=args.bf16, lawdr_stats=args.lawdr_stats)
-    options = RayOptions(address=args.ray_address, actors=args.ray_actors, cpus_per_actor=args.ray_cpus_per_actor,
-                         gpus_per_actor=args.ray_gpus_per_actor or 0.0, shards_per_wave=args.ray_shards_per_wave)
-    manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=options,
+    spec = encode_spec(args, "query" if args.queries else args.method or "hmde", normalize=args.normalize)
+    manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
     shards = manifest.data["shards"]
     print(f"{sum(e['rows'] for e in shards.values())} documents in {len(shards)} shards of "

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+import numpy as np
 
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from .common import add_model_argument, autocast_dtype, load_model, pick_device
+from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
 
 def register(sub) -> None:
@@ -19,13 +23,17 @@ def register(sub) -> None:
                         description="Documents go through the chosen method (default: the hierarchical model); "
                         "their sentences are kept for the best-sentence snippet of each hit.")
     add_model_argument(b)
-    b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents")
+    b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents; with "
+                   "--engine ray also a folder of .jsonl(.gz)/.parquet shards")
     b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
     b.add_argument("--add", action="store_true", help="add INPUT's documents to an existing index")
-    b.add_argument("--type", choices=["flat", "hnsw", "ivf"], default="flat",
-                   help="flat: exact (default); hnsw or ivf: approximate, for large collections")
+    b.add_argument("--type", choices=["flat", "hnsw", "ivf", "ivfpq"], default="flat",
+                   help="flat: exact (default); hnsw or ivf: approximate, for large collections; ivfpq: approximate "
+                   "and compressed to --pq-m bytes per vector, for collections whose vectors exceed memory")
     b.add_argument("--hnsw-m", type=int, default=32)
-    b.add_argument("--ivf-lists", type=int, default=1024)
+    b.add_argument("--ivf-lists", type=int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
+    b.add_argument("--pq-m", type=int, default=96,
+                   help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None)
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
     b.add_argument("--text-field", default="text")
@@ -34,6 +42,10 @@ def register(sub) -> None:
     b.add_argument("--device", default="auto")
     b.add_argument("--bf16", action="store_true")
     b.add_argument("--no-progress", action="store_true")
+    add_ray_arguments(b, "(then the index is built shard by shard; sentence vectors are not stored, a hit's best "
+                      "sentence is embedded at search time)")
+    b.add_argument("--vectors-dir", help="--engine ray: where the encoded shards go (default: INDEX_DIR.vectors); "
+                   "a rerun reuses its finished shards")
     b.set_defaults(func=run_build)
 
     s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")
@@ -44,12 +56,25 @@ def register(sub) -> None:
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
     s.add_argument("--device", default="auto")
+    s.add_argument("--ef-search", type=int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
+    s.add_argument("--nprobe", type=int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
     s.set_defaults(func=run_search)
 
 
+def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, dim: int, method: str):
+    from ..index.store import IndexMeta
+
+    ivf = args.type in ("ivf", "ivfpq")
+    return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=args.type, count=0,
+                     hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
+                     pq_m=args.pq_m if args.type == "ivfpq" else 0)
+
+
 def run_build(args: argparse.Namespace) -> int:
+    if args.engine == "ray":
+        return run_build_ray(args)
     from ..evaluation.provenance import model_hash
-    from ..index.store import DocumentIndex, IndexMeta
+    from ..index.store import DocumentIndex
     from ..io.documents import read_documents
     from ..lawdr import LawdrStats
     from ..methods import DocumentVectorizer, MethodOptions
@@ -65,13 +90,47 @@ def run_build(args: argparse.Namespace) -> int:
         raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
     doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
-    meta = IndexMeta(model=path, model_sha256=model_hash(path), dim=int(doc_vectors.shape[1]), method=method,
-                     index_type=args.type, count=len(records), hnsw_m=args.hnsw_m,
-                     ivf_lists=args.ivf_lists if args.type == "ivf" else 0)
+    meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
     texts = [r.text if isinstance(r.text, str) else " ".join(r.text) for r in records]
     index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
                                 doc_vectors, units, sents, add=args.add)
     print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
+    return 0
+
+
+IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
+
+
+def run_build_ray(args: argparse.Namespace) -> int:
+    """Encode with Ray into Parquet shards, then stream them into the index, shard by shard."""
+    from ..index.store import DocumentBatch, DocumentIndex
+    from ..scale.ray_encode import encode_with_ray, input_shards, iter_shard_tables, table_vectors
+
+    spec = encode_spec(args, args.method, keep_text=True)
+    vectors_dir = Path(args.vectors_dir or f"{str(args.output).rstrip('/')}.vectors")
+    manifest = encode_with_ray(spec, [args.input], vectors_dir, device=pick_device(args.device),
+                               options=ray_options(args), show_progress=not args.no_progress)
+    shards = input_shards([args.input])
+    meta = index_meta(args, spec.model, spec.model_sha256, int(manifest.data["dim"]), spec.method)
+    train = None
+    if args.type in ("ivf", "ivfpq") and not args.add:  # a sample from the first shards
+        parts, need = [], args.ivf_lists * IVF_TRAIN_PER_LIST
+        for _, table in iter_shard_tables(vectors_dir, shards):
+            parts.append(table_vectors(table)[:need])
+            need -= len(parts[-1])
+            if need <= 0:
+                break
+        train = np.concatenate(parts)
+
+    def batches():
+        for _, table in iter_shard_tables(vectors_dir, shards):
+            yield DocumentBatch(table.column("doc_id").to_pylist(), table.column("lang").to_pylist(),
+                                table.column("text").to_pylist(), table_vectors(table))
+
+    count_before = DocumentIndex.open(args.output).meta.count if args.add else 0
+    index = DocumentIndex.write_batches(args.output, meta, batches(), add=args.add, train_vectors=train)
+    print(f"{'added' if args.add else 'indexed'} {index.meta.count - count_before} documents; "
+          f"{args.output} holds {index.meta.count}")
     return 0
 
 
@@ -91,9 +150,10 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
 
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
-                 device: str = "auto"):
+                 device: str = "auto", ef_search: int | None = None, nprobe: int | None = None):
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible
+    from ..methods import DocumentVectorizer
     from ..registry import resolve_model_path
 
     if not queries or any(not q.strip() for q in queries):
@@ -106,11 +166,13 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
     vectors = lower.encode(queries)
-    return index.search(vectors, top_k, lang)
+    sentences_of = DocumentVectorizer(model, "mean").sentences  # for hits whose sentences were not stored
+    return index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe)
 
 
 def run_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
-    hits = search_index(args.index, [query], args.top_k, args.lang, args.model, args.device)[0]
+    hits = search_index(args.index, [query], args.top_k, args.lang, args.model, args.device, args.ef_search,
+                        args.nprobe)[0]
     print_hits(query, hits, args.json)
     return 0

@@ -9,7 +9,9 @@ Layout of ``INDEX_DIR``::
 
 Queries go through the lower encoder alone (the paper's CLIR protocol). For each hit
 the sentence of the document most similar to the query is shown: the hierarchical
-model has the sentence vectors anyway. A build or an incremental add writes a new
+model has the sentence vectors anyway. Large collections (``--engine ray``) store no
+sentence vectors (30 times the document vectors); their hits' sentences are embedded
+at search time instead. Documents are written in batches, so a build streams. A build or an incremental add writes a new
 folder beside the old one and swaps it in, so an interrupted run never leaves a
 half-written index.
 """
@@ -20,7 +22,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -29,7 +31,8 @@ from ..errors import HmdeError, InputError
 from ..similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
-INDEX_TYPES = ("flat", "hnsw", "ivf")
+INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
+PQ_BITS = 8  # 256 centroids per sub-quantiser: one byte per sub-vector
 
 
 @dataclass
@@ -43,6 +46,19 @@ class IndexMeta:
     format: str = INDEX_FORMAT
     hnsw_m: int = 32
     ivf_lists: int = 0
+    pq_m: int = 0  # ivfpq: sub-quantisers, i.e. bytes per stored vector
+
+
+@dataclass
+class DocumentBatch:
+    """Documents to index: ids, languages, texts, vectors, and (optionally) their sentences."""
+
+    doc_ids: list[str]
+    langs: list[str | None]
+    texts: list[str]
+    doc_vectors: np.ndarray
+    sentences: list[Sequence[str]] | None = None  # None: best sentences are computed at search time
+    sentence_vectors: list[np.ndarray] | None = None
 
 
 @dataclass
@@ -60,7 +76,13 @@ class SearchHit:
         return s if len(s) <= width else s[: width - 1] + "…"
 
 
-def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_m: int, ivf_lists: int):
+def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_m: int, ivf_lists: int,
+                     pq_m: int = 0):
+    """An empty (trained, for IVF) FAISS index; inner product on unit vectors, i.e. cosine.
+
+    ``ivfpq`` stores each vector as ``pq_m`` bytes (product quantisation) inside IVF lists:
+    100M 768-d documents take about 10 GB instead of 307 GB, at some loss of recall.
+    """
     import faiss
 
     if index_type == "flat":
@@ -69,11 +91,18 @@ def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw
         index = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efSearch = 128
         return index
-    if index_type == "ivf":
-        if n_train is None or len(n_train) < ivf_lists:
-            raise HmdeError(f"an IVF index with {ivf_lists} lists needs at least that many documents to train on")
+    if index_type in ("ivf", "ivfpq"):
+        need = max(ivf_lists, 2**PQ_BITS if index_type == "ivfpq" else 0)
+        if n_train is None or len(n_train) < need:
+            raise HmdeError(f"an {index_type.upper()} index with {ivf_lists} lists needs at least {need} documents to "
+                            f"train on, got {0 if n_train is None else len(n_train)}: lower --ivf-lists or use --type flat")
         quantizer = faiss.IndexFlatIP(dim)
-        index = faiss.IndexIVFFlat(quantizer, dim, ivf_lists, faiss.METRIC_INNER_PRODUCT)
+        if index_type == "ivf":
+            index = faiss.IndexIVFFlat(quantizer, dim, ivf_lists, faiss.METRIC_INNER_PRODUCT)
+        else:
+            if pq_m < 1 or dim % pq_m:
+                raise HmdeError(f"--pq-m must divide the dimension {dim}, got {pq_m}")
+            index = faiss.IndexIVFPQ(quantizer, dim, ivf_lists, pq_m, PQ_BITS, faiss.METRIC_INNER_PRODUCT)
         index.train(n_train)
         index.nprobe = max(1, ivf_lists // 8)
         return index
@@ -92,47 +121,78 @@ class DocumentIndex:
               texts: Sequence[str], doc_vectors: np.ndarray, sentences: Sequence[Sequence[str]],
               sentence_vectors: Sequence[np.ndarray], add: bool = False) -> "DocumentIndex":
         """Write a new index at ``path`` (or, with ``add``, the old one plus these documents)."""
+        batch = DocumentBatch(list(doc_ids), list(langs), list(texts), doc_vectors, list(sentences),
+                              list(sentence_vectors))
+        return cls.write_batches(path, meta, [batch], add=add, train_vectors=doc_vectors)
+
+    @classmethod
+    def write_batches(cls, path: str | Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool = False,
+                      train_vectors: np.ndarray | None = None) -> "DocumentIndex":
+        """Stream ``batches`` into a new index at ``path`` (or, with ``add``, onto the old one).
+
+        Memory holds the FAISS index and one batch, not the collection: each batch's
+        vectors are added and its rows inserted into DuckDB (as an Arrow table) before the
+        next is read. ``train_vectors`` trains an IVF index (a sample suffices).
+        Documents without sentences (e.g. from ``--engine ray``) get their best sentence
+        computed at search time. ``meta.count`` is set from what was written.
+        """
         import duckdb
         import faiss
+        import pyarrow as pa
 
         path = Path(path)
-        doc_vectors = normalize(doc_vectors)
-        if doc_vectors.shape[1] != meta.dim:
-            raise HmdeError(f"vectors have dimension {doc_vectors.shape[1]}, the index {meta.dim}")
         old = cls.open(path) if add else None
         if old is not None:
             check_compatible(old.meta, meta.model_sha256, meta.dim, path)
-            known = set(old.doc_ids())
-            dup = [d for d in doc_ids if d in known]
-            if dup:
-                raise HmdeError(f"{len(dup)} document id(s) are already in the index, e.g. '{dup[0]}'")
-            meta = IndexMeta(**{**asdict(old.meta), "count": old.meta.count + len(doc_ids)})
-        elif len(set(doc_ids)) != len(doc_ids):
-            raise HmdeError("document ids must be unique")
-        flat_sents = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in sentence_vectors]
-        new_sent = normalize(np.concatenate(flat_sents)) if flat_sents and sum(len(v) for v in flat_sents) else \
-            np.zeros((0, meta.dim), np.float32)
+            meta = IndexMeta(**asdict(old.meta))
         with atomic_dir(path) as tmp:
             if old is not None:
                 index = faiss.read_index(str(path / "vectors.faiss"))
-                all_sent = np.concatenate([old.sentence_vectors, new_sent])
+                sent_parts = [old.sentence_vectors]
                 shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
-                first_row, sent_offset = old.meta.count, len(old.sentence_vectors)
+                row, sent_offset = old.meta.count, len(old.sentence_vectors)
             else:
-                index = _new_faiss_index(meta.index_type, meta.dim, doc_vectors, meta.hnsw_m, meta.ivf_lists)
-                all_sent, first_row, sent_offset = new_sent, 0, 0
-            index.add(doc_vectors)
-            faiss.write_index(index, str(tmp / "vectors.faiss"))
-            np.save(tmp / "sentences.npy", all_sent)
+                sample = None if train_vectors is None else normalize(train_vectors)
+                index = _new_faiss_index(meta.index_type, meta.dim, sample, meta.hnsw_m, meta.ivf_lists, meta.pq_m)
+                sent_parts, row, sent_offset = [], 0, 0
             con = duckdb.connect(str(tmp / "docs.duckdb"))
             con.execute("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
                         "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
-            rows, start = [], sent_offset
-            for i, (d, lang, text, sents) in enumerate(zip(doc_ids, langs, texts, sentences)):
-                rows.append((first_row + i, d, lang, text, start, len(sents), list(sents)))
-                start += len(sents)
-            con.executemany("INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            for batch in batches:
+                vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
+                if vectors.shape[1] != meta.dim:
+                    raise HmdeError(f"vectors have dimension {vectors.shape[1]}, the index {meta.dim}")
+                sents = batch.sentences or [[] for _ in batch.doc_ids]
+                counts = [len(x) for x in sents]
+                starts = sent_offset + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) \
+                    if counts else np.zeros(0, np.int64)
+                table = pa.table({
+                    "row": pa.array(np.arange(row, row + len(batch.doc_ids)), pa.int64()),
+                    "doc_id": pa.array(batch.doc_ids, pa.string()), "lang": pa.array(batch.langs, pa.string()),
+                    "text": pa.array(batch.texts, pa.string()), "sent_start": pa.array(starts, pa.int64()),
+                    "sent_count": pa.array(counts, pa.int32()),
+                    "sentences": pa.array([list(x) for x in sents], pa.list_(pa.string()))})
+                con.register("batch_rows", table)
+                try:
+                    con.execute("INSERT INTO docs SELECT * FROM batch_rows")
+                except duckdb.ConstraintException as e:
+                    known = con.execute("SELECT doc_id FROM batch_rows JOIN docs USING (doc_id) LIMIT 1").fetchall()
+                    twice = con.execute("SELECT doc_id FROM batch_rows GROUP BY 1 HAVING count(*) > 1 LIMIT 1").fetchall()
+                    what = f"'{known[0][0]}' is already in the index" if known else \
+                        f"'{twice[0][0]}' occurs twice in the input" if twice else str(e)
+                    raise HmdeError(f"document ids must be unique: {what}") from e
+                finally:
+                    con.unregister("batch_rows")
+                index.add(vectors)
+                flat = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in (batch.sentence_vectors or [])]
+                if sum(len(v) for v in flat):
+                    sent_parts.append(normalize(np.concatenate(flat)))
+                row += len(batch.doc_ids)
+                sent_offset += sum(counts)
             con.close()
+            meta.count = row
+            faiss.write_index(index, str(tmp / "vectors.faiss"))
+            np.save(tmp / "sentences.npy", np.concatenate(sent_parts) if sent_parts else np.zeros((0, meta.dim), np.float32))
             (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         return cls.open(path)
 
@@ -167,24 +227,39 @@ class DocumentIndex:
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
 
-    def _search(self, q: np.ndarray, k: int, allowed: set[int] | None):
-        """FAISS search, restricted to the rows in ``allowed`` by an ID selector (exact, no over-fetching)."""
+    def _search(self, q: np.ndarray, k: int, allowed: set[int] | None, ef_search: int | None, nprobe: int | None):
+        """FAISS search; ``allowed`` restricts it to those rows by an ID selector (exact, no over-fetching)."""
         import faiss
 
-        if allowed is None:
+        kind = self.meta.index_type
+        if (ef_search and kind != "hnsw") or (nprobe and kind not in ("ivf", "ivfpq")):
+            option = "--ef-search" if ef_search else "--nprobe"
+            raise HmdeError(f"{option} applies to {'HNSW' if ef_search else 'IVF'} indexes; {self.path} is {kind}")
+        if allowed is None and not ef_search and not nprobe:
             return self.index.search(q, k)
-        selector = faiss.IDSelectorBatch(np.fromiter(allowed, dtype=np.int64))
-        kind = {"hnsw": faiss.SearchParametersHNSW, "ivf": faiss.SearchParametersIVF}.get(self.meta.index_type,
-                                                                                          faiss.SearchParameters)
-        params = kind(sel=selector)
-        if self.meta.index_type == "hnsw":
-            params.efSearch = max(128, k)
-        elif self.meta.index_type == "ivf":
-            params.nprobe = self.index.nprobe
-        return self.index.search(q, min(k, len(allowed)), params=params)
+        ivf = kind in ("ivf", "ivfpq")
+        params_class = faiss.SearchParametersHNSW if kind == "hnsw" else faiss.SearchParametersIVF if ivf else \
+            faiss.SearchParameters
+        params = params_class()
+        if allowed is not None:
+            selector = faiss.IDSelectorBatch(np.fromiter(allowed, dtype=np.int64))  # alive until the search returns
+            params.sel = selector
+            k = min(k, len(allowed))
+        if kind == "hnsw":
+            params.efSearch = max(ef_search or self.index.hnsw.efSearch, k)
+        elif ivf:
+            params.nprobe = nprobe or self.index.nprobe
+        return self.index.search(q, k, params=params)
 
-    def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None) -> list[list[SearchHit]]:
-        """Hits per query, best first; ``lang`` keeps only documents of that language."""
+    def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
+               sentences_of: Callable | None = None, ef_search: int | None = None,
+               nprobe: int | None = None) -> list[list[SearchHit]]:
+        """Hits per query, best first; ``lang`` keeps only documents of that language.
+
+        ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of
+        hits whose sentence vectors were not stored (indexes built with ``--engine ray``).
+        ``ef_search`` (HNSW) and ``nprobe`` (IVF) trade speed for recall per search.
+        """
         q = normalize(query_vectors)
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}: "
@@ -198,7 +273,7 @@ class DocumentIndex:
             if not allowed:
                 langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
-        scores, rows = self._search(q, min(n, top_k), allowed)
+        scores, rows = self._search(q, min(n, top_k), allowed, ef_search, nprobe)
         out = []
         for qi in range(len(q)):
             picked = [(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0]
@@ -208,13 +283,18 @@ class DocumentIndex:
                 for row, doc_id, dlang, text, start, count, sents in self._query(
                         f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences FROM docs WHERE row IN ({marks})",
                         [r for _, r in picked]):
-                    records[row] = (doc_id, dlang, text, start, count, sents)
+                    records[row] = [doc_id, dlang, text, list(sents or []), self.sentence_vectors[start:start + count]]
+            lacking = [r for r in records.values() if not r[3] and r[2] and sentences_of is not None]
+            if lacking:  # not stored: embed these few documents' sentences now
+                units, vectors = sentences_of([r[2] for r in lacking], [r[1] for r in lacking])
+                for r, u, v in zip(lacking, units, vectors):
+                    r[3], r[4] = list(u), normalize(np.asarray(v, np.float32).reshape(len(u), -1))
             hits = []
             for rank, (score, row) in enumerate(picked, 1):
-                doc_id, dlang, text, start, count, sents = records[row]
+                doc_id, dlang, text, sents, vectors = records[row]
                 best, best_score = "", float("nan")
-                if count:
-                    sims = self.sentence_vectors[start:start + count] @ q[qi]
+                if len(sents):
+                    sims = vectors @ q[qi]
                     j = int(np.argmax(sims))
                     best, best_score = sents[j], float(sims[j])
                 hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text))

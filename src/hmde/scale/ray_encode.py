@@ -11,8 +11,10 @@ Layout of OUTPUT_DIR::
 
     manifest.json          settings (model hash, method...) and the finished shards
     part-00000.parquet     doc_id (string), vector (fixed-size list of float32), one file
-    part-00001.parquet     per input shard, rows in the input order
+    part-00001.parquet     per input shard, rows in the input order (with ``keep_text``
+                           also lang and text: what ``hmde index build --engine ray`` stores)
     _staging/              Ray's raw output of the wave in progress (removed after it)
+    _expected/             per input shard of the wave, the ids its read task saw
 
 The work goes in waves of a few input shards; after each wave its shards are checked,
 sorted into input order, written atomically and entered in the manifest, so a rerun
@@ -55,9 +57,11 @@ class EncodeSpec:
     normalize: bool = False
     bf16: bool = False
     lawdr_stats: str | None = None
+    keep_text: bool = False  # output shards also hold each document's language and text
 
     def fingerprint(self) -> dict:
-        keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats")
+        keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats",
+                "keep_text")
         return {k: v for k, v in asdict(self).items() if k in keep}
 
 
@@ -92,8 +96,9 @@ class Manifest:
             old = json.loads(self.path.read_text(encoding="utf-8"))
             if old.get("format") != FORMAT:
                 raise InputError(f"not an hmde vectors folder (format {old.get('format')!r})", path=str(self.path))
-            if old["settings"] != spec.fingerprint():
-                changed = sorted(k for k in spec.fingerprint() if old["settings"].get(k) != spec.fingerprint()[k])
+            settings = {"keep_text": False, **old["settings"]}  # folders written before keep_text existed
+            if settings != spec.fingerprint():
+                changed = sorted(k for k in spec.fingerprint() if settings.get(k) != spec.fingerprint()[k])
                 raise HmdeError(f"{folder} holds vectors made with other settings ({', '.join(changed)}); "
                                 "choose another output folder or delete it")
             self.data = old
@@ -118,13 +123,23 @@ class Manifest:
         write_text_atomic(self.path, json.dumps(self.data, indent=2) + "\n")
 
 
-def read_shard_documents(shard_index: int, path: str, spec: EncodeSpec) -> list[dict]:
-    """One input shard as rows for Ray (text JSON-encoded: a string or a list of sentences)."""
+def read_shard_documents(shard_index: int, path: str, spec: EncodeSpec, expected_dir: str) -> list[dict]:
+    """One input shard as rows for Ray (text JSON-encoded: a string or a list of sentences).
+
+    The ids read are also written to ``expected_dir`` so that the driver checks the
+    encoded shard against them without parsing the input a second time.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     from ..io.documents import read_documents
 
-    return [{"shard": shard_index, "row": i, "doc_id": r.doc_id, "text": json.dumps(r.text, ensure_ascii=False),
+    rows = [{"shard": shard_index, "row": i, "doc_id": r.doc_id, "text": json.dumps(r.text, ensure_ascii=False),
              "lang": spec.lang or r.lang or ""}
             for i, r in enumerate(read_documents(path, spec.text_field, spec.id_field, spec.lang_field))]
+    with atomic_path(Path(expected_dir) / f"shard-{shard_index}.parquet") as tmp:  # a retried read rewrites it
+        pq.write_table(pa.table({"doc_id": pa.array([r["doc_id"] for r in rows], pa.string())}), tmp)
+    return rows
 
 
 class RayEncoder:
@@ -173,8 +188,12 @@ class RayEncoder:
         langs = [lang or None for lang in batch.column("lang").to_pylist()]
         vectors = np.ascontiguousarray(self.encode(texts, langs), dtype=np.float32)
         flat = pa.array(vectors.reshape(-1), type=pa.float32())
-        return pa.table({"shard": batch.column("shard"), "row": batch.column("row"), "doc_id": batch.column("doc_id"),
-                         "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
+        columns = {"shard": batch.column("shard"), "row": batch.column("row"), "doc_id": batch.column("doc_id"),
+                   "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])}
+        if self.spec.keep_text:
+            columns["lang"] = pa.array(langs, pa.string())
+            columns["text"] = pa.array([t if isinstance(t, str) else " ".join(t) for t in texts], pa.string())
+        return pa.table(columns)
 
 
 @dataclass
@@ -228,10 +247,13 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
     bar = tqdm(total=len(pending), desc="shards", unit="shard", disable=not show_progress)
     for start in range(0, len(pending), options.shards_per_wave):
         wave = pending[start : start + options.shards_per_wave]
-        staging = output_dir / "_staging"
-        shutil.rmtree(staging, ignore_errors=True)
+        staging, expected = output_dir / "_staging", output_dir / "_expected"
+        for folder in (staging, expected):
+            shutil.rmtree(folder, ignore_errors=True)
+        expected.mkdir()
         ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)])
-        ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict)))
+        ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict),
+                                                           str(expected)))
         ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
             "spec": spec_dict, "device": device, "threads": int(max(1, options.cpus_per_actor))},
             batch_size=options.batch_rows, batch_format="pyarrow", concurrency=actors,
@@ -242,10 +264,11 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
             raise _hmde_cause(e) or e
         for i, shard in enumerate(wave):
             name = manifest.output_name(shard)
-            rows, dim = _finish_shard(staging, i, shard, spec, output_dir / name)
+            rows, dim = _finish_shard(staging, expected / f"shard-{i}.parquet", i, shard, output_dir / name)
             manifest.record(shard, name, rows, dim)
             bar.update(1)
-        shutil.rmtree(staging, ignore_errors=True)
+        for folder in (staging, expected):
+            shutil.rmtree(folder, ignore_errors=True)
     bar.close()
     return manifest
 
@@ -277,14 +300,18 @@ def _hmde_cause(error: BaseException) -> HmdeError | None:
     return clean
 
 
-def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, target: Path) -> tuple[int, int]:
-    """Check that Ray's output holds each input row exactly once, then write the shard in input order."""
+def _finish_shard(staging: Path, expected_ids: Path, index: int, shard: Path, target: Path) -> tuple[int, int]:
+    """Check that Ray's output holds each input row exactly once, then write the shard in input order.
+
+    The input's ids come from the read stage (``expected_ids``), so the driver never parses
+    the input itself: at scale that serial parse would rival the cluster's work.
+    """
     import pyarrow.dataset as pds
     import pyarrow.parquet as pq
 
-    from ..io.documents import read_documents
-
-    expected = [r.doc_id for r in read_documents(shard, spec.text_field, spec.id_field, spec.lang_field)]
+    if not expected_ids.exists():
+        raise HmdeError(f"{shard}: the read stage left no ids ({expected_ids}); rerun the encoding")
+    expected = pq.read_table(expected_ids).column("doc_id").to_pylist()
     table = pds.dataset(str(staging), format="parquet").to_table(filter=pds.field("shard") == index)
     table = table.sort_by("row")
     rows = table.column("row").to_numpy()
@@ -294,36 +321,47 @@ def _finish_shard(staging: Path, index: int, shard: Path, spec: EncodeSpec, targ
                         f"({int((dup > 1).sum())} duplicated, {len(expected) - len(seen)} missing)")
     if table.column("doc_id").to_pylist() != expected:
         raise HmdeError(f"{shard}: the ids Ray returned differ from the input's")
-    out = table.select(["doc_id", "vector"])
+    out = table.select([c for c in ("doc_id", "vector", "lang", "text") if c in table.column_names])
     dim = out.schema.field("vector").type.list_size
     with atomic_path(target) as tmp:
         pq.write_table(out, tmp)
     return len(expected), dim
 
 
-def iter_vector_shards(output_dir: str | Path) -> Iterator[tuple[str, list[str], np.ndarray]]:
-    """(input shard, ids, float32 vectors) for each finished shard, in manifest order."""
+def iter_shard_tables(output_dir: str | Path, shards: Sequence[str | Path] | None = None):
+    """(input shard, pyarrow table) for each finished shard: in manifest order, or in the order of ``shards``."""
     import pyarrow.parquet as pq
 
     output_dir = Path(output_dir)
     path = output_dir / MANIFEST
     if not path.exists():
         raise InputError("no manifest.json: not a folder written by `hmde encode --engine ray`", path=str(output_dir))
-    data = json.loads(path.read_text(encoding="utf-8"))
-    for shard, entry in data["shards"].items():
-        table = pq.read_table(output_dir / entry["output"])
-        vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(len(table), -1)
-        yield shard, table.column("doc_id").to_pylist(), vectors.astype(np.float32, copy=False)
+    entries = json.loads(path.read_text(encoding="utf-8"))["shards"]
+    order = [str(s) for s in shards] if shards is not None else list(entries)
+    missing = [s for s in order if s not in entries]
+    if missing:
+        raise HmdeError(f"{output_dir}: shard {missing[0]} is not finished; rerun the encoding")
+    for shard in order:
+        yield shard, pq.read_table(output_dir / entries[shard]["output"])
+
+
+def table_vectors(table) -> np.ndarray:
+    """The ``vector`` column of a shard table as a float32 (rows, dim) array."""
+    return table.column("vector").combine_chunks().flatten().to_numpy().reshape(len(table), -1).astype(
+        np.float32, copy=False)
+
+
+def iter_vector_shards(output_dir: str | Path) -> Iterator[tuple[str, list[str], np.ndarray]]:
+    """(input shard, ids, float32 vectors) for each finished shard, in manifest order."""
+    for shard, table in iter_shard_tables(output_dir):
+        yield shard, table.column("doc_id").to_pylist(), table_vectors(table)
 
 
 def read_vectors(output_dir: str | Path, shards: Sequence[str | Path] | None = None) -> tuple[list[str], np.ndarray]:
     """All ids and vectors of a Ray output folder; with ``shards``, in that order of input shards."""
-    parts = {shard: (ids, vec) for shard, ids, vec in iter_vector_shards(output_dir)}
-    order = [str(s) for s in shards] if shards is not None else list(parts)
-    missing = [s for s in order if s not in parts]
-    if missing:
-        raise HmdeError(f"{output_dir}: shard {missing[0]} is not finished; rerun the encoding")
-    ids = [i for s in order for i in parts[s][0]]
-    dim = next(iter(parts.values()))[1].shape[1] if parts else 0
-    vectors = np.concatenate([parts[s][1] for s in order]) if order else np.zeros((0, dim), np.float32)
-    return ids, vectors
+    ids: list[str] = []
+    parts = []
+    for _, table in iter_shard_tables(output_dir, shards):
+        ids += table.column("doc_id").to_pylist()
+        parts.append(table_vectors(table))
+    return ids, np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
