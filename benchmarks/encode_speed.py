@@ -79,7 +79,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--longformer-docs", type=int, default=8)
     parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--sentence-batch-size", type=int, default=8, help="hmde's token budget, in 128-token sentences")
+    parser.add_argument("--sentence-batch-size", type=int, default=None,
+                        help="hmde's token budget, in 128-token sentences (default: hmde's, 8 on CPUs, 64 on GPUs)")
     parser.add_argument("--st-batch-size", type=int, default=32, help="sentence-transformers' batch (its default: 32)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs per system; the best is kept")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")

@@ -163,7 +163,7 @@ class HierarchicalEncoder(nn.Module):
     def encode_units(
         self,
         units: Sequence[Sequence[str]],
-        sentence_batch_size: int = 8,
+        sentence_batch_size: int | None = None,
         autocast_dtype: torch.dtype | None = None,
         show_progress_bar: bool = False,
         unit_ids: Sequence[Sequence[list[int] | None]] | None = None,
@@ -224,7 +224,7 @@ class HierarchicalEncoder(nn.Module):
         batch_size: int = 32,
         show_progress_bar: bool = False,
         normalize_embeddings: bool = False,
-        sentence_batch_size: int = 8,
+        sentence_batch_size: int | None = None,
         autocast_dtype: torch.dtype | None = None,
         return_sentences: bool = False,
     ):

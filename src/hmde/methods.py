@@ -35,7 +35,7 @@ METHODS = DOCUMENT_METHODS
 @dataclass
 class MethodOptions:
     batch_size: int = 64  # documents per chunk (progress and memory)
-    sentence_batch_size: int = 8
+    sentence_batch_size: int | None = None  # None: 8 on CPUs, 64 on GPUs
     seg_overlap: float = 1 / 3
     lawdr_m: int | None = None
     lawdr_units: str = "sentences"  # sentences | packed (as many sentences as fit the token limit)
@@ -54,7 +54,7 @@ def _flat_text(doc) -> str:
     return doc if isinstance(doc, str) else " ".join(s for s in doc if isinstance(s, str))
 
 
-def encode_query_texts(model: HierarchicalEncoder | SentenceEncoder, texts: Sequence, batch_size: int = 8,
+def encode_query_texts(model: HierarchicalEncoder | SentenceEncoder, texts: Sequence, batch_size: int | None = None,
                        normalize_embeddings: bool = False, autocast_dtype: torch.dtype | None = None,
                        show_progress_bar: bool = False) -> np.ndarray:
     """CLIR queries: each text through the lower encoder alone (a list of sentences is joined).

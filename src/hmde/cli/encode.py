@@ -43,8 +43,9 @@ def register(sub) -> None:
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
     p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
-    p.add_argument("--sentence-batch-size", type=int, default=8,
-                   help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely")
+    p.add_argument("--sentence-batch-size", type=int, default=None,
+                   help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely "
+                   "(default: 8 on CPUs, 64 on GPUs)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--id-field", default="doc_id")
     p.add_argument("--lang-field", default="lang", help="language field used for sentence splitting ('' for none)")
@@ -129,7 +130,7 @@ def run_ray(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.batch_size < 1 or args.sentence_batch_size < 1:
+    if args.batch_size < 1 or (args.sentence_batch_size is not None and args.sentence_batch_size < 1):
         raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
     if args.engine == "ray":
         return run_ray(args)

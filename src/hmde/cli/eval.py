@@ -42,7 +42,7 @@ def _common(p, methods=True) -> None:
     p.add_argument("--output", "-o", required=True, help="result JSON")
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
-    p.add_argument("--sentence-batch-size", type=int, default=8)
+    p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
 

@@ -43,5 +43,5 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     return EncodeSpec(model=str(path), model_sha256=model_hash(path), method=method, text_field=args.text_field,
                       id_field=args.id_field, lang_field=args.lang_field or None, lang=getattr(args, "lang", None),
                       batch_size=getattr(args, "batch_size", 32),
-                      sentence_batch_size=getattr(args, "sentence_batch_size", 8), normalize=normalize, bf16=args.bf16,
+                      sentence_batch_size=getattr(args, "sentence_batch_size", None), normalize=normalize, bf16=args.bf16,
                       lawdr_stats=args.lawdr_stats, keep_text=keep_text)

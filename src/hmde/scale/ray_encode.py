@@ -53,7 +53,7 @@ class EncodeSpec:
     lang_field: str | None = "lang"
     lang: str | None = None
     batch_size: int = 32
-    sentence_batch_size: int = 8
+    sentence_batch_size: int | None = None  # None: the device's default
     normalize: bool = False
     bf16: bool = False
     lawdr_stats: str | None = None
