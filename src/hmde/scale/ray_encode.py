@@ -251,13 +251,17 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
         for folder in (staging, expected):
             shutil.rmtree(folder, ignore_errors=True)
         expected.mkdir()
-        ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)])
+        # one block per shard: the shards of a wave are read by parallel tasks, not one after another
+        ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)],
+                                 override_num_blocks=len(wave))
         ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict),
                                                            str(expected)))
+        # Ray Data starts pool actors with max_restarts=-1 and max_task_retries=-1: a dead actor is
+        # restarted and its batch retried (the actor-kill test relies on it)
         ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
             "spec": spec_dict, "device": device, "threads": int(max(1, options.cpus_per_actor))},
-            batch_size=options.batch_rows, batch_format="pyarrow", concurrency=actors,
-            num_cpus=options.cpus_per_actor, num_gpus=gpus, max_restarts=-1, max_task_retries=-1)
+            batch_size=options.batch_rows, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=options.cpus_per_actor, num_gpus=gpus)
         try:
             ds.write_parquet(str(staging))
         except Exception as e:  # noqa: BLE001 - surface hmde's own message (bad input) from inside Ray
