@@ -7,13 +7,13 @@ Layout of ``INDEX_DIR``::
     sentences.npy   every document's sentence vectors, stacked (for the best-sentence snippet)
     docs.duckdb     table docs(row, doc_id, lang, text, sent_start, sent_count, sentences)
 
-Queries go through the lower encoder alone (the paper's CLIR protocol). For each hit
-the sentence of the document most similar to the query is shown: the hierarchical
-model has the sentence vectors anyway. Large collections (``--engine ray``) store no
-sentence vectors (30 times the document vectors); their hits' sentences are embedded
-at search time instead. Documents are written in batches, so a build streams. A build or an incremental add writes a new
-folder beside the old one and swaps it in, so an interrupted run never leaves a
-half-written index.
+Queries go through the lower encoder alone (the paper's CLIR protocol). For each hit the
+sentence of the document most similar to the query is shown: the hierarchical model has
+the sentence vectors anyway. Large collections (``--engine ray``) store no sentence
+vectors (30 times the document vectors); their hits' sentences are embedded at search
+time instead. Documents are written in batches, so a build streams. A build or an
+incremental add writes a new folder beside the old one and swaps it in, so an
+interrupted run never leaves a half-written index.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ class DocumentIndex:
             raise InputError(f"index format {raw.get('format')!r}, expected {INDEX_FORMAT!r}", path=str(meta_path))
         meta = IndexMeta(**raw)
         index = faiss.read_index(str(path / "vectors.faiss"))
-        sentences = np.load(path / "sentences.npy")
+        sentences = np.load(path / "sentences.npy", mmap_mode="r")  # read on demand: only hits need rows
         return cls(path, meta, index, sentences)
 
     def _query(self, sql: str, params=()):

@@ -199,7 +199,7 @@ class LightweightTrainer:
             state = load_checkpoint(ckpt_dir)
             cfg = self.config = LightweightTrainingConfig.from_dict(state["config"])
             self.tokenizer = AutoTokenizer.from_pretrained(str(ckpt_dir / "tokenizer"))
-        elif self.tokenizer is None and world == 1:
+        elif self.tokenizer is None and main:  # other processes load process 0's below
             raise HmdeError("a tokenizer is needed to start training")
         else:  # process 0's vocabulary is everyone's
             if main:
