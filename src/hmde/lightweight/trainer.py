@@ -4,12 +4,12 @@ Every random choice of a step (batch order of its epoch, the masked side and tok
 dropout) derives from (seed, step), so ``--resume`` from a checkpoint continues
 exactly where an uninterrupted run would be.
 
-Under torchrun (or accelerate launch) each of W processes takes a contiguous share of
-every batch; the masked side and tokens are still drawn for the whole batch, the
-alignment and similarity losses see every process's vectors (gathered, differentiable),
-and gradients are averaged: a step equals one process holding the whole batch, dropout
-masks aside (each process draws its own). A language pair's last batch is dropped when
-it holds fewer pairs than there are processes.
+Under torchrun (or ``accelerate launch --multi_gpu``) each of W processes takes a
+contiguous share of every batch; the masked side and tokens are still drawn for the
+whole batch, the alignment and similarity losses see every process's vectors (gathered,
+differentiable), and gradients are averaged: a step equals one process holding the
+whole batch, dropout masks aside (each process draws its own). A language pair's last
+batch is dropped when it holds fewer pairs than there are processes.
 """
 
 from __future__ import annotations

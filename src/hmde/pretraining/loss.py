@@ -20,9 +20,9 @@ def contrastive_loss(a: torch.Tensor, b: torch.Tensor, neg_a: torch.Tensor | Non
                      neg_b: torch.Tensor | None = None, temperature: float = 0.05, symmetric: bool = False) -> torch.Tensor:
     """InfoNCE over [positives; hard negatives] of the batch, mean over anchors.
 
-    Under multi-process training (torchrun, accelerate) the candidates are gathered
-    from every process, so each anchor sees the whole global batch's positives and hard
-    negatives; the loss is the mean over this process's anchors.
+    Under multi-process training (torchrun, ``accelerate launch --multi_gpu``) the
+    candidates are gathered from every process, so each anchor sees the whole global
+    batch's positives and hard negatives; the loss is the mean over this process's anchors.
     """
     a, b = F.normalize(a.float(), dim=-1), F.normalize(b.float(), dim=-1)
 

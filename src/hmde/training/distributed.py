@@ -1,4 +1,8 @@
-"""Multi-process training under torchrun (or accelerate launch), without a wrapper class.
+"""Multi-process training under torchrun, without a wrapper class.
+
+``accelerate launch --multi_gpu`` works as well: it starts the processes through
+``torch.distributed.run``. Several CPU processes need torchrun (accelerate's multi-CPU
+mode goes through mpirun instead).
 
 Each process takes its share of every optimizer step's pairs, in-batch losses gather
 the other processes' rows (:func:`gather_rows`, differentiable), and gradients are
