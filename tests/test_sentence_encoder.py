@@ -78,3 +78,22 @@ def test_missing_local_folder_error(tmp_path):
 def test_folder_without_model_files_error(tmp_path):
     with pytest.raises(HmdeError, match="neither a sentence-transformers folder"):
         SentenceEncoder.load(str(tmp_path))
+
+
+def test_cls_pooled_bert_runs_its_last_layer_for_the_first_token_only(labse_dir, hf_dir):
+    enc = SentenceEncoder.load(str(labse_dir), device="cpu")
+    assert enc.cls_last_layer  # LaBSE's shape: BERT -> CLS -> Dense -> Normalize
+    last = enc.model[0].auto_model.encoder.layer[-1]
+    seen = []
+    hook = last.intermediate.register_forward_hook(lambda module, args, out: seen.append(tuple(args[0].shape)))
+    fast = enc.encode(SENTENCES, batch_size=2)  # padded batches of different lengths
+    hook.remove()
+    assert seen and all(shape[1] == 1 for shape in seen)  # the feed-forward saw one position per sentence
+    enc.cls_last_layer = False
+    full = enc.encode(SENTENCES, batch_size=2)
+    np.testing.assert_allclose(fast, full, atol=1e-5)
+    from sentence_transformers import SentenceTransformer
+
+    np.testing.assert_allclose(fast, SentenceTransformer(str(labse_dir), device="cpu").encode(SENTENCES), atol=1e-5)
+    assert not SentenceEncoder.load(str(hf_dir)).cls_last_layer  # mean pooling reads every position
+    assert SentenceEncoder.load(str(hf_dir), pooling="cls").cls_last_layer

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .cls_last_layer import forward_cls_last_layer, supports_cls_last_layer
 from .precision import autocast_context
 from .errors import ModelLoadError, unreachable_model_message
 
@@ -90,6 +91,14 @@ class SentenceEncoder(nn.Module):
         super().__init__()
         self.model = model
         self.max_tokens = max_tokens
+        self.cls_last_layer = supports_cls_last_layer(model, model.tokenizer)  # see hmde.cls_last_layer
+
+    def forward_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Sentence vectors of padded features; CLS-pooled BERT encoders skip most of their last
+        layer (:mod:`hmde.cls_last_layer`) unless training (dropout) or told not to."""
+        if self.cls_last_layer and not self.model.training:
+            return forward_cls_last_layer(self.model, features)["sentence_embedding"]
+        return self.model(features)["sentence_embedding"]
 
     @classmethod
     def load(cls, name_or_path: str, pooling: str | None = None, device: str | None = None, max_tokens: int = 128):
@@ -181,7 +190,7 @@ class SentenceEncoder(nn.Module):
         outputs: list[torch.Tensor] = []
         with autocast_context(self.device.type, autocast_dtype):
             for batch in tqdm(batches, desc="sentences", unit="batch", disable=not show_progress_bar):
-                out = self.model(self._features([list(keys[i]) for i in batch]))["sentence_embedding"]
+                out = self.forward_features(self._features([list(keys[i]) for i in batch]))
                 outputs.append(out.float())
         embedded = torch.cat(outputs)
         position = torch.empty(len(keys), dtype=torch.long)

@@ -31,19 +31,19 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
     import torch
 
     class Lower(torch.nn.Module):
-        def __init__(self, st, with_types: bool):
+        def __init__(self, encoder, with_types: bool):
             super().__init__()
-            self.st, self.with_types = st, with_types
+            self.encoder, self.with_types = encoder, with_types
 
         def forward(self, input_ids, attention_mask):
             features = {"input_ids": input_ids, "attention_mask": attention_mask}
             if self.with_types:
                 features["token_type_ids"] = torch.zeros_like(input_ids)
-            return self.st(features)["sentence_embedding"]
+            return self.encoder.forward_features(features)  # the graph hmde runs, CLS shortcut included
 
     tok = model.lower.tokenizer
     with_types = "token_type_ids" in getattr(tok, "model_input_names", [])
-    lower = Lower(model.lower.model, with_types).eval()
+    lower = Lower(model.lower, with_types).eval()
     upper = model.upper.eval()
     ids = torch.tensor(tok(["a b c d", "a"], padding=True)["input_ids"])
     mask = (ids != (tok.pad_token_id or 0)).long()
