@@ -50,7 +50,8 @@ def as_hierarchical(model: HierarchicalEncoder | SentenceEncoder) -> Hierarchica
     return HierarchicalEncoder(model)
 
 
-def _flat_text(doc) -> str:
+def flat_text(doc) -> str:
+    """A document as one string: a list of sentences is joined with spaces."""
     return doc if isinstance(doc, str) else " ".join(s for s in doc if isinstance(s, str))
 
 
@@ -64,7 +65,7 @@ def encode_query_texts(model: HierarchicalEncoder | SentenceEncoder, texts: Sequ
     from .io.documents import is_empty_text
 
     lower = model.lower if isinstance(model, HierarchicalEncoder) else model
-    vectors = lower.encode([_flat_text(t) for t in texts], batch_size=batch_size, show_progress_bar=show_progress_bar,
+    vectors = lower.encode([flat_text(t) for t in texts], batch_size=batch_size, show_progress_bar=show_progress_bar,
                            normalize_embeddings=normalize_embeddings, autocast_dtype=autocast_dtype)
     vectors[[i for i, t in enumerate(texts) if is_empty_text(t)]] = 0.0
     return vectors
@@ -126,12 +127,12 @@ class DocumentVectorizer:
 
     def units(self, docs: Sequence, langs: Sequence[str | None]) -> list[list[str]]:
         if self.method == "first":
-            return [[t] if (t := _flat_text(d).strip()) else [] for d in docs]
+            return [[t] if (t := flat_text(d).strip()) else [] for d in docs]
         if self.method == "seg":
             tok = self.lower.tokenizer
             budget = self.model.config.max_sentence_tokens - tok.num_special_tokens_to_add(pair=False)
             stride = max(1, budget - int(round(budget * self.options.seg_overlap)))
-            return [token_windows(_flat_text(d), tok, budget, stride) for d in docs]
+            return [token_windows(flat_text(d), tok, budget, stride) for d in docs]
         units = [self.model.segment(d, lang) for d, lang in zip(docs, langs)]
         if self.method == "lawdr" and self.options.lawdr_units == "packed":
             units = [pack_sentences(u, self.lower.tokenizer, self.model.config.max_sentence_tokens) for u in units]

@@ -79,6 +79,7 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
 CPU_BATCH_SIZE = 8  # default token budgets of embed_ids, in sentences of max_tokens (see default_batch_size)
 GPU_BATCH_SIZE = 64
 
+
 class SentenceEncoder(nn.Module):
     """Embeds sentences with a sentence-transformers model, fast and differentiably.
 

@@ -77,7 +77,7 @@ def run_build(args: argparse.Namespace) -> int:
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
     from ..lawdr import LawdrStats
-    from ..methods import DocumentVectorizer, MethodOptions
+    from ..methods import DocumentVectorizer, MethodOptions, flat_text
     from ..registry import resolve_model_path
 
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
@@ -91,7 +91,7 @@ def run_build(args: argparse.Namespace) -> int:
     doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
     meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
-    texts = [r.text if isinstance(r.text, str) else " ".join(r.text) for r in records]
+    texts = [flat_text(r.text) for r in records]
     index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
                                 doc_vectors, units, sents, add=args.add)
     print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
@@ -122,15 +122,17 @@ def run_build_ray(args: argparse.Namespace) -> int:
                 break
         train = np.concatenate(parts)
 
+    written = 0
+
     def batches():
+        nonlocal written
         for _, table in iter_shard_tables(vectors_dir, shards):
+            written += len(table)
             yield DocumentBatch(table.column("doc_id").to_pylist(), table.column("lang").to_pylist(),
                                 table.column("text").to_pylist(), table_vectors(table))
 
-    count_before = DocumentIndex.open(args.output).meta.count if args.add else 0
     index = DocumentIndex.write_batches(args.output, meta, batches(), add=args.add, train_vectors=train)
-    print(f"{'added' if args.add else 'indexed'} {index.meta.count - count_before} documents; "
-          f"{args.output} holds {index.meta.count}")
+    print(f"{'added' if args.add else 'indexed'} {written} documents; {args.output} holds {index.meta.count}")
     return 0
 
 
@@ -166,7 +168,10 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
     vectors = lower.encode(queries)
-    sentences_of = DocumentVectorizer(model, "mean").sentences  # for hits whose sentences were not stored
+
+    def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
+        return DocumentVectorizer(model, "mean").sentences(texts, langs)
+
     return index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe)
 
 

@@ -152,7 +152,8 @@ class DocumentIndex:
                 shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
                 row, sent_offset = old.meta.count, len(old.sentence_vectors)
             else:
-                sample = None if train_vectors is None else normalize(train_vectors)
+                trains = meta.index_type in ("ivf", "ivfpq") and train_vectors is not None
+                sample = normalize(train_vectors) if trains else None  # flat and HNSW need no training
                 index = _new_faiss_index(meta.index_type, meta.dim, sample, meta.hnsw_m, meta.ivf_lists, meta.pq_m)
                 sent_parts, row, sent_offset = [], 0, 0
             con = duckdb.connect(str(tmp / "docs.duckdb"))

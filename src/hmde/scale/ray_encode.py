@@ -184,6 +184,8 @@ class RayEncoder:
     def __call__(self, batch):
         import pyarrow as pa
 
+        from ..methods import flat_text
+
         texts = [json.loads(t) for t in batch.column("text").to_pylist()]
         langs = [lang or None for lang in batch.column("lang").to_pylist()]
         vectors = np.ascontiguousarray(self.encode(texts, langs), dtype=np.float32)
@@ -192,7 +194,7 @@ class RayEncoder:
                    "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])}
         if self.spec.keep_text:
             columns["lang"] = pa.array(langs, pa.string())
-            columns["text"] = pa.array([t if isinstance(t, str) else " ".join(t) for t in texts], pa.string())
+            columns["text"] = pa.array([flat_text(t) for t in texts], pa.string())
         return pa.table(columns)
 
 
