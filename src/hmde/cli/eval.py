@@ -87,6 +87,9 @@ def register(sub) -> None:
     c.add_argument("--first-stage", help="TREC run to re-rank instead of ranking the whole collection")
     c.add_argument("--run-output", help="write the ranking as a TREC run")
     c.add_argument("--measures", default="AP,RR,nDCG@10,R@100")
+    c.add_argument("--length-buckets", metavar="N,N,...",
+                   help="also report the main measure by the sentence count of each query's relevant document, "
+                        "in buckets with these upper bounds (e.g. 8,16,32 -> 1-8, 9-16, 17-32, 33+)")
     c.set_defaults(func=run_clir)
 
     d = ev.add_parser("xldc", help="zero-shot cross-lingual classification (MLDoc protocol; MasakhaNEWS)")
@@ -112,6 +115,18 @@ def register(sub) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
+def _length_bounds(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        bounds = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise HmdeError(f"--length-buckets takes increasing whole numbers separated by commas, got '{text}'") from None
+    if not bounds or any(b < 1 for b in bounds) or bounds != sorted(set(bounds)):
+        raise HmdeError(f"--length-buckets takes increasing whole numbers >= 1, got '{text}'")
+    return bounds
+
+
 def _setup(args, need_method=True):
     from ..evaluation.encoders import EvalEncoder
     from ..lawdr import LawdrStats
@@ -234,6 +249,8 @@ def run_clir(args) -> int:
                       clir.read_qrels(args.qrels)))
         dataset = Path(args.documents[0]).name
     first_stage = clir.read_run(args.first_stage) if args.first_stage else None
+    bounds = _length_bounds(args.length_buckets)
+    by_length: dict[str, list[float]] = {}
     enc.prepare([(c.texts, c.lang) for _, _, c, _ in {t[2].files[0]: t for t in tasks}.values()])
     per_pair, files, full_run = {}, set(), {}
     for name, topics, coll, qrels in tasks:
@@ -245,6 +262,14 @@ def run_clir(args) -> int:
                else clir.rank(qv, dv, topics.ids, coll.doc_ids))
         scores = clir.score_run(qrels, run, measures)
         per_pair[name] = scores
+        if bounds:
+            from ..segmentation import split_sentences
+
+            sentences = {d: len(t) if isinstance(t, list) else len(split_sentences(t, coll.lang))
+                         for d, t in zip(coll.doc_ids, coll.texts)}
+            per_query = clir.per_query_scores(qrels, run, measures[0])
+            for label, values in clir.scores_by_length(qrels, per_query, sentences, bounds).items():
+                by_length.setdefault(label, []).extend(values)
         full_run.update({f"{name}:{q}" if len(tasks) > 1 else q: docs for q, docs in run.items()})
         files.update(topics.files + coll.files)
         print(f"{name}: " + "  ".join(f"{k} {v:.4f}" for k, v in scores.items()))
@@ -252,6 +277,12 @@ def run_clir(args) -> int:
     metrics = {"pairs": per_pair, "main_measure": main,
                "average": float(np.mean([s[main] for s in per_pair.values()])),
                "averages": {m: float(np.mean([s[m] for s in per_pair.values()])) for m in measures}}
+    if by_length:
+        order = [clir.length_label(b, bounds) for b in bounds] + [clir.length_label(bounds[-1] + 1, bounds)]
+        metrics["by_length"] = {label: {"queries": len(by_length[label]), main: float(np.mean(by_length[label]))}
+                                for label in order if label in by_length}
+        for label, row in metrics["by_length"].items():
+            print(f"documents of {label} sentences: {main} {row[main]:.4f} ({row['queries']} queries)")
     if args.run_output:
         clir.write_run(args.run_output, full_run)
     print(f"average {main}: {metrics['average']:.4f}")

@@ -12,7 +12,7 @@ import sys
 from .. import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe", "longformer", "pseudo-documents", "export"]
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe", "longformer", "pseudo-documents", "sentence-queries", "export"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,10 +31,12 @@ METHOD_ROWS = ("hmde", "first", "seg", "mean", "lawdr")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("recipe", help="rebuild a bundled model from the shared open data")
-    p.add_argument("name", choices=["mini"])
+    p = sub.add_parser("recipe", help="rebuild a bundled model from the shared open data",
+                       description="mini: hmde-mini, a sentence encoder trained here plus HMDE; use: hmde-use, "
+                       "HMDE on the frozen USE multilingual v3 encoder (see hmde.cli.recipe_use)")
+    p.add_argument("name", choices=["mini", "use"])
     p.add_argument("--data", default="../shared/data", help="the shared data folder (parallel/, bible/, eval/)")
-    p.add_argument("--output", "-o", default="runs/mini")
+    p.add_argument("--output", "-o", help="run folder (default: runs/NAME)")
     p.add_argument("--lower-epochs", type=float, default=0.6, help="epochs of the sentence-encoder stage")
     p.add_argument("--frozen-epochs", type=float, default=3.0, help="epochs of the frozen-lower HMDE stage")
     p.add_argument("--joint-steps", type=int, default=60, help="optimizer steps of the joint HMDE stage")
@@ -50,8 +52,11 @@ def register(sub) -> None:
                    help="weight of the sentence-query -> document loss (not in the paper; 0 turns it off)")
     p.add_argument("--trained-on", default="2 CPU cores", help="where the stages ran, for the model card")
     p.add_argument("--skip-eval", action="store_true")
-    p.add_argument("--install", action="store_true", help="copy the exported model into the package as hmde-mini")
+    p.add_argument("--install", action="store_true", help="copy the exported model into the package (hmde-NAME)")
     p.add_argument("--device", default="auto")
+    from .recipe_use import add_arguments
+
+    add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -95,6 +100,11 @@ def trained_languages(lower_dir: Path) -> set[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    args.output = args.output or f"runs/{args.name}"
+    if args.name == "use":
+        from .recipe_use import run_use
+
+        return run_use(args)
     data, out = Path(args.data), Path(args.output)
     for sub in ("parallel", "bible", "eval"):
         if not (data / sub).is_dir():

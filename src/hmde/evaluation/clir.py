@@ -279,3 +279,41 @@ def evaluate_clir(encode_queries: Callable[[Sequence[str], str | None], np.ndarr
     else:
         run = rank(qv, dv, topics.ids, collection.doc_ids, depth)
     return score_run(qrels, run, measures), run, warnings
+
+
+# -- results by document length ----------------------------------------------------------------
+def per_query_scores(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], measure: str
+                     ) -> dict[str, float]:
+    """One measure per judged query (ir-measures); a query with nothing retrieved scores 0."""
+    import ir_measures
+
+    parsed = ir_measures.parse_measure(measure)
+    scores = {q: 0.0 for q in qrels}
+    for row in ir_measures.iter_calc([parsed], qrels, {q: run.get(q, {}) for q in qrels}):
+        scores[row.query_id] = float(row.value)
+    return scores
+
+
+def length_label(n: int, bounds: Sequence[int]) -> str:
+    """The bucket of a document of ``n`` sentences: bounds 8,16,32 -> 1-8, 9-16, 17-32, 33+."""
+    low = 1
+    for b in bounds:
+        if n <= b:
+            return f"{low}-{b}"
+        low = b + 1
+    return f"{low}+"
+
+
+def scores_by_length(qrels: dict[str, dict[str, int]], scores: dict[str, float], sentences: dict[str, int],
+                     bounds: Sequence[int]) -> dict[str, list[float]]:
+    """Per-query scores grouped by the sentence count of each query's (first) relevant document.
+
+    The paper's claim is that the document transformer helps most on long documents; this
+    tells whether it does, query by query.
+    """
+    groups: dict[str, list[float]] = {}
+    for q, score in scores.items():
+        relevant = [d for d, r in qrels.get(q, {}).items() if r > 0 and d in sentences]
+        if relevant:
+            groups.setdefault(length_label(sentences[relevant[0]], bounds), []).append(score)
+    return groups
