@@ -16,13 +16,17 @@ def register(sub) -> None:
     o.add_argument("--output", "-o", required=True)
     o.add_argument("--int8", action="store_true", help="also write a dynamically int8-quantised lower encoder")
     o.add_argument("--opset", type=int, default=17)
+    o.add_argument("--overwrite", action="store_true", help="replace an existing ONNX export at OUTPUT")
     o.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import HmdeError
     from ..export.onnx import export_onnx
+    from ..output_dirs import check_replaceable, check_writable_parent, is_onnx_export
 
+    check_replaceable(args.output, "hmde ONNX export", is_onnx_export, args.overwrite)
+    check_writable_parent(args.output)
     kind, model = load_model(args.model, "cpu")
     if kind != "hmde":
         raise HmdeError(f"'{args.model}' is a sentence encoder; export an hmde model")

@@ -27,6 +27,8 @@ def register(sub) -> None:
                    "--engine ray also a folder of .jsonl(.gz)/.parquet shards")
     b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
     b.add_argument("--add", action="store_true", help="add INPUT's documents to an existing index")
+    b.add_argument("--overwrite", action="store_true", help="replace an existing index at INDEX_DIR (a folder "
+                   "holding anything else is never replaced)")
     b.add_argument("--type", choices=["flat", "hnsw", "ivf", "ivfpq"], default="flat",
                    help="flat: exact (default); hnsw or ivf: approximate, for large collections; ivfpq: approximate "
                    "and compressed to --pq-m bytes per vector, for collections whose vectors exceed memory")
@@ -70,7 +72,20 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                      pq_m=args.pq_m if args.type == "ivfpq" else 0)
 
 
+def check_build_output(args: argparse.Namespace) -> None:
+    """Before any encoding: the output may be created or replaced (see hmde.output_dirs)."""
+    from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+
+    if args.add:
+        if not is_hmde_index(Path(args.output)):
+            raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
+    else:
+        check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
+    check_writable_parent(args.output)
+
+
 def run_build(args: argparse.Namespace) -> int:
+    check_build_output(args)
     if args.engine == "ray":
         return run_build_ray(args)
     from ..evaluation.provenance import model_hash

@@ -1,0 +1,84 @@
+"""What hmde promises under bad input and faults: nothing of the user's is lost, errors are one line.
+
+(Issue 15; each case failed before its fix.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hmde.cli.main import main
+
+DOCS = [{"doc_id": "a", "text": "The cat sat on the mat.", "lang": "eng"},
+        {"doc_id": "b", "text": "Die Katze saß auf der Matte.", "lang": "deu"}]
+
+
+def _docs(path: Path) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    return path
+
+
+def test_index_build_never_replaces_a_folder_that_is_not_an_index(tmp_path, hmde_dir, capsys):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "important.txt").write_text("keep")
+    assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", str(proj)]) == 2
+    assert (proj / "important.txt").read_text() == "keep" and sorted(os.listdir(proj)) == ["important.txt"]
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "is not an hmde index" in err and str(proj) in err
+
+
+def test_export_never_replaces_a_folder_that_is_not_an_export(tmp_path, hmde_dir, capsys):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "important.txt").write_text("keep")
+    assert main(["export", "onnx", str(hmde_dir), "-o", str(proj)]) == 2
+    assert (proj / "important.txt").read_text() == "keep"
+    assert "is not an hmde ONNX export" in capsys.readouterr().err
+
+
+def test_replacing_an_index_needs_overwrite(tmp_path, hmde_dir, capsys):
+    docs, index = _docs(tmp_path / "d.jsonl"), tmp_path / "index"
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index)]) == 0
+    before = (index / "index.json").read_text()
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index)]) == 2
+    assert "pass --overwrite" in capsys.readouterr().err
+    assert (index / "index.json").read_text() == before
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index), "--overwrite"]) == 0
+
+
+def test_an_empty_folder_is_a_fine_output(tmp_path, hmde_dir):
+    (tmp_path / "empty").mkdir()
+    assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "empty")]) == 0
+
+
+def test_current_folder_as_output_is_a_clear_error(tmp_path, hmde_dir, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "keep.txt").write_text("keep")
+    for out in (".", str(tmp_path), str(tmp_path.parent)):
+        assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", out]) == 2
+        assert "must be a new folder" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").exists()
+
+
+def test_add_needs_an_existing_index(tmp_path, hmde_dir, capsys):
+    assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "none"),
+                 "--add"]) == 2
+    assert "--add needs an existing hmde index" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere; permissions cannot be tested as root")
+def test_unwritable_output_is_refused_before_encoding(tmp_path, hmde_dir, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", str(locked / "i")]) == 2
+        assert "no permission" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)
