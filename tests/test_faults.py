@@ -82,3 +82,47 @@ def test_unwritable_output_is_refused_before_encoding(tmp_path, hmde_dir, capsys
         assert "no permission" in capsys.readouterr().err
     finally:
         locked.chmod(0o700)
+
+
+class _Payload:
+    """Unpickling this runs code: it creates a file."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.target),))
+
+
+def test_a_crafted_checkpoint_is_refused_and_runs_nothing(tmp_path):
+    import torch
+
+    from hmde.errors import HmdeError
+    from hmde.training.checkpoint import STATE_FILE, load_checkpoint
+
+    marker = tmp_path / "pwned"
+    (tmp_path / "ckpt").mkdir()
+    torch.save({"model": {}, "step": 3, "evil": _Payload(str(marker))}, tmp_path / "ckpt" / STATE_FILE)
+    with pytest.raises(HmdeError, match="refused"):
+        load_checkpoint(tmp_path / "ckpt")
+    assert not marker.exists()
+
+
+def test_checkpoint_round_trip_restores_every_rng(tmp_path):
+    import random
+
+    import numpy as np
+    import torch
+
+    from hmde.training.checkpoint import load_checkpoint, save_checkpoint
+
+    torch.manual_seed(1), np.random.seed(2), random.seed(3)
+    np.random.standard_normal()  # leaves a cached Gaussian in NumPy's state
+    save_checkpoint(tmp_path / "ckpt", {"step": 5, "model": {"w": torch.ones(2)}})
+    expected = (torch.rand(3), np.random.standard_normal(3), [random.random() for _ in range(3)])
+    torch.manual_seed(9), np.random.seed(9), random.seed(9)
+    state = load_checkpoint(tmp_path / "ckpt")
+    assert state["step"] == 5 and torch.equal(state["model"]["w"], torch.ones(2))
+    assert torch.equal(torch.rand(3), expected[0])
+    np.testing.assert_array_equal(np.random.standard_normal(3), expected[1])
+    assert [random.random() for _ in range(3)] == expected[2]

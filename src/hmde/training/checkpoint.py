@@ -3,11 +3,16 @@
 A checkpoint holds model, optimizer and scheduler state, the step, the run's
 configuration and the RNG states; trainers derive every random choice (batch order,
 masking, dropout) from (seed, step), so restoring the step restores the data position.
+
+It is read with ``torch.load(weights_only=True)``: tensors and plain containers only, so
+a checkpoint folder from elsewhere cannot run code (a full unpickle could). The NumPy and
+Python RNG states are therefore stored as tensors and plain numbers.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import time
 from pathlib import Path
@@ -26,7 +31,7 @@ def save_checkpoint(folder: str | Path, state: dict[str, Any]) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = dict(state)
-    state["rng"] = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    state["rng"] = rng_state()
     with atomic_path(folder / STATE_FILE) as tmp:
         torch.save(state, tmp)
     return folder / STATE_FILE
@@ -36,13 +41,38 @@ def load_checkpoint(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / STATE_FILE
     if not path.exists():
         raise HmdeError(f"--resume: no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise HmdeError(f"{path}: refused: it holds objects other than tensors and plain values, which hmde does "
+                        "not unpickle (a checkpoint from an older hmde or from elsewhere; start the run afresh)") from exc
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise HmdeError(f"{path}: not a readable checkpoint ({exc})") from exc
+    if not isinstance(state, dict):
+        raise HmdeError(f"{path}: not an hmde checkpoint")
     rng = state.get("rng")
     if rng:
-        torch.set_rng_state(rng["torch"])
-        np.random.set_state(rng["numpy"])
-        random.setstate(rng["python"])
+        set_rng_state(rng)
     return state
+
+
+def rng_state() -> dict[str, Any]:
+    """torch, NumPy and Python RNG states as tensors and plain values (loadable with weights_only)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {"torch": torch.get_rng_state(),
+            "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "gauss": float(gauss)},
+            "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64),
+                       "gauss_next": gauss_next}}
+
+
+def set_rng_state(rng: dict[str, Any]) -> None:
+    torch.set_rng_state(rng["torch"])
+    n = rng["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    py = rng["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss_next"]))
 
 
 def seed_step(seed: int, step: int) -> None:
