@@ -126,3 +126,26 @@ def test_checkpoint_round_trip_restores_every_rng(tmp_path):
     assert torch.equal(torch.rand(3), expected[0])
     np.testing.assert_array_equal(np.random.standard_normal(3), expected[1])
     assert [random.random() for _ in range(3)] == expected[2]
+
+
+@pytest.mark.parametrize("bad,got", [(None, "null"), ("", "empty"), (True, "bool"), (1.5, "float"), ({"a": 1}, "dict")])
+def test_an_id_that_is_not_a_string_or_number_names_file_line_and_field(tmp_path, bad, got):
+    from hmde.errors import InputError
+    from hmde.io.documents import read_documents
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"doc_id": "ok", "text": "x"}) + "\n" + json.dumps({"doc_id": bad, "text": "y"}) + "\n")
+    with pytest.raises(InputError, match=rf"d.jsonl, line 2, field 'doc_id': .*got {got}"):
+        list(read_documents(path))
+    path.write_text(json.dumps({"doc_id": 7, "text": "x"}) + "\n")
+    assert [r.doc_id for r in read_documents(path)] == ["7"]
+
+
+def test_loading_the_bundled_fp16_model_prints_no_float16_warning(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "hmde.cli.main", "encode", "hmde-mini", str(_docs(tmp_path / "d.jsonl")),
+                          "-o", str(tmp_path / "v.npy"), "--no-progress"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "float16" not in out.stderr + out.stdout

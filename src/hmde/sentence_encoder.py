@@ -120,7 +120,10 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
             transformer = m.Transformer(str(path))
             pool = m.Pooling(transformer.get_embedding_dimension(), pooling_mode=pooling or "mean")
             return SentenceTransformer(modules=[transformer, pool], device=device)
-        model = SentenceTransformer(str(path if is_local else name_or_path), device=device)
+        # float32 weights, as hmde computes (bf16 is autocast); loading an fp16 folder as saved would
+        # also make sentence-transformers warn that CPU inference in float16 is slow
+        model = SentenceTransformer(str(path if is_local else name_or_path), device=device,
+                                    model_kwargs={"dtype": torch.float32})
     except ModelLoadError:
         raise
     except (OSError, ValueError, EnvironmentError) as exc:

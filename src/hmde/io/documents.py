@@ -57,6 +57,17 @@ def _check_text(value, path, line, name) -> Text:
     raise InputError(f"must be a string or a list of strings, got {type(value).__name__}", str(path), line, name)
 
 
+def _doc_id(value, path, line_no, field: str) -> str:
+    """A string, or a whole number written as one; null, booleans, floats and objects are refused
+    (``str(None)`` would silently make every null id the document "None")."""
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    got = "null" if value is None else "empty" if isinstance(value, str) else type(value).__name__
+    raise InputError(f"the id must be a non-empty string or a whole number, got {got}", str(path), line_no, field)
+
+
 def _read_jsonl(path, text_field, id_field, lang_field, keep_fields) -> Iterator[DocumentRecord]:
     with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
@@ -76,7 +87,8 @@ def _read_jsonl(path, text_field, id_field, lang_field, keep_fields) -> Iterator
             if lang is not None and not isinstance(lang, str):
                 raise InputError("must be a string", str(path), line_no, lang_field)
             extra = {k: obj[k] for k in keep_fields if k in obj}
-            yield DocumentRecord(str(obj[id_field]), _check_text(obj[text_field], path, line_no, text_field), lang, extra)
+            yield DocumentRecord(_doc_id(obj[id_field], path, line_no, id_field),
+                                 _check_text(obj[text_field], path, line_no, text_field), lang, extra)
 
 
 def _read_tsv(path) -> Iterator[DocumentRecord]:
@@ -116,7 +128,7 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
         for rec in batch.to_pylist():
             row += 1
             yield DocumentRecord(
-                str(rec[id_field]),
+                _doc_id(rec[id_field], path, row, id_field),
                 _check_text(rec[text_field], path, row, text_field),
                 rec.get(lang_field) if lang_field else None,
                 {k: rec[k] for k in keep_fields if k in rec},
