@@ -149,3 +149,18 @@ def test_loading_the_bundled_fp16_model_prints_no_float16_warning(tmp_path):
                           "-o", str(tmp_path / "v.npy"), "--no-progress"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "float16" not in out.stderr + out.stdout
+
+
+def test_align_refuses_ids_the_tsv_cannot_hold(tmp_path, hmde_dir, capsys):
+    src = tmp_path / "src.jsonl"
+    src.write_text(json.dumps({"doc_id": "a\tb", "text": "x", "lang": "eng"}) + "\n")
+    assert main(["align", str(hmde_dir), str(src), str(_docs(tmp_path / "t.jsonl")), "-o", str(tmp_path / "p.tsv")]) == 2
+    assert "tab or line break" in capsys.readouterr().err and not (tmp_path / "p.tsv").exists()
+
+
+def test_demo_names_no_folder_it_deletes(capsys, tmp_path):
+    import re
+
+    assert main(["demo", "--top-k", "1"]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"hmde-demo-\\w+", out), out[:500]

@@ -41,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
 
     src = list(read_documents(args.src))
     tgt = list(read_documents(args.tgt))
+    for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding
+        for n, r in enumerate(records, 1):
+            if any(c in r.doc_id for c in "\t\n\r"):
+                raise HmdeError(f"{path}: document {n} has id {r.doc_id!r}, with a tab or line break, which the "
+                                "TSV output cannot hold")
     kind, model = load_model(args.model, pick_device(args.device))
     method = args.method or ("hmde" if kind == "hmde" else "mean")
     if args.k < 1 or args.candidates < 1:

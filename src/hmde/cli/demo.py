@@ -8,6 +8,8 @@ on a fresh machine with no network, on the bundled default model.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -41,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
 
         parser = argparse.ArgumentParser(prog="hmde")  # `hmde index build`'s own parser: every default applies
         index_cli.register(parser.add_subparsers())
-        index_cli.run_build(parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir,
-                                               "--no-progress", "--device", args.device]))
+        with contextlib.redirect_stdout(io.StringIO()):  # its summary would name a folder deleted on exit
+            index_cli.run_build(parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir,
+                                                   "--no-progress", "--device", args.device]))
+        if args.keep:
+            print(f"index kept in {args.keep}")
         print(f"model: {args.model}; collection: {collection.name} (36 documents, 6 topics x 6 languages)\n")
         hits = search_index(index_dir, [q for q, _ in queries], args.top_k, None, None, args.device)
         for (query, lang), result in zip(queries, hits):
