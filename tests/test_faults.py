@@ -164,3 +164,38 @@ def test_demo_names_no_folder_it_deletes(capsys, tmp_path):
     assert main(["demo", "--top-k", "1"]) == 0
     out = capsys.readouterr().out
     assert not re.search(r"hmde-demo-\\w+", out), out[:500]
+
+
+def _bad_inputs(tmp_path):
+    import gzip
+
+    good = json.dumps(DOCS[0]) + "\n"
+    (tmp_path / "latin1.jsonl").write_bytes(good.encode() + '{"doc_id": "b", "text": "caf\xe9"}\n'.encode("latin-1"))
+    (tmp_path / "latin1.txt").write_bytes("ok\ncaf\xe9\n".encode("latin-1"))
+    (tmp_path / "fake.jsonl.gz").write_bytes(b"this is not gzip")
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress((good * 50).encode())[:40])
+    return {"latin1.jsonl": ("line 2", "not UTF-8"), "latin1.txt": ("line 2", "not UTF-8"),
+            "fake.jsonl.gz": ("line 1", "not a complete gzip file"), "cut.jsonl.gz": ("line", "not a complete gzip")}
+
+
+def test_undecodable_or_broken_inputs_are_one_line_errors(tmp_path, hmde_dir, capsys):
+    for name, (where, what) in _bad_inputs(tmp_path).items():
+        out = tmp_path / f"{name}.npy"
+        assert main(["encode", str(hmde_dir), str(tmp_path / name), "-o", str(out), "--no-progress"]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and name in err and where in err and what in err, err
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("part", ["model.safetensors", "lower/model.safetensors"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_damaged_weights_file_is_a_one_line_error(tmp_path, hmde_dir, capsys, part, damage):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(hmde_dir, model)
+    weights = model / part
+    weights.write_bytes(weights.read_bytes()[:200] if damage == "truncate" else b"garbage" * 10)
+    assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "model" in err and not (tmp_path / "v.npy").exists()

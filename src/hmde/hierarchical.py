@@ -17,6 +17,7 @@ from typing import Sequence, Union
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
@@ -95,7 +96,10 @@ class HierarchicalEncoder(nn.Module):
         lower = SentenceEncoder.load(str(path / meta.get("lower_encoder", LOWER_DIR)), device=device)
         lower.model.float()
         model = cls(lower, config)
-        state = load_file(str(path / WEIGHTS_NAME))
+        try:
+            state = load_file(str(path / WEIGHTS_NAME))
+        except (OSError, SafetensorError) as exc:
+            raise ModelLoadError(f"{path / WEIGHTS_NAME}: not a readable safetensors file ({exc})") from exc
         missing, unexpected = model.upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
         if missing or unexpected:
             raise ModelLoadError(f"{path / WEIGHTS_NAME}: weights do not match (missing {missing}, unexpected {unexpected})")

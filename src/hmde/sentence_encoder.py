@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -126,7 +127,7 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
                                     model_kwargs={"dtype": torch.float32})
     except ModelLoadError:
         raise
-    except (OSError, ValueError, EnvironmentError) as exc:
+    except (OSError, ValueError, EnvironmentError, SafetensorError) as exc:
         if is_local:
             raise ModelLoadError(f"cannot load the sentence encoder in '{name_or_path}': {exc}") from exc
         raise ModelLoadError(unreachable_model_message(str(name_or_path))) from exc

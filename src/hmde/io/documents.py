@@ -7,8 +7,8 @@ the line and the field, so a user can fix the input without reading a traceback.
 from __future__ import annotations
 
 import gzip
-import io
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence, Union
@@ -28,16 +28,58 @@ class DocumentRecord:
     extra: dict = field(default_factory=dict)
 
 
-def open_text(path: str | Path):
-    """Open a text file, transparently un-gzipping ``.gz`` files."""
+class CheckedLines:
+    """A text file's lines, where undecodable bytes, a fake or truncated gzip stream and read
+    errors become one :class:`InputError` naming the file and line instead of a traceback."""
+
+    def __init__(self, path: Path, handle):
+        self.path, self.handle, self.line = path, handle, 0
+
+    def __enter__(self) -> "CheckedLines":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.close()
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        try:
+            raw = next(self.handle)  # bytes, decoded line by line so that an error names its line
+            text = raw.decode("utf-8")
+        except StopIteration:
+            raise
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); convert the file to UTF-8",
+                             str(self.path), self.line + 1) from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise InputError(f"not a complete gzip file ({exc})", str(self.path), self.line + 1) from None
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc.strerror or exc})", str(self.path), self.line + 1) from None
+        self.line += 1
+        return text[:-2] + "\n" if text.endswith("\r\n") else text
+
+    def read(self) -> str:
+        return "".join(self)
+
+
+def open_text(path: str | Path) -> CheckedLines:
+    """Open a UTF-8 text file for reading by lines, transparently un-gzipping ``.gz`` files."""
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", path=str(path))
     if path.is_dir():
         raise InputError("is a folder, expected a file", path=str(path))
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
+    try:
+        if path.suffix == ".gz":
+            return CheckedLines(path, gzip.open(path, "rb"))
+        return CheckedLines(path, open(path, "rb"))
+    except OSError as exc:
+        raise InputError(f"cannot open ({exc.strerror or exc})", path=str(path)) from None
 
 
 def input_format(path: str | Path) -> str:
