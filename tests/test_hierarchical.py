@@ -144,3 +144,43 @@ def test_encode_documents_reuses_the_segmentation_token_ids(hmde_dir, monkeypatc
     vectors = model.encode_documents(docs)
     assert all(not c for c in calls)  # every sentence fitted: its ids came from the length check
     np.testing.assert_allclose(vectors, reference, atol=1e-6)
+
+
+def test_residual_sentences_starts_as_the_mean_and_round_trips(labse_dir, tmp_path):
+    """residual_sentences (not in the paper): c_i = s_i + gate * h_i with the gate at 0, so a new
+    model's document vector is the plain mean of its sentence vectors; the gate is saved."""
+    import torch
+
+    from hmde import HierarchicalEncoder
+    from hmde.methods import DocumentVectorizer
+
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu", residual_sentences=True)
+    docs = ["The cat sat on the mat. It was sunny. The dog barked.", "Economic growth slowed. Exports fell."]
+    np.testing.assert_allclose(model.encode_documents(docs), DocumentVectorizer(model, "mean").encode(docs), atol=1e-6)
+    with torch.no_grad():
+        model.upper.gate.fill_(0.5)
+    changed = model.encode_documents(docs)
+    assert not np.allclose(changed, DocumentVectorizer(model, "mean").encode(docs), atol=1e-3)
+    model.save_pretrained(tmp_path / "m")
+    again = HierarchicalEncoder.from_pretrained(tmp_path / "m", device="cpu")
+    assert again.config.residual_sentences and float(again.upper.gate) == 0.5
+    np.testing.assert_allclose(again.encode_documents(docs), changed, atol=1e-6)
+    paper = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu")
+    assert paper.upper.gate is None and not paper.config.residual_sentences  # the paper's design stays the default
+
+
+def test_inference_leaves_every_submodule_mode_as_it_was(labse_dir):
+    """encode_documents used to end with train(was_training), switching a freshly loaded sentence
+    encoder into training mode: every later embedding then had dropout."""
+    from hmde import HierarchicalEncoder
+    from hmde.methods import DocumentVectorizer
+
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu")
+    before = {name: m.training for name, m in model.named_modules()}
+    docs = ["The cat sat on the mat. It was sunny. The dog barked."]
+    model.encode_documents(docs)
+    model.encode_queries(docs)
+    assert {name: m.training for name, m in model.named_modules()} == before
+    mean = DocumentVectorizer(model, "mean")
+    model.train()  # even a model in training mode embeds without dropout for a method
+    np.testing.assert_array_equal(mean.encode(docs), mean.encode(docs))

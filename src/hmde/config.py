@@ -47,6 +47,12 @@ class HierarchicalConfig:
             behaviour and the public code's).
         default_language: ISO 639 code used for sentence splitting when a document has
             no language.
+        residual_sentences: not in the paper (default off). Each contextualised sentence
+            vector is its lower-encoder vector plus a learned scalar gate (initialised to 0)
+            times the upper encoder's output, so a new model starts as the mean of the
+            sentence vectors and training adds document context to that space. With a
+            frozen, strong lower encoder and little training data, the paper's design
+            leaves the lower encoder's space (measured with USE-m: see docs/hmde-use.md).
     """
 
     num_layers: int = 2
@@ -63,6 +69,7 @@ class HierarchicalConfig:
     max_sentence_tokens: int = 128
     long_sentences: str = "split"
     default_language: str = "en"
+    residual_sentences: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

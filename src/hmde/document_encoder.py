@@ -43,6 +43,8 @@ class DocumentEncoder(nn.Module):
             norm_first=False,
         )
         self.layers = nn.TransformerEncoder(layer, num_layers=config.num_layers, enable_nested_tensor=False)
+        # residual_sentences (not in the paper): c_i = s_i + gate * h_i, the gate starting at 0
+        self.gate = nn.Parameter(torch.zeros(())) if config.residual_sentences else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -65,4 +67,9 @@ class DocumentEncoder(nn.Module):
         if not self.config.mean_includes_doc_token:
             weights[:, 0] = False
         weights = weights.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+        if self.gate is None:
+            return pooled
+        sent_weights = mask.to(hidden.dtype).unsqueeze(-1)
+        mean = (sentences.to(hidden.dtype) * sent_weights).sum(1) / sent_weights.sum(1).clamp_min(1.0)
+        return mean + self.gate.to(hidden.dtype) * pooled

@@ -27,6 +27,7 @@ from .atomic import atomic_dir, atomic_path, write_text_atomic
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
+from .eval_mode import eval_mode
 from .registry import resolve_model_path
 from .segmentation import segment_document, window_ranges
 from .sentence_encoder import SentenceEncoder
@@ -241,10 +242,8 @@ class HierarchicalEncoder(nn.Module):
         if isinstance(docs, str):
             raise HmdeError("encode_documents takes a list of documents, not one string")
         langs_ = _as_langs(langs, len(docs))
-        was_training = self.training
-        self.eval()
         vectors, all_units, all_sents = [], [], []
-        try:
+        with eval_mode(self):
             steps = range(0, len(docs), max(1, batch_size))
             for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
                 chunk = docs[start : start + batch_size]
@@ -256,8 +255,6 @@ class HierarchicalEncoder(nn.Module):
                 if return_sentences:
                     all_units.extend(enc.units)
                     all_sents.extend(s.float().cpu().numpy() for s in enc.sentences)
-        finally:
-            self.train(was_training)
         out = torch.cat(vectors) if vectors else torch.zeros(0, self.dim)
         if normalize_embeddings:
             out = torch.nn.functional.normalize(out, dim=-1)

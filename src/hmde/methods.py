@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from .config import DOCUMENT_METHODS
 from .errors import HmdeError
+from .eval_mode import eval_mode
 from .hierarchical import HierarchicalEncoder, _as_langs
 from .lawdr import LawdrStats, fit_lawdr
 from .segmentation import token_windows
@@ -116,7 +117,7 @@ class DocumentVectorizer:
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         o = self.options
-        with torch.inference_mode():
+        with torch.inference_mode(), eval_mode(self.lower):
             return self.lower.embed(texts, batch_size=o.sentence_batch_size,
                                     autocast_dtype=o.autocast_dtype).float().cpu().numpy()
 

@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .cls_last_layer import forward_cls_last_layer, supports_cls_last_layer
+from .eval_mode import eval_mode
 from .precision import autocast_context
 from .errors import ModelLoadError, unreachable_model_message
 
@@ -272,14 +273,10 @@ class SentenceEncoder(nn.Module):
         autocast_dtype: torch.dtype | None = None,
     ) -> np.ndarray:
         """Embed texts (truncated to ``max_tokens``) and return a float32 numpy array."""
-        was_training = self.training
-        self.eval()
-        try:
+        with eval_mode(self):
             vectors = self.embed(
                 list(texts), batch_size=batch_size, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype
             )
-        finally:
-            self.train(was_training)
         if normalize_embeddings:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)
         return vectors.cpu().numpy().astype(np.float32)

@@ -35,6 +35,10 @@ def register(sub) -> None:
     p.add_argument("--save-every", type=int, default=500)
     p.add_argument("--validation-pairs", type=int, default=0, help="hold out this many pairs for validation accuracy")
     p.add_argument("--max-sentences", type=int, help="upper-encoder sentences (new models only; default 32)")
+    p.add_argument("--residual-sentences", action="store_true",
+                   help="not in the paper (new models only): contextualised sentence vector = lower-encoder vector + "
+                        "a learned gate (starting at 0) x the upper encoder's output, so training starts from the "
+                        "mean of the sentence vectors")
     p.add_argument("--train-max-sentences", type=int,
                    help="crop training documents to their first N sentences (faster on CPU; default: all, in windows)")
     p.add_argument("--query-loss-weight", type=float, default=0.0,
@@ -78,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             model = HierarchicalEncoder.from_pretrained(path, device=device)
         else:
             overrides = {"max_sentences": args.max_sentences} if args.max_sentences else {}
+            if args.residual_sentences:
+                overrides["residual_sentences"] = True
             model = HierarchicalEncoder.from_sentence_encoder(str(path or args.model), device=device, **overrides)
     config = PretrainingConfig(
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
