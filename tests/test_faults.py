@@ -199,3 +199,16 @@ def test_a_damaged_weights_file_is_a_one_line_error(tmp_path, hmde_dir, capsys, 
     assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy")]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "model" in err and not (tmp_path / "v.npy").exists()
+
+
+def test_outputs_follow_the_users_umask(tmp_path, hmde_dir):
+    old = os.umask(0o022)
+    try:
+        index = tmp_path / "index"
+        assert main(["index", "build", str(hmde_dir), str(_docs(tmp_path / "d.jsonl")), "-o", str(index)]) == 0
+        assert main(["encode", str(hmde_dir), str(tmp_path / "d.jsonl"), "-o", str(tmp_path / "v.npy")]) == 0
+    finally:
+        os.umask(old)
+    assert index.stat().st_mode & 0o777 == 0o755
+    assert (index / "index.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "v.npy").stat().st_mode & 0o777 == 0o644

@@ -16,6 +16,18 @@ from typing import Iterator
 import numpy as np
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: Path, directory: bool = False) -> None:
+    """Give a temporary file (0600) or folder (0700) the mode any tool would create it with:
+    0666 or 0777 less the user's umask, so results are as shareable as the user's other files."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success move it onto ``path``."""
@@ -24,6 +36,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    apply_umask(tmp_path)
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -52,6 +65,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    apply_umask(tmp, directory=True)
     try:
         yield tmp
         old = None
