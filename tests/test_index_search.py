@@ -82,7 +82,7 @@ def test_hnsw_index_agrees_with_exact_on_a_small_collection(hmde_dir, tmp_path):
 def test_demo_runs_on_a_given_model(hmde_dir, capsys):
     assert main(["demo", str(hmde_dir), "--top-k", "2"]) == 0
     out = capsys.readouterr().out
-    assert "indexed 36 documents" in out and out.count("query: ") == 6 and out.count("  1. ") == 6
+    assert "(36 documents" in out and out.count("query: ") == 6 and out.count("  1. ") == 6
 
 
 def _random_index(path, kind, n=300, dim=16, **meta):

@@ -13,7 +13,7 @@ from pathlib import Path
 from .errors import ModelLoadError, unreachable_model_message
 
 PACKAGE_MODELS = Path(__file__).parent / "models"
-DEFAULT_MODEL = "hmde-mini"
+DEFAULT_MODEL = "hmde-use"  # HMDE on USE-m (16 languages); hmde-mini covers the languages USE-m lacks
 
 
 def _is_model_folder(path: Path) -> bool:
@@ -46,7 +46,7 @@ def resolve_model_path(name_or_path: str) -> Path:
     if str(name_or_path) == DEFAULT_MODEL:
         raise ModelLoadError(
             f"the default model '{DEFAULT_MODEL}' is not bundled with this installation of hmde; "
-            "rebuild it with `hmde recipe mini --data ../shared/data` or pass a model folder"
+            "rebuild it with `hmde recipe use --data ../shared/data --install` or pass a model folder"
         )
     if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist")

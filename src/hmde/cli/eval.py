@@ -286,8 +286,10 @@ def run_clir(args) -> int:
     if args.run_output:
         clir.write_run(args.run_output, full_run)
     print(f"average {main}: {metrics['average']:.4f}")
-    _write(args, "clir", model_path, method, sorted(files), metrics,
-           {"dataset": dataset, "rerank": bool(first_stage), "queries": "lower encoder"})
+    settings = {"dataset": dataset, "rerank": bool(first_stage), "queries": "lower encoder"}
+    if method == "lawdr" and enc.vectorizer.lawdr_stats is not None:
+        settings["lawdr_m"] = enc.vectorizer.lawdr_stats.m
+    _write(args, "clir", model_path, method, sorted(files), metrics, settings)
     return 0
 
 
