@@ -151,14 +151,19 @@ def run(args: argparse.Namespace) -> int:
         evaluate(export, data, out / "results", lower, dev)
         write_model_card(export, out, lower, args.trained_on)
     if args.install:
-        from ..registry import PACKAGE_MODELS
-
-        target = PACKAGE_MODELS / "hmde-mini"
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
-        print(f"[recipe] installed into {target}")
+        install(export, "hmde-mini")
     return 0
+
+
+def install(export: Path, name: str) -> None:
+    """Copy an exported model into the package as the bundled model ``name`` (no checkpoints or logs)."""
+    from ..registry import PACKAGE_MODELS
+
+    target = PACKAGE_MODELS / name
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
+    print(f"[recipe] installed into {target}")
 
 
 def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]) -> None:

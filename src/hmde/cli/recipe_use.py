@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 
 from ..errors import HmdeError
-from .recipe import _step
+from .recipe import _step, install
 
 LOWER = "use-multilingual-v3"
 BIBLE_LANGUAGES = ("eng", "spa", "por", "zho")
@@ -92,15 +92,7 @@ def run_use(args: argparse.Namespace) -> int:
         evaluate(export, data, out, dev)
         write_model_card(export, out, args.trained_on)
     if args.install:
-        import shutil
-
-        from ..registry import PACKAGE_MODELS
-
-        target = PACKAGE_MODELS / "hmde-use"
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
-        print(f"[recipe] installed into {target}")
+        install(export, "hmde-use")
     return 0
 
 
