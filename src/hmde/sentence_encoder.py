@@ -49,7 +49,7 @@ def hmde_module_classes() -> dict[str, type]:
     return {MODULE_TYPE: UseMultilingual}
 
 
-def _load_with_hmde_modules(path: Path, device: str | None):
+def _load_with_hmde_modules(path: Path, entries: list, device: str | None):
     """A folder whose modules.json names hmde's own modules (e.g. USE-m), built module by module.
 
     sentence-transformers >= 6 imports classes outside its own namespace only with
@@ -60,10 +60,6 @@ def _load_with_hmde_modules(path: Path, device: str | None):
     from sentence_transformers.util import import_from_string
 
     entries_path = path / "modules.json"
-    try:
-        entries = json.loads(entries_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"{entries_path}: invalid JSON ({exc})") from exc
     known = hmde_module_classes()
     modules = []
     for i, entry in enumerate(entries):
@@ -79,12 +75,19 @@ def _load_with_hmde_modules(path: Path, device: str | None):
     return SentenceTransformer(modules=modules, device=device)
 
 
-def _names_hmde_module(path: Path) -> bool:
+def _hmde_module_entries(path: Path) -> list | None:
+    """modules.json's entries when it names one of hmde's own modules, else None (read once)."""
+    entries_path = path / "modules.json"
     try:
-        text = (path / "modules.json").read_text(encoding="utf-8")
+        text = entries_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return False
-    return any(kind in text for kind in hmde_module_classes())
+        return None
+    if not any(kind in text for kind in hmde_module_classes()):
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelLoadError(f"{entries_path}: invalid JSON ({exc})") from exc
 
 
 def load_sentence_transformer(name_or_path: str, pooling: str | None = None, device: str | None = None):
@@ -107,8 +110,8 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
     if pooling is not None and pooling not in POOLING_MODES:
         raise ModelLoadError(f"unknown pooling '{pooling}'; choose one of {POOLING_MODES}")
     try:
-        if is_local and _names_hmde_module(path):
-            model = _load_with_hmde_modules(path, device)
+        if is_local and (entries := _hmde_module_entries(path)) is not None:
+            model = _load_with_hmde_modules(path, entries, device)
             if pooling is not None:
                 logger.warning("pooling=%r ignored: '%s' defines its own pooling in modules.json", pooling, name_or_path)
             return model

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from ..atomic import atomic_path, write_text_atomic
 from ..errors import ModelLoadError
 from .network import OUTPUT_DIM, UseMultilingualNetwork
-from .resources import PACKAGE, find_resources
+from .resources import PACKAGE, UsemResources, find_resources
 from .tokenizer import build_tokenizer
 
 try:  # sentence-transformers >= 5 moved the base classes
@@ -85,10 +85,7 @@ class UseMultilingual(InputModule):
             state = {k: v.detach().contiguous().cpu() for k, v in self.network.state_dict().items()}
             with atomic_path(out / WEIGHTS_FILE) as tmp:
                 save_file(state, str(tmp), metadata={"format": "pt"})
-        config = {"max_seq_length": self.max_seq_length, "package": PACKAGE,
-                  "package_version": self.resources.version, "weights_sha256": self.resources.weights_sha256,
-                  "fine_tuned": fine_tuned}
-        write_text_atomic(out / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+        write_config(out, self.resources, self.max_seq_length, fine_tuned)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "UseMultilingual":
@@ -126,8 +123,12 @@ def write_folder(path: str | os.PathLike, max_seq_length: int | None = None) -> 
     write_text_atomic(path / "modules.json", json.dumps(modules, indent=2) + "\n")
     write_text_atomic(path / "config_sentence_transformers.json",
                       json.dumps({"model_type": "SentenceTransformer", "similarity_fn_name": "cosine"}, indent=2) + "\n")
-    res = find_resources()
-    config = {"max_seq_length": max_seq_length, "package": PACKAGE, "package_version": res.version,
-              "weights_sha256": res.weights_sha256, "fine_tuned": False}
-    write_text_atomic(path / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
+    write_config(path, find_resources(), max_seq_length, fine_tuned=False)
     return path
+
+
+def write_config(folder: Path, resources: UsemResources, max_seq_length: int | None, fine_tuned: bool) -> None:
+    """use_multilingual_config.json: the token limit and the package release the folder was made with."""
+    config = {"max_seq_length": max_seq_length, "package": PACKAGE, "package_version": resources.version,
+              "weights_sha256": resources.weights_sha256, "fine_tuned": fine_tuned}
+    write_text_atomic(Path(folder) / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
