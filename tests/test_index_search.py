@@ -65,7 +65,8 @@ def test_errors_missing_index_empty_query_other_model(index_dir, hf_dir, tmp_pat
     meta["dim"] = 7
     (index_dir / "index.json").write_text(json.dumps(meta))
     assert main(["search", str(index_dir), "cat"]) == 2
-    assert "7-dimensional" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the index's files disagree" in err and "dimension 7, FAISS 64" in err
 
 
 def test_hnsw_index_agrees_with_exact_on_a_small_collection(hmde_dir, tmp_path):

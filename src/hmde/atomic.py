@@ -56,25 +56,32 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; on success it replaces ``path``.
 
     An existing folder at ``path`` is moved aside first and removed only after the
-    new one is in place, so a crash leaves either the old or the new folder.
+    new one is in place, so a crash leaves either the old or the new folder. The
+    writer lock of ``path`` is held throughout (one writer at a time; temporaries of
+    killed writers are removed) and readers are held off during the two renames
+    (:mod:`hmde.locks`). ``lock=False`` is for a part of a folder that is itself
+    written atomically (``lower/`` of a saved model), where lock files would be litter.
     """
+    from .locks import exclusive_writer, swapping
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    apply_umask(tmp, directory=True)
-    try:
-        yield tmp
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old.{os.getpid()}")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with exclusive_writer(path) if lock else contextlib.nullcontext():
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        apply_umask(tmp, directory=True)
+        try:
+            yield tmp
+            old = None
+            with swapping(path) if lock else contextlib.nullcontext():
+                if path.exists():
+                    old = path.with_name(f".{path.name}.old.{os.getpid()}")
+                    os.replace(path, old)
+                os.replace(tmp, path)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)

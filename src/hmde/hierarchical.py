@@ -117,7 +117,7 @@ class HierarchicalEncoder(nn.Module):
         """
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        with atomic_dir(path / LOWER_DIR) as lower_dir:
+        with atomic_dir(path / LOWER_DIR, lock=False) as lower_dir:
             if dtype is not None:
                 original = {k: v.clone() for k, v in self.lower.model.state_dict().items()}
                 self.lower.model.to(dtype)

@@ -18,6 +18,7 @@ interrupted run never leaves a half-written index.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import asdict, dataclass
@@ -28,6 +29,7 @@ import numpy as np
 
 from ..atomic import atomic_dir
 from ..errors import HmdeError, InputError
+from ..locks import exclusive_writer, reading
 from ..similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
@@ -112,8 +114,8 @@ def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw
 class DocumentIndex:
     """Open with :meth:`open`; create or extend with :meth:`write`."""
 
-    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray):
-        self.path, self.meta, self.index, self.sentence_vectors = path, meta, index, sentences
+    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None):
+        self.path, self.meta, self.index, self.sentence_vectors, self._con = path, meta, index, sentences, con
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -135,19 +137,30 @@ class DocumentIndex:
         next is read. ``train_vectors`` trains an IVF index (a sample suffices).
         Documents without sentences (e.g. from ``--engine ray``) get their best sentence
         computed at search time. ``meta.count`` is set from what was written.
+        Concurrent writers of one index wait for each other (:mod:`hmde.locks`).
         """
+        path = Path(path)
+        with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
+            return cls._write_locked(path, meta, batches, add, train_vectors)
+
+    @classmethod
+    def _write_locked(cls, path: Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool,
+                      train_vectors: np.ndarray | None) -> "DocumentIndex":
         import duckdb
         import faiss
         import pyarrow as pa
 
-        path = Path(path)
         old = cls.open(path) if add else None
         if old is not None:
+            old.close()
             check_compatible(old.meta, meta.model_sha256, meta.dim, path)
+            if old.meta.method != meta.method:
+                raise HmdeError(f"index {path} holds '{old.meta.method}' document vectors; add to it with "
+                                f"--method {old.meta.method}, not {meta.method}")
             meta = IndexMeta(**asdict(old.meta))
         with atomic_dir(path) as tmp:
             if old is not None:
-                index = faiss.read_index(str(path / "vectors.faiss"))
+                index = old.index
                 sent_parts = [old.sentence_vectors]
                 shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
                 row, sent_offset = old.meta.count, len(old.sentence_vectors)
@@ -200,30 +213,86 @@ class DocumentIndex:
     # -- reading ---------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path) -> "DocumentIndex":
-        import faiss
-
+        """Open a consistent snapshot: all four files of one version, even while a writer swaps
+        in the next (the files stay open, so a later swap does not change what this reads)."""
         path = Path(path)
         if not path.is_dir():
             raise InputError("index folder not found (build one with `hmde index build`)", path=str(path))
+        with reading(path):
+            return cls._open_files(path)
+
+    @classmethod
+    def _open_files(cls, path: Path) -> "DocumentIndex":
+        import duckdb
+        import faiss
+
         meta_path = path / "index.json"
         if not meta_path.exists():
             raise InputError("not an hmde index (no index.json)", path=str(path))
-        raw = json.loads(meta_path.read_text(encoding="utf-8"))
-        if raw.get("format") != INDEX_FORMAT:
-            raise InputError(f"index format {raw.get('format')!r}, expected {INDEX_FORMAT!r}", path=str(meta_path))
-        meta = IndexMeta(**raw)
-        index = faiss.read_index(str(path / "vectors.faiss"))
-        sentences = np.load(path / "sentences.npy", mmap_mode="r")  # read on demand: only hits need rows
-        return cls(path, meta, index, sentences)
+        meta = read_index_meta(meta_path)
+        for name in ("vectors.faiss", "sentences.npy", "docs.duckdb"):
+            if not (path / name).is_file():
+                raise InputError(f"the index lacks {name}; rebuild it", path=str(path / name))
+        try:
+            index = faiss.read_index(str(path / "vectors.faiss"))
+        except RuntimeError as exc:
+            detail = _first_line(exc).split("Error: ")[-1]  # FAISS prefixes the C++ function's signature
+            raise InputError(f"not a readable FAISS index ({detail}); rebuild the index",
+                             path=str(path / "vectors.faiss")) from None
+        try:
+            sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)  # hits' rows on demand
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputError(f"not a readable .npy array ({_first_line(exc)}); rebuild the index",
+                             path=str(path / "sentences.npy")) from None
+        try:
+            # attached to a private in-memory database: duckdb.connect(file) would share one cached
+            # instance per path within a process, so a reopened index could see the replaced file
+            con = duckdb.connect()
+            con.execute("ATTACH ? AS idx (READ_ONLY)", [str(path / "docs.duckdb")])
+            con.execute("USE idx")
+            rows, sentence_rows = con.execute("SELECT count(*), coalesce(sum(sent_count), 0) FROM docs").fetchone()
+        except duckdb.Error as exc:
+            raise InputError(f"not a readable DuckDB database ({_first_line(exc)}); rebuild the index",
+                             path=str(path / "docs.duckdb")) from None
+        sizes = {"index.json count": meta.count, "vectors.faiss": index.ntotal, "docs.duckdb": rows}
+        if len(set(sizes.values())) > 1 or index.d != meta.dim or sentences.ndim != 2 or \
+                (len(sentences) and (sentences.shape[1] != meta.dim or len(sentences) != sentence_rows)):
+            con.close()
+            raise InputError(f"the index's files disagree (documents: {sizes}; dimension {meta.dim}, FAISS {index.d}; "
+                             f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
+                             path=str(path))
+        return cls(path, meta, index, sentences, con)
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> "DocumentIndex":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def known_ids(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` the index already holds."""
+        return [r[0] for r in self._query("SELECT doc_id FROM docs WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))",
+                                          [list(doc_ids)])]
+
+    def sentence_rows(self) -> int:
+        """Sentence vectors the documents table points into."""
+        return int(self._query("SELECT coalesce(sum(sent_count), 0) FROM docs")[0][0])
 
     def _query(self, sql: str, params=()):
         import duckdb
 
-        con = duckdb.connect(str(self.path / "docs.duckdb"), read_only=True)
+        if self._con is None:
+            raise HmdeError(f"index {self.path} was closed")
         try:
-            return con.execute(sql, params).fetchall()
-        finally:
-            con.close()
+            return self._con.execute(sql, params).fetchall()
+        except duckdb.Error as exc:  # damage found where a query reads (open checks only the counts)
+            raise InputError(f"not a readable DuckDB database ({_first_line(exc)}); rebuild the index",
+                             path=str(self.path / "docs.duckdb")) from None
 
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
@@ -301,6 +370,40 @@ class DocumentIndex:
                 hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text))
             out.append(hits)
         return out
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def read_index_meta(path: Path) -> IndexMeta:
+    """``index.json``, checked field by field: a damaged file is a one-line error naming it."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not readable JSON ({_first_line(exc)}); rebuild the index", path=str(path)) from None
+    if not isinstance(raw, dict):
+        raise InputError("must hold a JSON object", path=str(path))
+    if raw.get("format") != INDEX_FORMAT:
+        raise InputError(f"index format {raw.get('format')!r}, expected {INDEX_FORMAT!r}", path=str(path))
+    fields = {f.name: f for f in dataclasses.fields(IndexMeta)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise InputError("unknown field", path=str(path), field=unknown[0])
+    for name in ("model", "dim", "method", "index_type", "count"):
+        if name not in raw:
+            raise InputError("missing field", path=str(path), field=name)
+    for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m"):
+        if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
+            raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
+    for name in ("model", "method", "index_type"):
+        if not isinstance(raw[name], str):
+            raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
+    if raw["index_type"] not in INDEX_TYPES:
+        raise InputError(f"unknown index type {raw['index_type']!r} ({', '.join(INDEX_TYPES)})", path=str(path),
+                         field="index_type")
+    return IndexMeta(**raw)
 
 
 def check_compatible(meta: IndexMeta, model_sha256: str | None, dim: int, path: Path) -> None:
