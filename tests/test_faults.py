@@ -212,3 +212,144 @@ def test_outputs_follow_the_users_umask(tmp_path, hmde_dir):
     assert index.stat().st_mode & 0o777 == 0o755
     assert (index / "index.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "v.npy").stat().st_mode & 0o777 == 0o644
+
+
+@pytest.fixture(scope="module")
+def built_index(tmp_path_factory, hmde_dir):
+    folder = tmp_path_factory.mktemp("built")
+    assert main(["index", "build", str(hmde_dir), str(_docs(folder / "d.jsonl")), "-o", str(folder / "idx")]) == 0
+    return folder / "idx"
+
+
+@pytest.mark.parametrize("part", ["vectors.faiss", "sentences.npy", "docs.duckdb", "index.json"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "missing"])
+def test_a_damaged_index_file_is_a_one_line_error_and_add_writes_nothing(tmp_path, hmde_dir, built_index, capsys,
+                                                                         part, damage):
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(built_index, index)
+    target = index / part
+    if damage == "missing":
+        target.unlink()
+    else:
+        data = target.read_bytes()
+        target.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"\x00garbage\xff" * 40)
+    before = {p.name: p.read_bytes() for p in index.iterdir()}
+    assert main(["search", str(index), "cat"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and (part in err or (damage == "missing" and part == "index.json"
+                                                                            and "not an hmde index" in err)), err
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": "c", "text": "Another one.", "lang": "eng"}) + "\n")
+    assert main(["index", "build", str(hmde_dir), str(more), "-o", str(index), "--add"]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()
+    assert {p.name: p.read_bytes() for p in index.iterdir()} == before
+
+
+def _no_encoding(monkeypatch):
+    """Fail the test if any document is encoded: these checks must come first."""
+    import hmde.cli.common
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded before the input was checked")
+
+    monkeypatch.setattr(hmde.cli.common, "load_model", refuse)
+    for module in ("hmde.cli.index", "hmde.cli.encode"):
+        monkeypatch.setattr(f"{module}.load_model", refuse)
+
+
+def _write_jsonl(path: Path, docs) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["encode", "index"])
+def test_duplicate_ids_are_refused_before_encoding(tmp_path, hmde_dir, capsys, monkeypatch, command):
+    src = _write_jsonl(tmp_path / "d.jsonl", DOCS + [{"doc_id": "a", "text": "Again.", "lang": "eng"}])
+    _no_encoding(monkeypatch)
+    out = ["encode", str(hmde_dir), str(src), "-o", str(tmp_path / "v.npy")] if command == "encode" else \
+        ["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "idx")]
+    assert main(out) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"hmde: error: {src}, line 3, field 'doc_id': the id 'a' was already used on line 1; ids must be unique"
+
+
+def test_add_checks_ids_model_and_method_against_the_index_before_encoding(tmp_path, hmde_dir, built_index, hf_dir,
+                                                                             capsys, monkeypatch):
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(built_index, index)
+    before = (index / "index.json").read_text()
+    _no_encoding(monkeypatch)
+    old = _write_jsonl(tmp_path / "old.jsonl", [{"doc_id": "z", "text": "New.", "lang": "eng"}, DOCS[1]])
+    assert main(["index", "build", str(old), "-o", str(index), "--add"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"hmde: error: {old}, line 2, field 'doc_id': the id 'b' is already in the index {index}"
+    new = _write_jsonl(tmp_path / "new.jsonl", [{"doc_id": "z", "text": "New.", "lang": "eng"}])
+    assert main(["index", "build", str(hmde_dir), str(new), "-o", str(index), "--add", "--method", "seg"]) == 2
+    assert "holds 'hmde' document vectors; add to it with --method hmde" in capsys.readouterr().err
+    assert main(["index", "build", str(hf_dir), str(new), "-o", str(index), "--add", "--method", "hmde"]) == 2
+    assert "was built with another model" in capsys.readouterr().err
+    assert (index / "index.json").read_text() == before
+
+
+def test_add_without_model_or_method_uses_the_indexs(tmp_path, built_index):
+    import shutil
+
+    from hmde.index.store import DocumentIndex
+
+    index = tmp_path / "idx"
+    shutil.copytree(built_index, index)
+    new = _write_jsonl(tmp_path / "new.jsonl", [{"doc_id": "z", "text": "New one.", "lang": "eng"}])
+    assert main(["index", "build", str(new), "-o", str(index), "--add", "--no-progress"]) == 0
+    with DocumentIndex.open(index) as opened:
+        assert opened.doc_ids() == ["a", "b", "z"] and opened.meta.method == "hmde"
+
+
+def test_too_few_documents_for_ivf_and_one_language_for_lawdr_are_refused_before_encoding(tmp_path, hmde_dir, capsys,
+                                                                                            monkeypatch):
+    src = _docs(tmp_path / "d.jsonl")
+    _no_encoding(monkeypatch)
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), "--type", "ivf",
+                 "--ivf-lists", "4"]) == 2
+    assert "needs at least 4 documents to train on, the input holds 2" in capsys.readouterr().err
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), "--type", "ivfpq",
+                 "--ivf-lists", "1"]) == 2
+    assert "needs at least 256 documents" in capsys.readouterr().err
+    one = _write_jsonl(tmp_path / "one.jsonl", [{"doc_id": "x", "text": "A cat.", "lang": "eng"},
+                                                {"doc_id": "y", "text": "A dog.", "lang": "eng"}])
+    for command in (["encode", str(hmde_dir), str(one), "-o", str(tmp_path / "v.npy")],
+                    ["index", "build", str(hmde_dir), str(one), "-o", str(tmp_path / "i")]):
+        assert main([*command, "--method", "lawdr"]) == 2
+        err = capsys.readouterr().err
+        assert "holds one ('eng'): give --lawdr-m" in err, err
+    nolang = _write_jsonl(tmp_path / "nolang.jsonl", [{"doc_id": "x", "text": "A cat."}])
+    assert main(["encode", str(hmde_dir), str(nolang), "-o", str(tmp_path / "v.npy"), "--method", "lawdr"]) == 2
+    assert f"{nolang}, line 1, field 'lang': LAWDR needs every document's language" in capsys.readouterr().err
+
+
+def test_one_language_lawdr_runs_with_lawdr_m(tmp_path, hmde_dir):
+    one = _write_jsonl(tmp_path / "one.jsonl", [{"doc_id": "x", "text": "A cat. It sleeps.", "lang": "eng"},
+                                                {"doc_id": "y", "text": "A dog. It barks.", "lang": "eng"}])
+    assert main(["index", "build", str(hmde_dir), str(one), "-o", str(tmp_path / "i"), "--method", "lawdr",
+                 "--lawdr-m", "1", "--no-progress"]) == 0
+
+
+def test_a_read_only_place_is_refused_before_encoding(tmp_path, hmde_dir, capsys, monkeypatch):
+    """On a read-only mount access(W_OK) fails for everyone, root included: simulated here."""
+    import hmde.output_dirs
+
+    shelf = tmp_path / "ro"
+    shelf.mkdir()
+    monkeypatch.setattr(hmde.output_dirs.os, "access", lambda path, mode: Path(path) != shelf)
+    _no_encoding(monkeypatch)
+    src = _docs(tmp_path / "d.jsonl")
+    for command in (["encode", str(hmde_dir), str(src), "-o", str(shelf / "v.npy")],
+                    ["index", "build", str(hmde_dir), str(src), "-o", str(shelf / "idx")],
+                    ["export", "onnx", str(hmde_dir), "-o", str(shelf / "onnx")]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("hmde: error: ") and f"no permission to write in {shelf}" in err and "\n" not in err
+    assert list(shelf.iterdir()) == []

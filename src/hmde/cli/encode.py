@@ -12,6 +12,7 @@ from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
 from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+from .preflight import check_lawdr_inputs, check_output_file, check_records
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
 
@@ -72,6 +73,10 @@ def write_vectors(output: str | Path, ids: list[str], vectors: np.ndarray) -> No
     write_text_atomic(ids_path_for(output), "".join(f"{i}\n" for i in ids))
 
 
+def lawdr_stats_dir(args) -> Path:
+    return Path(args.lawdr_stats) if args.lawdr_stats else Path(str(args.output)[:-4] + ".lawdr")
+
+
 def encode_with_method(args, model, texts, langs, amp, progress):
     """The baselines (and LAWDR, whose statistics are fitted once and then reused)."""
     from ..lawdr import LawdrStats
@@ -81,7 +86,7 @@ def encode_with_method(args, model, texts, langs, amp, progress):
                             lawdr_m=args.lawdr_m, lawdr_units=args.lawdr_units, autocast_dtype=amp,
                             show_progress_bar=progress)
     stats = None
-    stats_dir = Path(args.lawdr_stats) if args.lawdr_stats else Path(str(args.output)[:-4] + ".lawdr")
+    stats_dir = lawdr_stats_dir(args)
     if args.method == "lawdr" and (stats_dir / "lawdr.json").exists():
         stats = LawdrStats.load(stats_dir)
         print(f"using LAWDR statistics from {stats_dir} (m={stats.m})")
@@ -136,7 +141,12 @@ def run(args: argparse.Namespace) -> int:
         return run_ray(args)
     if not str(args.output).endswith(".npy"):
         raise HmdeError(f"--output must end in .npy, got '{args.output}'")
+    check_output_file(args.output)
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    check_records(records, args)
+    if args.method == "lawdr" and not args.queries:
+        check_lawdr_inputs(records, [args.lang or r.lang for r in records], args,
+                           (lawdr_stats_dir(args) / "lawdr.json").exists())
     if args.backend != "torch":
         return run_onnx(args, records)
     device = pick_device(args.device)

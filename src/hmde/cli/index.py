@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import DOCUMENT_METHODS
-from ..errors import HmdeError
+from ..errors import HmdeError, InputError
+from ..registry import DEFAULT_MODEL
 from .common import add_model_argument, autocast_dtype, load_model, pick_device
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
@@ -22,7 +23,8 @@ def register(sub) -> None:
     b = isub.add_parser("build", help="embed INPUT and write (or, with --add, extend) INDEX_DIR",
                         description="Documents go through the chosen method (default: the hierarchical model); "
                         "their sentences are kept for the best-sentence snippet of each hit.")
-    add_model_argument(b)
+    add_model_argument(b, "; with --add: the index's model")
+    b.set_defaults(model=None)  # --add without a model uses the index's
     b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents; with "
                    "--engine ray also a folder of .jsonl(.gz)/.parquet shards")
     b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
@@ -36,8 +38,11 @@ def register(sub) -> None:
     b.add_argument("--ivf-lists", type=int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
     b.add_argument("--pq-m", type=int, default=96,
                    help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
-    b.add_argument("--method", choices=DOCUMENT_METHODS, default=None)
+    b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
+                   help="document vectors (default: hmde for an hmde model, else mean; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
+    b.add_argument("--lawdr-m", type=int, help="LAWDR fitted on INPUT: language directions to remove (default: chosen "
+                   "by classifying languages, which needs two or more)")
     b.add_argument("--text-field", default="text")
     b.add_argument("--id-field", default="doc_id")
     b.add_argument("--lang-field", default="lang")
@@ -72,37 +77,100 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                      pq_m=args.pq_m if args.type == "ivfpq" else 0)
 
 
-def check_build_output(args: argparse.Namespace) -> None:
-    """Before any encoding: the output may be created or replaced (see hmde.output_dirs)."""
+def check_build_output(args: argparse.Namespace):
+    """Before any encoding: the output may be created or replaced (see hmde.output_dirs); with
+    ``--add``, the index there opens whole and the model and method agree with it.
+
+    Returns the open index for ``--add`` (closed by the caller), else None. Without
+    ``--model``/``--method``, an add uses the index's own.
+    """
+    from ..index.store import DocumentIndex
     from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
 
-    if args.add:
-        if not is_hmde_index(Path(args.output)):
-            raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
-    else:
-        check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
     check_writable_parent(args.output)
+    if not args.add:
+        check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
+        args.model = args.model or DEFAULT_MODEL
+        return None
+    if not is_hmde_index(Path(args.output)):
+        raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
+    index = DocumentIndex.open(args.output)
+    try:
+        meta = index.meta
+        if args.method and args.method != meta.method:
+            raise HmdeError(f"index {args.output} holds '{meta.method}' document vectors; add to it with "
+                            f"--method {meta.method} (or leave --method out), not {args.method}")
+        args.method = meta.method
+        if args.model is None:
+            if not Path(meta.model).exists():
+                raise HmdeError(f"index {args.output} was built with {meta.model}, which is not there any more: "
+                                "name the model to add with")
+            args.model = meta.model
+        check_same_model(index, args.model)
+        if args.method == "lawdr" and not args.lawdr_stats:
+            raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
+    except BaseException:
+        index.close()
+        raise
+    return index
+
+
+def check_same_model(index, name: str) -> None:
+    """The model's files hash as the index's did (hashing reads files; no model is loaded)."""
+    from ..evaluation.provenance import model_hash
+    from ..registry import resolve_model_path
+
+    sha = model_hash(resolve_model_path(name))
+    if index.meta.model_sha256 and sha and sha != index.meta.model_sha256:
+        raise HmdeError(f"index {index.path} was built with another model ({index.meta.model}, sha256 "
+                        f"{index.meta.model_sha256[:12]}…) than {name}; add with that model, or leave the model out")
+
+
+def check_new_ids(index, records, args) -> None:
+    """On --add, ids already in the index are refused before encoding (naming the input line)."""
+    if index is None:
+        return
+    known = set(index.known_ids([r.doc_id for r in records]))
+    for r in records:
+        if r.doc_id in known:
+            raise InputError(f"the id '{r.doc_id}' is already in the index {args.output}", str(args.input), r.line,
+                             args.id_field)
 
 
 def run_build(args: argparse.Namespace) -> int:
-    check_build_output(args)
-    if args.engine == "ray":
-        return run_build_ray(args)
+    existing = check_build_output(args)
+    try:
+        return run_build_ray(args) if args.engine == "ray" else run_build_local(args, existing)
+    finally:
+        if existing is not None:
+            existing.close()
+
+
+def run_build_local(args: argparse.Namespace, existing) -> int:
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
     from ..lawdr import LawdrStats
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
     from ..registry import resolve_model_path
+    from .preflight import check_index_size, check_lawdr_inputs, check_pq, check_records
 
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    check_records(records, args)
+    check_new_ids(existing, records, args)
+    check_index_size(len(records), args)
+    stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
+    if args.method == "lawdr":
+        check_lawdr_inputs(records, [r.lang for r in records], args, stats is not None)
     kind, model = load_model(args.model, pick_device(args.device))
     method = args.method or ("hmde" if kind == "hmde" else "mean")
     path = str(resolve_model_path(args.model))
-    options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress)
-    stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
-    if method == "lawdr" and args.add and stats is None:
-        raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
+    dim = (model.lower if kind == "hmde" else model).dim
+    check_pq(dim, args)
+    if existing is not None and existing.meta.dim != dim:
+        raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
+    options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
+                            lawdr_m=args.lawdr_m)
     doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
     meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
@@ -110,6 +178,7 @@ def run_build(args: argparse.Namespace) -> int:
     index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
                                 doc_vectors, units, sents, add=args.add)
     print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
+    index.close()
     return 0
 
 
@@ -119,7 +188,12 @@ IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
 def run_build_ray(args: argparse.Namespace) -> int:
     """Encode with Ray into Parquet shards, then stream them into the index, shard by shard."""
     from ..index.store import DocumentBatch, DocumentIndex
-    from ..scale.ray_encode import encode_with_ray, input_shards, iter_shard_tables, table_vectors
+    from ..scale.ray_encode import (
+        encode_with_ray,
+        input_shards,
+        iter_shard_tables,
+        table_vectors,
+    )
 
     spec = encode_spec(args, args.method, keep_text=True)
     vectors_dir = Path(args.vectors_dir or f"{str(args.output).rstrip('/')}.vectors")

@@ -26,6 +26,7 @@ class DocumentRecord:
     text: Text
     lang: str | None = None
     extra: dict = field(default_factory=dict)
+    line: int | None = None  # where it is in its file (line, or row of a Parquet file), for error messages
 
 
 class CheckedLines:
@@ -130,7 +131,7 @@ def _read_jsonl(path, text_field, id_field, lang_field, keep_fields) -> Iterator
                 raise InputError("must be a string", str(path), line_no, lang_field)
             extra = {k: obj[k] for k in keep_fields if k in obj}
             yield DocumentRecord(_doc_id(obj[id_field], path, line_no, id_field),
-                                 _check_text(obj[text_field], path, line_no, text_field), lang, extra)
+                                 _check_text(obj[text_field], path, line_no, text_field), lang, extra, line_no)
 
 
 def _read_tsv(path) -> Iterator[DocumentRecord]:
@@ -144,13 +145,13 @@ def _read_tsv(path) -> Iterator[DocumentRecord]:
             doc_id, text = line.split("\t", 1)
             if not doc_id.strip():
                 raise InputError("empty id", str(path), line_no, "id")
-            yield DocumentRecord(doc_id, text)
+            yield DocumentRecord(doc_id, text, line=line_no)
 
 
 def _read_txt(path) -> Iterator[DocumentRecord]:
     with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
-            yield DocumentRecord(str(line_no), line.rstrip("\n"))
+            yield DocumentRecord(str(line_no), line.rstrip("\n"), line=line_no)
 
 
 def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterator[DocumentRecord]:
@@ -174,6 +175,7 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
                 _check_text(rec[text_field], path, row, text_field),
                 rec.get(lang_field) if lang_field else None,
                 {k: rec[k] for k in keep_fields if k in rec},
+                row,
             )
 
 
@@ -207,6 +209,16 @@ def read_documents(
         yield record
     if empty and not allow_empty_file:
         raise InputError("the file holds no documents", str(path))
+
+
+def check_unique_ids(records: Sequence[DocumentRecord], path: str | Path, id_field: str = "doc_id") -> None:
+    """Refuse an input whose ids repeat (rows of vectors and hits are known by id), naming both lines."""
+    first: dict[str, int | None] = {}
+    for r in records:
+        if r.doc_id in first:
+            raise InputError(f"the id '{r.doc_id}' was already used on line {first[r.doc_id]}; ids must be unique",
+                             str(path), r.line, id_field)
+        first[r.doc_id] = r.line
 
 
 def is_empty_text(text: Text) -> bool:

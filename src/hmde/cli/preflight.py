@@ -1,0 +1,65 @@
+"""Checks a command makes before any expensive work (loading models, encoding).
+
+Everything here is known from the input file, the arguments and the output's place;
+finding it after an hour of encoding would waste the hour. Each check raises a one-line
+:class:`~hmde.errors.HmdeError` naming the file, line and field or the option to use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import HmdeError, InputError
+from ..io.documents import DocumentRecord, check_unique_ids
+from ..output_dirs import check_writable_parent
+
+
+def check_records(records: Sequence[DocumentRecord], args) -> None:
+    """Ids unique and writable as one line each (``OUT.ids.txt``, TSV outputs)."""
+    check_unique_ids(records, args.input, args.id_field)
+    for r in records:
+        if "\n" in r.doc_id or "\r" in r.doc_id:
+            raise InputError(f"the id {r.doc_id!r} contains a line break", str(args.input), r.line, args.id_field)
+
+
+def check_lawdr_inputs(records: Sequence[DocumentRecord], langs: Sequence[str | None], args,
+                       have_stats: bool) -> None:
+    """LAWDR fitted on the input needs every document's language, and, to choose ``m`` by
+    classifying languages, at least two of them."""
+    if have_stats:
+        return
+    for r, lang in zip(records, langs):
+        if not lang:
+            raise InputError("LAWDR needs every document's language (its language directions are per language): "
+                             "the field is missing or empty; give it, or --lang for all", str(args.input), r.line,
+                             args.lang_field or "lang")
+    distinct = sorted(set(langs))
+    if len(distinct) < 2 and getattr(args, "lawdr_m", None) is None:
+        raise HmdeError(f"{args.input}: LAWDR chooses the number of language directions m by classifying languages, "
+                        f"and the input holds one ('{distinct[0]}'): give --lawdr-m (the paper's m is 1 for "
+                        "most encoders) or --lawdr-stats fitted on several languages")
+
+
+def check_index_size(count: int, args) -> None:
+    """IVF indexes are trained on the documents themselves: they need enough of them."""
+    if args.type not in ("ivf", "ivfpq") or args.add:
+        return
+    from ..index.store import PQ_BITS
+
+    need = max(args.ivf_lists, 2**PQ_BITS if args.type == "ivfpq" else 0)
+    if count < need:
+        raise HmdeError(f"{args.input}: an {args.type.upper()} index with {args.ivf_lists} lists needs at least {need} "
+                        f"documents to train on, the input holds {count}: lower --ivf-lists or use --type flat")
+
+
+def check_pq(dim: int, args) -> None:
+    if args.type == "ivfpq" and (args.pq_m < 1 or dim % args.pq_m):
+        raise HmdeError(f"--pq-m must divide the model's dimension {dim}, got {args.pq_m}")
+
+
+def check_output_file(output: str | Path) -> None:
+    """The output's folder must be writable (a read-only place is found now, not after encoding)."""
+    check_writable_parent(output)
+    if Path(output).is_dir():
+        raise HmdeError(f"{output}: is a folder; name a file")
