@@ -256,8 +256,10 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
         # one block per shard: the shards of a wave are read by parallel tasks, not one after another
         ds = ray.data.from_items([{"shard": i, "path": str(p)} for i, p in enumerate(wave)],
                                  override_num_blocks=len(wave))
+        # reading and writing reserve no CPU: the actors may hold every CPU (the default fills the
+        # machine), and a read task waiting for a CPU they hold would wait for ever
         ds = ds.flat_map(lambda item: read_shard_documents(item["shard"], item["path"], EncodeSpec(**spec_dict),
-                                                           str(expected)))
+                                                           str(expected)), num_cpus=0)
         # Ray Data starts pool actors with max_restarts=-1 and max_task_retries=-1: a dead actor is
         # restarted and its batch retried (the actor-kill test relies on it)
         ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
@@ -265,7 +267,7 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
             batch_size=options.batch_rows, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=options.cpus_per_actor, num_gpus=gpus)
         try:
-            ds.write_parquet(str(staging))
+            ds.write_parquet(str(staging), ray_remote_args={"num_cpus": 0})
         except Exception as e:  # noqa: BLE001 - surface hmde's own message (bad input) from inside Ray
             raise _hmde_cause(e) or e
         for i, shard in enumerate(wave):
