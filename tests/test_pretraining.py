@@ -242,3 +242,45 @@ def test_cli_refuses_query_loss_with_gradcache(labse_dir, pairs_file, tmp_path, 
     assert main(["train", str(labse_dir), str(pairs_file), "-o", str(tmp_path / "m"), "--cache-chunk", "2",
                  "--query-loss-weight", "1", "--no-progress"]) != 0
     assert "--query-loss-weight is not available with --cache-chunk" in capsys.readouterr().err
+
+
+TRAIN_ARGS = ["--batch-size", "2", "--grad-accum", "1", "--warmup", "2", "--seed", "3", "--save-every", "3",
+              "--max-steps", "6", "--no-progress", "--device", "cpu", "--bf16", "off"]
+
+
+def _weights(folder):
+    from safetensors.torch import load_file
+
+    return {**load_file(str(folder / "model.safetensors")),
+            **{f"lower.{k}": v for k, v in load_file(str(folder / "lower" / "model.safetensors")).items()}}
+
+
+def test_a_run_split_by_stop_and_resume_equals_a_straight_run_bit_for_bit(labse_dir, pairs_file, tmp_path, capsys):
+    """Issue 15, item 5: 6 steps straight vs 3 + --resume, dropout on in both encoders, the lower one trained."""
+    import json as _json
+
+    assert _json.loads((labse_dir / "config.json").read_text())["hidden_dropout_prob"] > 0
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(straight), *TRAIN_ARGS]) == 0
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(split), *TRAIN_ARGS, "--stop-at-step", "3"]) == 0
+    assert "stopped after step 3" in capsys.readouterr().out
+    assert not (split / "model.safetensors").exists()
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(split), *TRAIN_ARGS, "--resume"]) == 0
+    a, b = _weights(straight), _weights(split)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    docs = ["The cat sleeps. It dreams of fish.", "Le chat dort. Il rêve de poissons."]
+    va = HierarchicalEncoder.from_pretrained(straight).encode_documents(docs, show_progress_bar=False)
+    vb = HierarchicalEncoder.from_pretrained(split).encode_documents(docs, show_progress_bar=False)
+    assert (va == vb).all()
+
+
+def test_resuming_with_another_length_says_the_schedule_changes(labse_dir, pairs_file, tmp_path, capsys):
+    out = tmp_path / "run"
+    short = [a if a != "6" else "3" for a in TRAIN_ARGS]
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(out), *short, "--max-steps", "2",
+                 "--stop-at-step", "1"]) == 0
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(out), *TRAIN_ARGS, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "the checkpoint's run planned 2 steps, this one 6" in err

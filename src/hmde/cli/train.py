@@ -47,7 +47,10 @@ def register(sub) -> None:
                         "query-document comparison)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
-    p.add_argument("--resume", action="store_true")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint with the same arguments: "
+                   "the result equals an uninterrupted run, bit for bit")
+    p.add_argument("--stop-at-step", type=int, metavar="N", help="stop after step N of the planned run (writing a "
+                   "checkpoint there); continue later with --resume")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
 
@@ -93,9 +96,12 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
-    trainer.train(resume=args.resume)
+    trainer.train(resume=args.resume, stop_at_step=args.stop_at_step)
     from ..training.distributed import is_main
 
-    if is_main():
+    if is_main() and trainer.stopped_at is not None:
+        print(f"stopped after step {trainer.stopped_at}; the checkpoint is in {output / 'checkpoint'}: continue "
+              "with the same arguments and --resume")
+    elif is_main():
         print(f"saved the trained hmde model to {output}")
     return 0

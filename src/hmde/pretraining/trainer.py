@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,7 @@ class HmdeTrainer:
         self.model, self.config, self.output = model, config, Path(output)
         self.docs, self.show_progress = docs, show_progress
         self.units_cache: dict[str, list[str]] = {}
+        self.stopped_at: int | None = None  # set when train() stopped early (stop_at_step)
         self.vector_cache: dict[str, torch.Tensor] = {}
         n_val = min(config.validation_pairs, len(pairs) // 2)
         self.validation, self.pairs = pairs[:n_val], pairs[n_val:]
@@ -199,6 +201,11 @@ class HmdeTrainer:
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             step = state["step"]
+            planned = state.get("total")
+            if planned is not None and planned != total:
+                print(f"hmde: warning: the checkpoint's run planned {planned} steps, this one {total}: the learning-rate "
+                              f"schedule changes at step {step}, so the result will not equal a straight {total}-step "
+                              "run (to split one run in parts, give the same length and --stop-at-step)", file=sys.stderr)
         log = JsonlLog(self.output / "train_log.jsonl") if main else None
         use_bf16 = resolve_bf16(cfg.bf16, model.device)
         if not resume and main:
@@ -227,15 +234,16 @@ class HmdeTrainer:
                 rate = seen / max(time.time() - t0, 1e-9)
                 log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
                 bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.1f}")
-            if (cfg.save_every and step % cfg.save_every == 0) or step == total:
+            if (cfg.save_every and step % cfg.save_every == 0) or step in (total, stop_at_step):
                 if main:
                     if self.validation:
                         log.write(event="validation", step=step, **self.validate())
                     save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                           "scheduler": scheduler.state_dict(), "step": step,
+                                           "scheduler": scheduler.state_dict(), "step": step, "total": total,
                                            "config": dataclasses.asdict(cfg)})
-                if stop_at_step is not None and step >= stop_at_step:
+                if stop_at_step is not None and step >= stop_at_step and step < total:
                     bar.close()
+                    self.stopped_at = step
                     return model
         bar.close()
         model.eval()
