@@ -46,7 +46,8 @@ def test_method_longformer_and_mlm(longformer_dir, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(TEXTS * 4) + "\n")
     assert main(["longformer", "mlm", str(longformer_dir), str(corpus), "-o", str(tmp_path / "adapted"), "--max-steps",
-                 "2", "--grad-accum", "1", "--warmup", "1", "--max-length", "64", "--no-progress"]) == 0
+                 "2", "--batch-size", "1", "--grad-accum", "1", "--warmup", "1", "--max-length", "64",
+                 "--no-progress"]) == 0
     before = load_file(str(longformer_dir / "model.safetensors"))
     after = load_file(str(tmp_path / "adapted" / "model.safetensors"))
     key = "embeddings.word_embeddings.weight"
@@ -59,3 +60,19 @@ def test_longformer_method_needs_a_longformer(labse_dir):
 
     with pytest.raises(HmdeError, match="needs a Longformer folder"):
         DocumentVectorizer(SentenceEncoder.load(str(labse_dir)), "longformer")
+
+
+def test_mlm_defaults_are_the_papers(tmp_path):
+    """Issue 16, item 6: lr 1e-5, weight decay 0.01, 500 warm-up steps, batch 2 x 32, one epoch."""
+    from hmde.cli.longformer import mlm_settings
+    from hmde.cli.main import build_parser
+
+    args = build_parser().parse_args(["longformer", "mlm", "lf", "c.txt", "-o", "out"])
+    settings = mlm_settings(args)
+    ta = settings.training_arguments(tmp_path / "w", show_progress=False, use_cpu=True)
+    assert (ta.learning_rate, ta.weight_decay, ta.warmup_steps, ta.per_device_train_batch_size,
+            ta.gradient_accumulation_steps, ta.num_train_epochs, ta.max_steps) == (1e-5, 0.01, 500, 2, 32, 1.0, -1)
+    args = build_parser().parse_args(["longformer", "mlm", "lf", "c.txt", "-o", "out", "--lr", "3e-5",
+                                      "--weight-decay", "0", "--max-steps", "7"])
+    ta = mlm_settings(args).training_arguments(tmp_path / "w", show_progress=False, use_cpu=True)
+    assert (ta.learning_rate, ta.weight_decay, ta.max_steps) == (3e-5, 0.0, 7)

@@ -22,11 +22,13 @@ def register(sub) -> None:
     m.add_argument("corpus", nargs="+", metavar="CORPUS", help="documents (.jsonl/.jsonl.gz/.tsv/.txt/.parquet)")
     m.add_argument("--output", "-o", required=True)
     m.add_argument("--max-length", type=int, default=4096)
-    m.add_argument("--batch-size", type=int, default=1)
-    m.add_argument("--grad-accum", type=int, default=8)
-    m.add_argument("--lr", type=float, default=3e-5)
-    m.add_argument("--max-steps", type=int, default=1000)
-    m.add_argument("--warmup", type=int, default=100)
+    m.add_argument("--batch-size", type=int, default=2, help="paper: 2")
+    m.add_argument("--grad-accum", type=int, default=32, help="paper: 32")
+    m.add_argument("--lr", type=float, default=1e-5, help="paper: 1e-5 (the public code: 3e-5)")
+    m.add_argument("--weight-decay", type=float, default=0.01, help="paper: 0.01")
+    m.add_argument("--warmup", type=int, default=500, help="warm-up steps (paper: 500)")
+    m.add_argument("--epochs", type=float, default=1.0, help="passes over the corpus (paper: 1)")
+    m.add_argument("--max-steps", type=int, default=None, help="stop after this many steps instead")
     m.add_argument("--save-every", type=int, default=200)
     m.add_argument("--mlm-probability", type=float, default=0.15)
     m.add_argument("--seed", type=int, default=0)
@@ -43,6 +45,15 @@ def run_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def mlm_settings(args: argparse.Namespace):
+    from ..longformer.mlm import MlmSettings
+
+    return MlmSettings(max_length=args.max_length, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
+                       weight_decay=args.weight_decay, warmup=args.warmup, epochs=args.epochs,
+                       max_steps=args.max_steps, save_steps=args.save_every, mlm_probability=args.mlm_probability,
+                       seed=args.seed)
+
+
 def run_mlm(args: argparse.Namespace) -> int:
     from ..io.documents import read_documents
     from ..longformer.mlm import continue_mlm
@@ -50,8 +61,6 @@ def run_mlm(args: argparse.Namespace) -> int:
     if not 0 < args.mlm_probability < 1:
         raise HmdeError("--mlm-probability must be between 0 and 1")
     texts = [r.text if isinstance(r.text, str) else " ".join(r.text) for path in args.corpus for r in read_documents(path)]
-    continue_mlm(args.folder, texts, args.output, args.max_length, args.batch_size, args.grad_accum, args.lr,
-                 args.max_steps, args.warmup, args.save_every, args.seed, args.resume, args.mlm_probability,
-                 not args.no_progress)
+    continue_mlm(args.folder, texts, args.output, mlm_settings(args), args.resume, not args.no_progress)
     print(f"wrote the adapted Longformer to {args.output}")
     return 0

@@ -9,19 +9,47 @@ written back into the sentence-transformers folder, whose pooling and heads are 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import HmdeError
 
 
-def continue_mlm(folder: str | Path, texts: Sequence[str], output: str | Path, max_length: int = 4096,
-                 batch_size: int = 1, grad_accum: int = 8, lr: float = 3e-5, max_steps: int = 1000,
-                 warmup: int = 100, save_steps: int = 200, seed: int = 0, resume: bool = False,
-                 mlm_probability: float = 0.15, show_progress: bool = True) -> Path:
+@dataclass
+class MlmSettings:
+    """The paper's continued MLM of mLongformer (lr 1e-5, weight decay 0.01, 500 warm-up steps,
+    batch 2 x accumulation 32, one epoch); the public code used lr 3e-5."""
+
+    max_length: int = 4096
+    batch_size: int = 2
+    grad_accum: int = 32
+    lr: float = 1e-5
+    weight_decay: float = 0.01
+    warmup: int = 500
+    epochs: float = 1.0
+    max_steps: int | None = None  # set: stop after this many optimizer steps instead of the epochs
+    save_steps: int = 200
+    mlm_probability: float = 0.15
+    seed: int = 0
+
+    def training_arguments(self, work: Path, show_progress: bool, use_cpu: bool):
+        from transformers import TrainingArguments
+
+        return TrainingArguments(
+            output_dir=str(work), per_device_train_batch_size=self.batch_size,
+            gradient_accumulation_steps=self.grad_accum, learning_rate=self.lr, weight_decay=self.weight_decay,
+            num_train_epochs=self.epochs, max_steps=self.max_steps if self.max_steps else -1,
+            warmup_steps=self.warmup, save_steps=self.save_steps, logging_steps=10, seed=self.seed, report_to=[],
+            disable_tqdm=not show_progress, use_cpu=use_cpu, save_total_limit=2)
+
+
+def continue_mlm(folder: str | Path, texts: Sequence[str], output: str | Path, settings: MlmSettings | None = None,
+                 resume: bool = False, show_progress: bool = True) -> Path:
     import torch
-    from transformers import (AutoTokenizer, DataCollatorForLanguageModeling, LongformerForMaskedLM, Trainer,
-                              TrainingArguments)
+    from transformers import AutoTokenizer, DataCollatorForLanguageModeling, LongformerForMaskedLM, Trainer
+
+    cfg = settings or MlmSettings()
 
     folder, output = Path(folder), Path(output)
     work = output.with_name(output.name + ".mlm-work")  # Trainer checkpoints, for --resume
@@ -39,15 +67,10 @@ def continue_mlm(folder: str | Path, texts: Sequence[str], output: str | Path, m
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise HmdeError("no text to train on")
-    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
+    encoded = tokenizer(list(texts), truncation=True, max_length=cfg.max_length)
     dataset = [{"input_ids": ids} for ids in encoded["input_ids"]]
-    args = TrainingArguments(
-        output_dir=str(work), per_device_train_batch_size=batch_size, gradient_accumulation_steps=grad_accum,
-        learning_rate=lr, max_steps=max_steps, warmup_steps=warmup, save_steps=save_steps, logging_steps=10,
-        seed=seed, report_to=[], disable_tqdm=not show_progress, use_cpu=not torch.cuda.is_available(),
-        save_total_limit=2,
-    )
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability, pad_to_multiple_of=8)
+    args = cfg.training_arguments(work, show_progress, use_cpu=not torch.cuda.is_available())
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=cfg.mlm_probability, pad_to_multiple_of=8)
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator)
     trainer.train(resume_from_checkpoint=True if resume else None)
     # the output is the input folder (pooling and heads kept) with the adapted encoder weights
