@@ -284,3 +284,33 @@ def test_resuming_with_another_length_says_the_schedule_changes(labse_dir, pairs
     assert main(["train", str(labse_dir), str(pairs_file), "-o", str(out), *TRAIN_ARGS, "--resume"]) == 0
     err = capsys.readouterr().err
     assert "the checkpoint's run planned 2 steps, this one 6" in err
+
+
+def test_both_sides_of_every_language_pair_serve_as_anchors(labse_dir, pairs_file, tmp_path, monkeypatch):
+    """Issue 16, item 2: pairs are stored lang_a < lang_b; the one-directional loss used to anchor on
+    doc_a only, so 'fra' was never an anchor and 'deu' never a candidate."""
+    from hmde.pretraining.trainer import orient
+
+    pairs, docs, _ = read_pairs(pairs_file)
+    seen = set()
+    for step in range(40):
+        for p in orient(pairs, seed=0, step=step):
+            seen.add((docs[p["doc_a"]][1], docs[p["doc_b"]][1]))
+            assert {p["doc_a"], p["doc_b"]} in [{q["doc_a"], q["doc_b"]} for q in pairs]
+    stored = {(docs[p["doc_a"]][1], docs[p["doc_b"]][1]) for p in pairs}
+    assert stored == {("deu", "eng"), ("deu", "fra"), ("eng", "fra")}
+    assert seen == stored | {(b, a) for a, b in stored}
+    by_id = {p["pair_id"]: p for p in pairs}
+    flipped = [q for step in range(4) for q in orient(pairs, 0, step) if q["doc_a"] != by_id[q["pair_id"]]["doc_a"]]
+    assert flipped
+    for q in flipped:  # the hard negatives and languages travel with their side
+        p = by_id[q["pair_id"]]
+        assert (q["neg_a"], q["neg_b"], q["lang_a"], q["lang_b"]) == (p["neg_b"], p["neg_a"], p["lang_b"], p["lang_a"])
+    assert orient(pairs, 0, 5) == orient(pairs, 0, 5) and orient(pairs, 0, 5, "a") == pairs
+
+    anchors = []  # and the trainer uses it
+    monkeypatch.setattr(HmdeTrainer, "train_step", lambda self, batch, *a: anchors.extend(p["doc_a"] for p in batch) or 0.0)
+    trainer = _run(labse_dir, pairs_file, tmp_path / "o")
+    trainer.config.max_steps = 12
+    trainer.train()
+    assert any(docs[d][1] == "fra" for d in anchors)

@@ -28,6 +28,13 @@ def register(sub) -> None:
     p.add_argument("--max-steps", type=int)
     p.add_argument("--temperature", type=float, default=0.05)
     p.add_argument("--symmetric", action="store_true", help="public code's loss: both directions")
+    p.add_argument("--negatives-across-processes", action="store_true",
+                   help="multi-process runs: a micro-batch's anchors also contrast with every other process's pairs "
+                   "(a contrastive batch of batch-size x processes); default: the paper's batch, each micro-batch "
+                   "alone, so N processes train exactly as one")
+    p.add_argument("--anchor-side", choices=["random", "a"], default="random",
+                   help="one-directional loss: random (default) draws each pair's anchor side per step, so every "
+                   "language is anchor and candidate; a: always the pair's first page (lang_a < lang_b), as earlier hmde did")
     p.add_argument("--no-hard-negatives", action="store_true")
     p.add_argument("--freeze-lower", action="store_true", help="train the upper encoder only (paper ablation)")
     p.add_argument("--no-gradient-checkpointing", action="store_true")
@@ -91,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
     config = PretrainingConfig(
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
-        symmetric=args.symmetric, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
+        symmetric=args.symmetric, anchor_side=args.anchor_side,
+        negatives_across_processes=args.negatives_across_processes, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight)

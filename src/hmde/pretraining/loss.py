@@ -16,21 +16,28 @@ import torch.nn.functional as F
 from ..training.distributed import gather_rows
 
 
+def _local_rows(x: torch.Tensor):
+    return x, torch.ones(x.shape[0], dtype=torch.bool, device=x.device), 0
+
+
 def contrastive_loss(a: torch.Tensor, b: torch.Tensor, neg_a: torch.Tensor | None = None,
-                     neg_b: torch.Tensor | None = None, temperature: float = 0.05, symmetric: bool = False) -> torch.Tensor:
+                     neg_b: torch.Tensor | None = None, temperature: float = 0.05, symmetric: bool = False,
+                     gather: bool = True) -> torch.Tensor:
     """InfoNCE over [positives; hard negatives] of the batch, mean over anchors.
 
-    Under multi-process training (torchrun, ``accelerate launch --multi_gpu``) the
-    candidates are gathered from every process, so each anchor sees the whole global
-    batch's positives and hard negatives; the loss is the mean over this process's anchors.
+    Under multi-process training (torchrun, ``accelerate launch --multi_gpu``) with
+    ``gather`` the candidates are gathered from every process, so each anchor sees the
+    whole global batch's positives and hard negatives; the loss is the mean over this
+    process's anchors. Without it, this process's rows are the whole contrastive batch.
     """
     a, b = F.normalize(a.float(), dim=-1), F.normalize(b.float(), dim=-1)
+    rows = gather_rows if gather else _local_rows
 
     def one_side(anchor, positives, negatives):
-        pos, pos_mask, offset = gather_rows(positives)
+        pos, pos_mask, offset = rows(positives)
         parts, masks = [pos], [pos_mask]
         if negatives is not None:
-            neg, neg_mask, _ = gather_rows(F.normalize(negatives.float(), dim=-1))
+            neg, neg_mask, _ = rows(F.normalize(negatives.float(), dim=-1))
             parts.append(neg)
             masks.append(neg_mask)
         candidates, mask = torch.cat(parts), torch.cat(masks)

@@ -41,6 +41,8 @@ class PretrainingConfig:
     max_steps: int | None = None
     temperature: float = 0.05
     symmetric: bool = False
+    negatives_across_processes: bool = False  # True: a micro-batch's candidates come from every process
+    anchor_side: str = "random"  # random: each pair's anchor side drawn per step (seeded); "a": always doc_a
     hard_negatives: bool = True
     freeze_lower: bool = False
     cache_chunk: int | None = None  # GradCache: one contrastive batch of batch_size*grad_accum pairs
@@ -65,6 +67,25 @@ class PairBatches:
         epoch, i = divmod(step, self.steps_per_epoch)
         order = np.random.default_rng([self.seed, epoch]).permutation(self.n)
         return order[i * self.per_step : (i + 1) * self.per_step]
+
+
+def orient(pairs: list[dict], seed: int, step: int, anchor_side: str = "random") -> list[dict]:
+    """Each pair with its anchor side drawn per (seed, step): pairs are stored with
+    ``lang_a < lang_b``, so always anchoring on ``doc_a`` would never let the alphabetically
+    last language of a corpus be an anchor, nor the first a candidate. Drawn on the global
+    batch, so every process of a multi-process run agrees."""
+    if anchor_side == "a":
+        return pairs
+    if anchor_side != "random":
+        raise HmdeError(f"unknown anchor side '{anchor_side}' (random or a)")
+    flips = np.random.default_rng([seed, step, 0xA9C]).random(len(pairs)) < 0.5
+    out = []
+    for p, flip in zip(pairs, flips):
+        if flip:
+            p = {**p, "doc_a": p["doc_b"], "doc_b": p["doc_a"], "neg_a": p.get("neg_b"), "neg_b": p.get("neg_a"),
+                 **({"lang_a": p["lang_b"], "lang_b": p["lang_a"]} if "lang_a" in p and "lang_b" in p else {})}
+        out.append(p)
+    return out
 
 
 class HmdeTrainer:
@@ -120,7 +141,7 @@ class HmdeTrainer:
     def loss_fn(self, a, b, *negatives):
         neg_a = negatives[0] if len(negatives) > 0 else None
         neg_b = negatives[1] if len(negatives) > 1 else None
-        return contrastive_loss(a, b, neg_a, neg_b, self.config.temperature, self.config.symmetric)
+        return contrastive_loss(a, b, neg_a, neg_b, self.config.temperature, self.config.symmetric, self.gather)
 
     def query_vectors(self, batch: list[dict]) -> torch.Tensor:
         """Lower-encoder vectors of one random sentence of each pair's translation (``doc_b``)."""
@@ -138,24 +159,53 @@ class HmdeTrainer:
         paper's loss only ever compares documents with documents, so nothing keeps document vectors
         in the sentence space the queries live in; this term does, cross-lingually.
         """
-        return contrastive_loss(self.query_vectors(batch), docs_a, temperature=self.config.temperature)
+        return contrastive_loss(self.query_vectors(batch), docs_a, temperature=self.config.temperature,
+                                gather=self.gather)
 
-    def train_step(self, batch: list[dict]) -> float:
-        """Forward and backward for one optimizer step's pairs; returns the mean loss."""
+    @property
+    def gather(self) -> bool:
+        """Whether a contrastive batch spans processes: GradCache's whole-step batch always does;
+        otherwise only with ``negatives_across_processes`` (the paper's batch is one micro-batch)."""
+        return bool(self.config.cache_chunk or self.config.negatives_across_processes)
+
+    def micro_batches(self, global_batch: list[dict], rank: int, world: int) -> list[tuple[int, list[dict]]]:
+        """This process's micro-batches of the step, with their index in the step.
+
+        Per-micro-batch contrast: the step's pairs are cut into micro-batches of
+        ``batch_size`` exactly as one process would, and process r takes micro-batches
+        r, r + W, ... . Contrast across processes: each process takes every W-th pair."""
+        cfg = self.config
+        if self.gather:
+            mine = distributed.shard(global_batch, rank, world)
+            return [(rank + world * i, mine[s: s + cfg.batch_size])
+                    for i, s in enumerate(range(0, len(mine), cfg.batch_size))]
+        cuts = [global_batch[s: s + cfg.batch_size] for s in range(0, len(global_batch), cfg.batch_size)]
+        return [(i, cut) for i, cut in enumerate(cuts)][rank::world]
+
+    def train_step(self, batch: list[dict], step: int = 0, rank: int = 0, world: int = 1) -> float:
+        """Forward and backward for this process's share of one optimizer step; returns the loss
+        of the whole step (mean over its micro-batches, as one process holding it would log).
+
+        Losses are scaled so the processes' gradients, averaged, equal one process's (the
+        rule in :mod:`hmde.training.distributed`); each micro-batch's dropout is seeded by
+        its index in the step, so it does not depend on the number of processes."""
         cfg = self.config
         if cfg.cache_chunk:
-            return float(cached_backward(self.encode, self.roles(batch), cfg.cache_chunk, self.loss_fn))
-        total = 0.0
-        for start in range(0, len(batch), cfg.batch_size):
-            pairs = batch[start : start + cfg.batch_size]
+            seed_step(cfg.seed + rank, step)
+            mine = distributed.shard(batch, rank, world)
+            return float(cached_backward(self.encode, self.roles(mine), cfg.cache_chunk, self.loss_fn))
+        total = torch.zeros(())
+        scale = 1.0 if self.gather else float(world)  # a gathered loss is already whole on every process
+        for index, pairs in self.micro_batches(batch, rank, world):
+            seed_step(cfg.seed, step, index)
             vectors = [self.encode(g) for g in self.roles(pairs)]
             loss = self.loss_fn(*vectors)
             if cfg.query_weight:
                 loss = loss + cfg.query_weight * self.query_loss(pairs, vectors[0])
             loss = loss / cfg.grad_accum
-            loss.backward()
-            total += float(loss.detach())
-        return total
+            (loss * scale).backward()
+            total += loss.detach().float().cpu()
+        return float(distributed.mean_over_processes(total) * (1 if self.gather else world))
 
     @torch.no_grad()
     def validate(self) -> dict:
@@ -217,12 +267,10 @@ class HmdeTrainer:
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen = time.time(), 0
         while step < total:
-            global_batch = [self.pairs[i] for i in batches.step(step)]
-            batch = distributed.shard(global_batch, rank, world)  # this process's share of the step
-            seed_step(cfg.seed + rank, step)
+            global_batch = orient([self.pairs[i] for i in batches.step(step)], cfg.seed, step, cfg.anchor_side)
             optimizer.zero_grad(set_to_none=True)
             with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
-                loss = self.train_step(batch)
+                loss = self.train_step(global_batch, step, rank, world)
             distributed.average_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()

@@ -75,9 +75,14 @@ def set_rng_state(rng: dict[str, Any]) -> None:
     random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss_next"]))
 
 
-def seed_step(seed: int, step: int) -> None:
-    """Seed every generator from (seed, step): dropout and sampling are reproducible per step."""
+def seed_step(seed: int, step: int, part: int | None = None) -> None:
+    """Seed every generator from (seed, step): dropout and sampling are reproducible per step.
+
+    ``part`` (a micro-batch's index within the step) gives each micro-batch its own seed, so
+    its dropout does not depend on which process computes it."""
     value = (seed * 1_000_003 + step) % (2**31 - 1)
+    if part is not None:
+        value = int(np.random.SeedSequence([seed, step, part]).generate_state(1)[0]) % (2**31 - 1)
     torch.manual_seed(value)
     np.random.seed(value)
     random.seed(value)

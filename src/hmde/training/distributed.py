@@ -63,9 +63,10 @@ def average_gradients(params) -> None:
         return
     world = dist.get_world_size()
     for p in params:
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world
+        if p.grad is None:  # a process without a micro-batch this step still joins every all-reduce
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad)
+        p.grad /= world
 
 
 def is_main() -> bool:
