@@ -118,3 +118,57 @@ def test_wmt16_lett_loader(tmp_path):
     (tmp_path / "bad.lett").write_text("en\tonly\n")
     with pytest.raises(InputError, match="bad.lett, line 1"):
         load_lett(tmp_path / "bad.lett", tmp_path / "gold")
+
+
+def test_full_greedy_top1_and_hungarian_differ_on_a_hand_checked_case():
+    """Issue 16, item 7. Scores (gold: 0-0, 1-1):      t0    t1
+                                                s0   0.90  0.80
+                                                s1   0.85  0.50
+    top-1 (LASER max): candidates s0->t0 .90, s1->t0 .85, t0->s0 .90, t1->s0 .80; after s0-t0
+    every other candidate is blocked: s1, t1 stay unmatched, recall 1/2.
+    full greedy: s0-t0 .90, then s1-t1 .50: recall 2/2. Hungarian: s0-t1 + s1-t0 = 1.65 > 1.40: 0/2."""
+    from hmde.similarity import align, match_one_to_one
+
+    scores = np.array([[0.90, 0.80], [0.85, 0.50]])
+    assert match_one_to_one(scores, "greedy") == [(0, 0, 0.90), (1, 1, 0.50)]
+    assert sorted(match_one_to_one(scores, "hungarian")) == [(0, 1, 0.80), (1, 0, 0.85)]
+    # the same cosines from vectors: unit vectors whose dot products are the table above
+    s1 = np.sqrt(1 - 0.85 ** 2)
+    src = np.array([[1.0, 0.0, 0.0], [0.85, s1, 0.0]])
+    tgt = np.array([[c0, (c1 - 0.85 * c0) / s1, 0.0] for c0, c1 in scores.T])  # column j: cosines to s0 and s1
+    tgt[:, 2] = np.sqrt(1 - (tgt ** 2).sum(1))  # unit length
+    np.testing.assert_allclose(src @ tgt.T, scores, atol=1e-6)
+    assert {(i, j) for i, j, _ in align(src, tgt, "cosine", direction="max")} == {(0, 0)}
+    got = {m: alignment_metrics(src, tgt, ["a", "b"], ["a", "b"], matching=m)["recall"]
+           for m in ("top1", "greedy", "hungarian")}
+    assert got == {"top1": 0.5, "greedy": 1.0, "hungarian": 0.0}
+
+
+def test_wmt16_recall_is_summed_over_domains(tmp_path, hmde_dir, capsys):
+    import base64
+    import json
+
+    from hmde.cli.main import main
+    from hmde.evaluation.alignment import combine_domains
+
+    assert combine_domains({"a": {"gold_pairs": 3, "found_pairs": 3, "p@1": 1.0},
+                            "b": {"gold_pairs": 1, "found_pairs": 0, "p@1": 0.0}})["recall"] == 0.75  # not (1+0)/2
+
+    def row(lang, url, text):
+        b64 = base64.b64encode(text.encode()).decode()
+        return f"{lang}\ttext/html\tutf-8\t{url}\t{b64}\t{b64}\n"
+
+    gold = []
+    for d in ("one.com", "two.org"):
+        (tmp_path / f"{d}.lett").write_text(row("en", f"http://{d}/en", "The cat sleeps.") +
+                                            row("fr", f"http://{d}/fr", "Le chat dort."))
+        gold.append(f"http://{d}/en\thttp://{d}/fr\n")
+    (tmp_path / "gold").write_text("".join(gold))
+    out = tmp_path / "r.json"
+    assert main(["eval", "align", str(hmde_dir), "--lett", str(tmp_path / "one.com.lett"), str(tmp_path / "two.org.lett"),
+                 "--gold", str(tmp_path / "gold"), "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    # one document per side and domain: matched within the domain, never across
+    assert result["metrics"]["all_domains"]["found_pairs"] == 2 and result["metrics"]["average"] == 1.0
+    assert set(result["metrics"]["domains"]) == {"one.com", "two.org"}
+    assert "recall over 2 domain(s): 1.0000 (2/2)" in capsys.readouterr().out

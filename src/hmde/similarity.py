@@ -19,6 +19,7 @@ from .errors import HmdeError
 
 SCORINGS = ("cosine", "margin")
 DIRECTIONS = ("forward", "backward", "max", "intersection")
+MATCHINGS = ("greedy", "hungarian", "top1")
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
@@ -110,4 +111,46 @@ def align(x: np.ndarray, y: np.ndarray, scoring: str = "margin", k: int = 4, dir
                 used_y.add(j)
     if threshold is not None:
         pairs = [p for p in pairs if p[2] >= threshold]
+    return pairs
+
+
+def full_scores(x: np.ndarray, y: np.ndarray, scoring: str = "margin", k: int = 4) -> np.ndarray:
+    """The whole (len(x), len(y)) score matrix: cosine, or the ratio margin of every pair."""
+    if scoring not in SCORINGS:
+        raise HmdeError(f"unknown scoring '{scoring}' (cosine or margin)")
+    cos = normalize(x) @ normalize(y).T
+    if scoring == "cosine":
+        return cos
+    x_mean, y_mean = neighbourhood_means(x, y, k)
+    return margin_of(cos, x_mean[:, None], y_mean[None, :]).astype(np.float32)
+
+
+def match_one_to_one(scores: np.ndarray, method: str = "greedy") -> list[tuple[int, int, float]]:
+    """A one-to-one matching of rows and columns of a score matrix, as (i, j, score).
+
+    ``greedy`` (LAWDR's procedure): every pair of the full matrix, best score first, taken
+    when neither side is matched yet; every row is matched while columns remain.
+    ``hungarian``: the matching of maximal total score (scipy's linear_sum_assignment).
+    The top-1 variant (each side's best candidate only, LASER's ``max`` mode) is
+    :func:`align` with ``direction="max"``; it leaves documents unmatched whose best
+    candidate was taken by another.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if method == "hungarian":
+        from scipy.optimize import linear_sum_assignment
+
+        rows, cols = linear_sum_assignment(scores, maximize=True)
+        return [(int(i), int(j), float(scores[i, j])) for i, j in zip(rows, cols)]
+    if method != "greedy":
+        raise HmdeError(f"unknown matching '{method}' ({', '.join(MATCHINGS)})")
+    order = np.argsort(-scores, axis=None, kind="stable")
+    used_x, used_y, pairs = np.zeros(scores.shape[0], bool), np.zeros(scores.shape[1], bool), []
+    limit = min(scores.shape)
+    for flat in order:
+        i, j = divmod(int(flat), scores.shape[1])
+        if not used_x[i] and not used_y[j]:
+            used_x[i] = used_y[j] = True
+            pairs.append((i, j, float(scores[i, j])))
+            if len(pairs) == limit:
+                break
     return pairs
