@@ -27,8 +27,8 @@ from .eval_mode import eval_mode
 from .hierarchical import HierarchicalEncoder, _as_langs
 from .lawdr import LawdrStats, fit_lawdr
 from .segmentation import token_windows
-from .similarity import normalize
 from .sentence_encoder import SentenceEncoder
+from .similarity import normalize
 
 METHODS = DOCUMENT_METHODS
 
@@ -39,9 +39,15 @@ class MethodOptions:
     sentence_batch_size: int | None = None  # None: 8 on CPUs, 64 on GPUs
     seg_overlap: float = 1 / 3
     lawdr_m: int | None = None
+    lawdr_m_selection: str = "svm"  # the paper's linear SVM on an 8:2 split; "logreg-cv": earlier hmde
+    lawdr_kde: str = "per-language"  # the paper's; "pooled": one density for all languages (earlier hmde)
     lawdr_units: str = "sentences"  # sentences | packed (as many sentences as fit the token limit)
     autocast_dtype: torch.dtype | None = None
     show_progress_bar: bool = False
+
+    def lawdr_fit_options(self) -> dict:
+        """Keyword arguments of :func:`hmde.lawdr.fit_lawdr` these options select."""
+        return {"m": self.lawdr_m, "m_selection": self.lawdr_m_selection, "kde": self.lawdr_kde}
 
 
 def as_hierarchical(model: HierarchicalEncoder | SentenceEncoder) -> HierarchicalEncoder:
@@ -151,7 +157,7 @@ class DocumentVectorizer:
 
     def fit_lawdr(self, docs: Sequence, langs) -> LawdrStats:
         self.lawdr_stats = fit_lawdr(self.sentence_vectors(docs, langs), _as_langs(langs, len(docs)),
-                                     m=self.options.lawdr_m)
+                                     **self.options.lawdr_fit_options())
         return self.lawdr_stats
 
     def encode(self, docs: Sequence, langs=None, normalize_embeddings: bool = False) -> np.ndarray:
@@ -176,7 +182,7 @@ class DocumentVectorizer:
         """Document vectors from per-document unit vectors: LAWDR's weighted sum, else the mean."""
         if self.method == "lawdr":
             if self.lawdr_stats is None:
-                self.lawdr_stats = fit_lawdr(per_doc, list(langs), m=self.options.lawdr_m)
+                self.lawdr_stats = fit_lawdr(per_doc, list(langs), **self.options.lawdr_fit_options())
             return self.lawdr_stats.document_vectors(per_doc, langs)
         if not per_doc:
             return np.zeros((0, self.lower.dim), np.float32)

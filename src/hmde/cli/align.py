@@ -7,7 +7,14 @@ import argparse
 from ..atomic import write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
-from .common import add_model_argument, autocast_dtype, load_model, pick_device
+from .common import (
+    add_lawdr_fit_arguments,
+    add_model_argument,
+    autocast_dtype,
+    lawdr_fit_options,
+    load_model,
+    pick_device,
+)
 
 
 def register(sub) -> None:
@@ -26,6 +33,7 @@ def register(sub) -> None:
                    "max: best pairs of both directions, each document used once (default)")
     p.add_argument("--candidates", type=int, default=16, help="FAISS candidates re-scored per document")
     p.add_argument("--threshold", type=float, help="keep pairs scoring at least this")
+    add_lawdr_fit_arguments(p)
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
     p.add_argument("--device", default="auto")
@@ -51,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1 or args.candidates < 1:
         raise HmdeError("--k and --candidates must be >= 1")
     vec = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
-                                                          show_progress_bar=not args.no_progress))
+                                                          show_progress_bar=not args.no_progress,
+                                                          **lawdr_fit_options(args)))
     src_langs = [args.src_lang or r.lang for r in src]
     tgt_langs = [args.tgt_lang or r.lang for r in tgt]
     if method == "lawdr":

@@ -56,6 +56,24 @@ def add_model_argument(parser, help_suffix: str = "") -> None:
     )
 
 
+def add_lawdr_fit_arguments(parser) -> None:
+    """How LAWDR is fitted on the input; the defaults are the paper's (docs/model.md)."""
+    parser.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: the smallest that "
+                        "brings a linear language classifier below 55%%)")
+    parser.add_argument("--lawdr-m-selection", choices=["svm", "logreg-cv"], default="svm",
+                        help="LAWDR's classifier for choosing m: svm (the paper: linear SVM, 8:2 split; default) or "
+                        "logreg-cv (logistic regression, 5-fold CV; earlier hmde)")
+    parser.add_argument("--lawdr-kde", choices=["per-language", "pooled"], default="per-language",
+                        help="LAWDR's density: per-language (the paper; default) or pooled over languages (earlier hmde)")
+
+
+def lawdr_fit_options(args) -> dict:
+    """MethodOptions fields from the flags of :func:`add_lawdr_fit_arguments` (absent: defaults)."""
+    return {"lawdr_m": getattr(args, "lawdr_m", None),
+            "lawdr_m_selection": getattr(args, "lawdr_m_selection", "svm"),
+            "lawdr_kde": getattr(args, "lawdr_kde", "per-language")}
+
+
 def load_model(name: str, device: str, want: str = "any"):
     """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``."""
     from ..hierarchical import HierarchicalEncoder, is_hmde_folder

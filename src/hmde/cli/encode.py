@@ -11,7 +11,15 @@ from ..atomic import save_npy_atomic, write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
-from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+from .common import (
+    add_lawdr_fit_arguments,
+    add_model_argument,
+    autocast_dtype,
+    lawdr_fit_options,
+    load_model,
+    pick_device,
+    warn,
+)
 from .preflight import check_lawdr_inputs, check_output_file, check_records
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
@@ -35,7 +43,7 @@ def register(sub) -> None:
                    "windows overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default for none: mean)")
     p.add_argument("--lawdr-stats", help="LAWDR statistics folder: reused if it exists, else fitted on INPUT and saved "
                    "there (default: OUT.lawdr/)")
-    p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")
+    add_lawdr_fit_arguments(p)
     p.add_argument("--lawdr-units", choices=["sentences", "packed"], default="sentences",
                    help="LAWDR input units: sentences, or as many sentences as fit the token limit")
     p.add_argument("--backend", choices=["torch", "onnx", "onnx-int8"], default="torch",
@@ -83,7 +91,7 @@ def encode_with_method(args, model, texts, langs, amp, progress):
     from ..methods import DocumentVectorizer, MethodOptions
 
     options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
-                            lawdr_m=args.lawdr_m, lawdr_units=args.lawdr_units, autocast_dtype=amp,
+                            lawdr_units=args.lawdr_units, **lawdr_fit_options(args), autocast_dtype=amp,
                             show_progress_bar=progress)
     stats = None
     stats_dir = lawdr_stats_dir(args)

@@ -13,7 +13,15 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HmdeError
-from .common import add_model_argument, autocast_dtype, load_model, pick_device, warn
+from .common import (
+    add_lawdr_fit_arguments,
+    add_model_argument,
+    autocast_dtype,
+    lawdr_fit_options,
+    load_model,
+    pick_device,
+    warn,
+)
 
 
 def _pairs(text: str | None, langs: str | None, pivot: str) -> list[tuple[str, str]]:
@@ -38,7 +46,7 @@ def _common(p, methods=True) -> None:
         p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                        help="document vectors (default: hmde for an hmde model, mean for a sentence encoder)")
         p.add_argument("--lawdr-stats", help="saved LAWDR statistics to reuse (default: fit on the evaluated documents)")
-        p.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: chosen by classifier)")
+        add_lawdr_fit_arguments(p)
     p.add_argument("--output", "-o", required=True, help="result JSON")
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
@@ -145,7 +153,7 @@ def _setup(args, need_method=True):
         model_path = None
     method = getattr(args, "method", None) or ("hmde" if kind == "hmde" else "mean")
     options = MethodOptions(sentence_batch_size=args.sentence_batch_size, autocast_dtype=autocast_dtype(args.bf16),
-                            lawdr_m=getattr(args, "lawdr_m", None), show_progress_bar=not args.no_progress)
+                            show_progress_bar=not args.no_progress, **lawdr_fit_options(args))
     stats = LawdrStats.load(args.lawdr_stats) if getattr(args, "lawdr_stats", None) else None
     encoder = EvalEncoder(model, method if need_method else "mean", options, stats)
     return encoder, model_path, method

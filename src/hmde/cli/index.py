@@ -12,7 +12,14 @@ import numpy as np
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
 from ..registry import DEFAULT_MODEL
-from .common import add_model_argument, autocast_dtype, load_model, pick_device
+from .common import (
+    add_lawdr_fit_arguments,
+    add_model_argument,
+    autocast_dtype,
+    lawdr_fit_options,
+    load_model,
+    pick_device,
+)
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
 
@@ -41,8 +48,7 @@ def register(sub) -> None:
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors (default: hmde for an hmde model, else mean; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
-    b.add_argument("--lawdr-m", type=int, help="LAWDR fitted on INPUT: language directions to remove (default: chosen "
-                   "by classifying languages, which needs two or more)")
+    add_lawdr_fit_arguments(b)
     b.add_argument("--text-field", default="text")
     b.add_argument("--id-field", default="doc_id")
     b.add_argument("--lang-field", default="lang")
@@ -170,7 +176,7 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
     if existing is not None and existing.meta.dim != dim:
         raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
-                            lawdr_m=args.lawdr_m)
+                            **lawdr_fit_options(args))
     doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
     meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
@@ -188,12 +194,7 @@ IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
 def run_build_ray(args: argparse.Namespace) -> int:
     """Encode with Ray into Parquet shards, then stream them into the index, shard by shard."""
     from ..index.store import DocumentBatch, DocumentIndex
-    from ..scale.ray_encode import (
-        encode_with_ray,
-        input_shards,
-        iter_shard_tables,
-        table_vectors,
-    )
+    from ..scale.ray_encode import encode_with_ray, input_shards, iter_shard_tables, table_vectors
 
     spec = encode_spec(args, args.method, keep_text=True)
     vectors_dir = Path(args.vectors_dir or f"{str(args.output).rstrip('/')}.vectors")

@@ -47,7 +47,7 @@ class EvalEncoder:
                 self._sents[key] = self.vectorizer.sentence_vectors(list(texts), [lang] * len(texts))
             per_doc.extend(self._sents[key])
             langs.extend([lang] * len(texts))
-        self.vectorizer.lawdr_stats = fit_lawdr(per_doc, langs, m=self.vectorizer.options.lawdr_m)
+        self.vectorizer.lawdr_stats = fit_lawdr(per_doc, langs, **self.vectorizer.options.lawdr_fit_options())
 
     def documents(self, texts: Sequence, lang: str | None) -> np.ndarray:
         key = _key(texts, lang)
