@@ -172,3 +172,46 @@ def test_wmt16_recall_is_summed_over_domains(tmp_path, hmde_dir, capsys):
     assert result["metrics"]["all_domains"]["found_pairs"] == 2 and result["metrics"]["average"] == 1.0
     assert set(result["metrics"]["domains"]) == {"one.com", "two.org"}
     assert "recall over 2 domain(s): 1.0000 (2/2)" in capsys.readouterr().out
+
+
+CLEF_SAMPLES = {  # one document in each CLEF 2003 collection's layout: (SGML, expected text)
+    "sda": ("<DOC>\n<DOCNO>SDA.940101.0001</DOCNO>\n<DOCID>SDA.940101.0001</DOCID>\n<KW>UNW</KW>\n<TI>Hochwasser</TI>\n"
+            "<LD>Bern (sda) Der Rhein stieg.</LD>\n<TX>Die Pegel stiegen weiter.\nDörfer wurden geräumt.</TX>\n</DOC>\n",
+            "Hochwasser Bern (sda) Der Rhein stieg. Die Pegel stiegen weiter. Dörfer wurden geräumt."),
+    "latimes": ("<DOC>\n<DOCNO> LA010194-0001 </DOCNO>\n<DATE><P>January 1, 1994</P></DATE>\n"
+                "<HEADLINE><P>Floods &amp; storms</P></HEADLINE>\n<BYLINE><P>By A. Writer</P></BYLINE>\n"
+                "<TEXT><P>Rivers rose.</P><P>Towns were left.</P></TEXT>\n</DOC>\n",
+                "Floods & storms Rivers rose. Towns were left."),
+    "spiegel": ("<DOC><DOCNO>SPIEGEL9401-000001</DOCNO><TITLE>Flut</TITLE><LEAD>Das Wasser kam.</LEAD>"
+                "<TEXT>Es ging.</TEXT></DOC>", "Flut Das Wasser kam. Es ging."),
+    "algemeen": ("<DOC><DOCNO>AD19940101-0001</DOCNO><TI><P>Water</P></TI><LE><P>Het steeg.</P></LE>"
+                 "<TE><P>Het daalde.</P></TE></DOC>", "Water Het steeg. Het daalde."),
+    "la2002": ("<DOC><DOCNO>LAT-0001</DOCNO><HD>Flood</HD><LD>Lead.</LD><TE>Body.</TE></DOC>", "Flood Lead. Body."),
+    "izvestia": ("<DOC><DOCNO>IZV-19950101-001</DOCNO><TITLE>Наводнение</TITLE><SUBJECT>x</SUBJECT>"
+                 "<TEXT>Реки поднялись.</TEXT></DOC>", "Наводнение Реки поднялись."),
+    "lemonde": ("<DOC><DOCNO>LEMONDE94-000001-19940101</DOCNO><TITLE>Crue</TITLE><TEXT>L'eau monte.</TEXT></DOC>",
+                "Crue L'eau monte."),
+}
+
+
+@pytest.mark.parametrize("collection", sorted(CLEF_SAMPLES))
+def test_clef_documents_keep_every_text_field_of_each_collection(tmp_path, collection):
+    """Issue 16, item 5: SDA/AGZ/ATS bodies are in <TX>, which was not read."""
+    sgml, expected = CLEF_SAMPLES[collection]
+    path = tmp_path / f"{collection}.sgml"
+    path.write_bytes(sgml.encode("utf-8"))
+    coll = clir.read_clef_documents([path])
+    assert coll.texts == [expected]
+
+
+def test_clef_latin1_is_decoded_not_replaced(tmp_path):
+    sgml, expected = CLEF_SAMPLES["sda"]
+    latin = tmp_path / "sda.sgml"
+    latin.write_bytes(sgml.encode("iso-8859-1"))
+    assert clir.read_clef_documents([latin]).texts == [expected]  # detected: not UTF-8, so ISO-8859-1
+    assert "\ufffd" not in clir.read_clef_documents([latin], encoding="iso-8859-1").texts[0]
+    with pytest.raises(InputError, match=r"sda.sgml, line 8: not utf-8 \(byte 0xf6\)"):
+        clir.read_clef_documents([latin], encoding="utf-8")
+    topics = tmp_path / "topics.sgml"
+    topics.write_bytes("<top><num>C141</num><DE-title>Überschwemmung</DE-title></top>".encode("iso-8859-1"))
+    assert clir.read_clef_topics(topics).texts == ["Überschwemmung"]

@@ -94,6 +94,8 @@ def register(sub) -> None:
     c.add_argument("--qrels", help="TREC qrels")
     c.add_argument("--documents", nargs="+", help="JSONL documents, or CLEF SGML files with --clef")
     c.add_argument("--clef", action="store_true", help="--topics and --documents are CLEF-2003 SGML")
+    c.add_argument("--encoding", help="--clef: the files' encoding (default: UTF-8 where valid, else ISO-8859-1, "
+                   "the encoding of the European CLEF 2003 collections); bytes that do not decode are an error")
     c.add_argument("--query-lang")
     c.add_argument("--doc-lang")
     c.add_argument("--first-stage", help="TREC run to re-rank instead of ranking the whole collection")
@@ -260,8 +262,8 @@ def run_clir(args) -> int:
         if not (args.topics and args.qrels and args.documents):
             raise HmdeError("give --xquad, or --topics, --qrels and --documents")
         if args.clef:
-            topics = clir.read_clef_topics(args.topics, args.query_lang)
-            coll = clir.read_clef_documents(args.documents, args.doc_lang)
+            topics = clir.read_clef_topics(args.topics, args.query_lang, encoding=args.encoding)
+            coll = clir.read_clef_documents(args.documents, args.doc_lang, encoding=args.encoding)
         else:
             topics = clir.read_topics(args.topics, args.query_lang)
             coll = clir.read_collection(args.documents[0], args.doc_lang)

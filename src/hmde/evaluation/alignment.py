@@ -62,7 +62,10 @@ def load_lett(path: str | Path, pairs_path: str | Path, src_lang: str = "en", tg
                 raise InputError(f"expected 6 tab-separated fields, got {len(cols)}", str(path), line_no)
             if cols[0] in sides:
                 try:
-                    text = base64.b64decode(cols[5]).decode("utf-8", errors="replace")
+                    text = base64.b64decode(cols[5]).decode("utf-8")  # .lett text is UTF-8 whatever the page was
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"the decoded text is not UTF-8 ({exc.reason})", str(path), line_no,
+                                     "text") from None
                 except ValueError as exc:
                     raise InputError(f"bad base64 ({exc})", str(path), line_no, "text") from exc
                 sides[cols[0]][0].append(cols[3])

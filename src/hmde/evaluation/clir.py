@@ -128,22 +128,75 @@ _DOCNO = re.compile(r"<DOCNO>\s*(.*?)\s*</DOCNO>", re.S)
 _TAG = re.compile(r"<[^>]+>")
 _TOP = re.compile(r"<top>(.*?)</top>", re.S | re.I)
 
+# The text fields of each CLEF 2003 ad-hoc collection (the rest is metadata: DOCID, DATE,
+# BYLINE, section and keyword fields...). Each tag is read wherever it occurs, in document order.
+CLEF_TEXT_FIELDS = {
+    "LA Times 1994 (eng)": ("HEADLINE", "TEXT"),  # paragraphs as <P> inside both
+    "Glasgow Herald 1995 (eng)": ("HEADLINE", "TEXT"),
+    "Frankfurter Rundschau 1994 (deu)": ("TITLE", "TEXT"),
+    "Der Spiegel 1994/95 (deu)": ("TITLE", "LEAD", "TEXT"),
+    "SDA 1994/95 (deu), ATS 1994/95 (fra), AGZ 1994/95 (ita)": ("TI", "LD", "TX"),
+    "Le Monde 1994/95 (fra), La Stampa 1994 (ita), EFE 1994/95 (spa)": ("TITLE", "TEXT"),
+    "Algemeen Dagblad, NRC Handelsblad 1994/95 (nld)": ("TI", "LE", "TE"),
+    "Aamulehti 1994/95 (fin)": ("TEXT",),
+    "Izvestia 1995 (rus)": ("TITLE", "RETRO", "TEXT"),
+    "TT 1994/95 (swe)": ("TEXT",),
+    "Folha, Publico 1994/95 (por)": ("TEXT",),
+    "LA Times 2002 (eng)": ("HD", "LD", "TE"),
+}
+CLEF_TEXT_TAGS = tuple(dict.fromkeys(t for tags in CLEF_TEXT_FIELDS.values() for t in tags))
+
+
+def read_sgml(path: str | Path, encoding: str | None = None) -> tuple[str, str]:
+    """A CLEF file's text and the encoding it was read in; ``.gz`` is un-gzipped.
+
+    With ``encoding`` the bytes must decode in it: an error names the line of the first
+    byte that does not. Without it: UTF-8 when the file is valid UTF-8 (Izvestia, TT),
+    else ISO-8859-1, the encoding of the other European CLEF 2003 collections (DIRECT's
+    table). Nothing is ever replaced silently.
+    """
+    import gzip
+
+    path = Path(path)
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", path=str(path)) from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"cannot read ({exc})", path=str(path)) from None
+    if encoding is None:
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            return data.decode("iso-8859-1"), "iso-8859-1"
+    try:
+        return data.decode(encoding), encoding
+    except LookupError:
+        raise InputError(f"unknown encoding '{encoding}'", path=str(path)) from None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"not {encoding} (byte 0x{data[exc.start]:02x}); give the file's --encoding "
+                         "(CLEF 2003: iso-8859-1 for most collections, utf-8 for Izvestia and TT)",
+                         str(path), line) from None
+
 
 def read_clef_documents(paths: Sequence[str | Path], lang: str | None = None,
-                        text_tags: Sequence[str] = ("TITLE", "HEADLINE", "TEXT", "LEAD", "TI", "LD", "TE")) -> Collection:
-    """CLEF SGML collections: ``<DOC><DOCNO>id</DOCNO> ... </DOC>``; text from ``text_tags``."""
+                        text_tags: Sequence[str] = CLEF_TEXT_TAGS, encoding: str | None = None) -> Collection:
+    """CLEF SGML collections: ``<DOC><DOCNO>id</DOCNO> ... </DOC>``; the text is every field of
+    ``text_tags`` in document order (:data:`CLEF_TEXT_FIELDS`), markup removed, entities decoded."""
+    import html
+
     ids, texts = [], []
-    tag_res = [re.compile(rf"<{t}>(.*?)</{t}>", re.S | re.I) for t in text_tags]
+    fields = re.compile(rf"<({'|'.join(map(re.escape, text_tags))})(?:\s[^>]*)?>(.*?)</\1>", re.S | re.I)
     for path in paths:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            content = f.read()
+        content, _ = read_sgml(path, encoding)
         for m in _DOC.finditer(content):
             body = m.group(1)
             docno = _DOCNO.search(body)
             if not docno:
                 line = content.count("\n", 0, m.start()) + 1
                 raise InputError("a <DOC> without <DOCNO>", str(path), line, "DOCNO")
-            parts = [_TAG.sub(" ", x) for r in tag_res for x in r.findall(body)]
+            parts = [html.unescape(_TAG.sub(" ", f.group(2))) for f in fields.finditer(body)]
             ids.append(docno.group(1))
             texts.append(" ".join(" ".join(parts).split()))
     if not ids:
@@ -151,10 +204,10 @@ def read_clef_documents(paths: Sequence[str | Path], lang: str | None = None,
     return Collection(ids, texts, lang, [str(p) for p in paths])
 
 
-def read_clef_topics(path: str | Path, lang: str | None = None) -> Topics:
-    """CLEF topics: ``<top><num>C141</num><XX-title>..</XX-title><XX-desc>..</XX-desc></top>``."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        content = f.read()
+def read_clef_topics(path: str | Path, lang: str | None = None, encoding: str | None = None) -> Topics:
+    """CLEF topics: ``<top><num>C141</num><XX-title>..</XX-title><XX-desc>..</XX-desc></top>``
+    (decoded as :func:`read_sgml` says)."""
+    content, _ = read_sgml(path, encoding)
     ids, texts = [], []
     for m in _TOP.finditer(content):
         body = m.group(1)
