@@ -184,3 +184,43 @@ def test_inference_leaves_every_submodule_mode_as_it_was(labse_dir):
     mean = DocumentVectorizer(model, "mean")
     model.train()  # even a model in training mode embeds without dropout for a method
     np.testing.assert_array_equal(mean.encode(docs), mean.encode(docs))
+
+
+def test_preset_paper_truncates_documents_and_sentences_from_the_command_line(tmp_path, hmde_dir):
+    """Issue 16, item 1: the paper's length settings are one switch away on every command."""
+    from hmde.cli.main import build_parser, main
+    from hmde.length_settings import length_overrides
+
+    sentences = [f"Sentence number {i} is here." for i in range(40)]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps({"doc_id": i, "text": " ".join(s), "lang": "en"}) + "\n"
+                           for i, s in enumerate([sentences, sentences[:32]])))
+    for extra, same in (([], False), (["--preset", "paper"], True), (["--long-documents", "truncate"], True),
+                        (["--preset", "paper", "--long-documents", "windows"], False)):
+        out = tmp_path / f"v{len(extra)}{'w' if 'windows' in extra else ''}.npy"
+        assert main(["encode", str(hmde_dir), str(src), "-o", str(out), "--no-progress", *extra]) == 0
+        v = np.load(out)
+        assert np.allclose(v[0], v[1], atol=1e-6) == same, extra  # truncated: the first 32 sentences only
+    for command in (["encode", "m", "i", "-o", "o.npy"], ["index", "build", "m", "i", "-o", "o"],
+                    ["eval", "align", "m", "--data", "d", "-o", "r.json"], ["align", "m", "a", "b", "-o", "o.tsv"],
+                    ["train", "m", "p.parquet", "-o", "o"]):
+        args = build_parser().parse_args([*command, "--preset", "paper"])
+        assert length_overrides(args) == {"long_documents": "truncate", "long_sentences": "truncate",
+                                          "segmentation": "sentences"}, command
+
+
+def test_training_uses_the_first_max_sentences_by_default(labse_dir):
+    """The paper trains on documents truncated at 32 sentences; a 300-sentence page must not go through
+    the lower encoder with gradients whole unless asked (--train-max-sentences 0)."""
+    from hmde.pretraining.trainer import HmdeTrainer, PretrainingConfig
+
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir))
+    long_text = " ".join(f"Sentence {i} is here." for i in range(300))
+    docs = {"a": (long_text, "en"), "b": (long_text, "en"), "c": ("Short. Page.", "en"), "d": ("Other.", "en")}
+    pairs = [{"doc_a": "a", "doc_b": "b", "neg_a": None, "neg_b": None},
+             {"doc_a": "c", "doc_b": "d", "neg_a": None, "neg_b": None}]
+    counts = {}
+    for limit in (None, 0, 5):
+        trainer = HmdeTrainer(model, pairs, docs, PretrainingConfig(max_units=limit), "unused", show_progress=False)
+        counts[limit] = len(trainer.units("a"))
+    assert counts == {None: 32, 0: 300, 5: 5}

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .config import DOCUMENT_METHODS
+from .config import DOCUMENT_METHODS, HierarchicalConfig
 from .errors import HmdeError
 from .eval_mode import eval_mode
 from .hierarchical import HierarchicalEncoder, _as_langs
@@ -54,7 +54,8 @@ def as_hierarchical(model: HierarchicalEncoder | SentenceEncoder) -> Hierarchica
     """A sentence encoder gets an (untrained) upper encoder, used only for its segmentation."""
     if isinstance(model, HierarchicalEncoder):
         return model
-    return HierarchicalEncoder(model)
+    overrides = getattr(model, "length_overrides", None)  # set by hmde.length_settings
+    return HierarchicalEncoder(model, HierarchicalConfig().replace(**overrides) if overrides else None)
 
 
 def flat_text(doc) -> str:

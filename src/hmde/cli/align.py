@@ -7,6 +7,7 @@ import argparse
 from ..atomic import write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
+from ..length_settings import add_length_arguments
 from .common import (
     add_lawdr_fit_arguments,
     add_model_argument,
@@ -39,6 +40,7 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--no-progress", action="store_true")
+    add_length_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             if any(c in r.doc_id for c in "\t\n\r"):
                 raise HmdeError(f"{path}: document {n} has id {r.doc_id!r}, with a tab or line break, which the "
                                 "TSV output cannot hold")
-    kind, model = load_model(args.model, pick_device(args.device))
+    kind, model = load_model(args.model, pick_device(args.device), args=args)
     method = args.method or ("hmde" if kind == "hmde" else "mean")
     if args.k < 1 or args.candidates < 1:
         raise HmdeError("--k and --candidates must be >= 1")

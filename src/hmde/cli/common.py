@@ -74,8 +74,18 @@ def lawdr_fit_options(args) -> dict:
             "lawdr_kde": getattr(args, "lawdr_kde", "per-language")}
 
 
-def load_model(name: str, device: str, want: str = "any"):
-    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``."""
+def load_model(name: str, device: str, want: str = "any", args=None):
+    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``,
+    with the document-length flags of ``args`` (:mod:`hmde.length_settings`) applied."""
+    kind, model = _load_model(name, device, want)
+    if args is not None:
+        from ..length_settings import apply_length_overrides, length_overrides
+
+        apply_length_overrides(model, length_overrides(args))
+    return kind, model
+
+
+def _load_model(name: str, device: str, want: str = "any"):
     from ..hierarchical import HierarchicalEncoder, is_hmde_folder
     from ..sentence_encoder import SentenceEncoder
 

@@ -11,6 +11,7 @@ from ..atomic import save_npy_atomic, write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
+from ..length_settings import add_length_arguments
 from .common import (
     add_lawdr_fit_arguments,
     add_model_argument,
@@ -63,6 +64,7 @@ def register(sub) -> None:
     p.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on GPUs and on CPUs with AMX)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_length_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend != "torch":
         return run_onnx(args, records)
     device = pick_device(args.device)
-    kind, model = load_model(args.model, device)
+    kind, model = load_model(args.model, device, args=args)
     texts = [r.text for r in records]
     langs = [args.lang or r.lang for r in records]
     empty = [r.doc_id for r in records if is_empty_text(r.text)]

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HmdeError
+from ..length_settings import add_length_arguments
 from .common import (
     add_lawdr_fit_arguments,
     add_model_argument,
@@ -48,6 +49,7 @@ def _common(p, methods=True) -> None:
         p.add_argument("--lawdr-stats", help="saved LAWDR statistics to reuse (default: fit on the evaluated documents)")
         add_lawdr_fit_arguments(p)
     p.add_argument("--output", "-o", required=True, help="result JSON")
+    add_length_arguments(p)
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")
@@ -148,7 +150,7 @@ def _setup(args, need_method=True):
     from ..registry import resolve_model_path
 
     device = pick_device(args.device)
-    kind, model = load_model(args.model, device)
+    kind, model = load_model(args.model, device, args=args)
     try:
         model_path = str(resolve_model_path(args.model))
     except HmdeError:

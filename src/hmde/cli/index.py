@@ -11,6 +11,7 @@ import numpy as np
 
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
+from ..length_settings import add_length_arguments
 from ..registry import DEFAULT_MODEL
 from .common import (
     add_lawdr_fit_arguments,
@@ -55,6 +56,7 @@ def register(sub) -> None:
     b.add_argument("--device", default="auto")
     b.add_argument("--bf16", action="store_true")
     b.add_argument("--no-progress", action="store_true")
+    add_length_arguments(b)
     add_ray_arguments(b, "(then the index is built shard by shard; sentence vectors are not stored, a hit's best "
                       "sentence is embedded at search time)")
     b.add_argument("--vectors-dir", help="--engine ray: where the encoded shards go (default: INDEX_DIR.vectors); "
@@ -168,7 +170,7 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
     stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
     if args.method == "lawdr":
         check_lawdr_inputs(records, [r.lang for r in records], args, stats is not None)
-    kind, model = load_model(args.model, pick_device(args.device))
+    kind, model = load_model(args.model, pick_device(args.device), args=args)
     method = args.method or ("hmde" if kind == "hmde" else "mean")
     path = str(resolve_model_path(args.model))
     dim = (model.lower if kind == "hmde" else model).dim

@@ -30,6 +30,7 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     from ..errors import HmdeError
     from ..evaluation.provenance import model_hash
     from ..hierarchical import is_hmde_folder
+    from ..length_settings import length_overrides
     from ..registry import resolve_model_path
     from ..scale.ray_encode import EncodeSpec
 
@@ -44,4 +45,4 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
                       id_field=args.id_field, lang_field=args.lang_field or None, lang=getattr(args, "lang", None),
                       batch_size=getattr(args, "batch_size", 32),
                       sentence_batch_size=getattr(args, "sentence_batch_size", None), normalize=normalize, bf16=args.bf16,
-                      lawdr_stats=args.lawdr_stats, keep_text=keep_text)
+                      lawdr_stats=args.lawdr_stats, keep_text=keep_text, lengths=length_overrides(args))

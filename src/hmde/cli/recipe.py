@@ -52,6 +52,8 @@ def register(sub) -> None:
                    help="weight of the sentence-query -> document loss (not in the paper; 0 turns it off)")
     p.add_argument("--trained-on", default="2 CPU cores", help="where the stages ran, for the model card")
     p.add_argument("--skip-eval", action="store_true")
+    p.add_argument("--preset", choices=["paper"], help="paper: the paper's document-length settings in every HMDE "
+                   "training and evaluation step (see hmde train --preset)")
     p.add_argument("--install", action="store_true", help="copy the exported model into the package (hmde-NAME)")
     p.add_argument("--device", default="auto")
     from .recipe_use import add_arguments
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     lower, pairs, frozen, joint = out / "lower", out / "bible-pairs.parquet", out / "hmde-frozen", out / "hmde"
     dev = ["--device", args.device]
+    lengths = ["--preset", args.preset] if args.preset else []  # train and eval steps; not the sentence encoder
     _step("sentence encoder", (lower / "modules.json").exists(), [
         "train-sentence-encoder", str(data / "parallel"), "--min-pairs", "200", "--output", str(lower),
         "--tokenizer-model", "bpe", "--vocab-size", "16000", "--hidden", "256", "--heads", "4", "--ffn", "1024",
@@ -132,13 +135,13 @@ def run(args: argparse.Namespace) -> int:
         "--query-loss-weight", str(args.query_loss_weight),
         "--batch-size", "64", "--grad-accum", "1", "--lr", "2e-4", "--warmup", "100", "--weight-decay", "1e-5",
         "--epochs", str(args.frozen_epochs), "--save-every", "200", "--validation-pairs", "256", "--no-progress",
-        *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
+        *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev, *lengths])
     _step("hmde, joint", (joint / "config.json").exists(), [
         "train", str(frozen), str(pairs), "--output", str(joint), "--train-max-sentences", "8",
         "--batch-size", "16", "--grad-accum", "1", "--lr", "2e-5", "--warmup", "10", "--weight-decay", "1e-5",
         "--max-steps", str(args.joint_steps), "--save-every", "20", "--no-gradient-checkpointing", "--no-progress",
         "--query-loss-weight", str(args.query_loss_weight),
-        *(["--resume"] if (joint / "checkpoint").exists() else []), *dev])
+        *(["--resume"] if (joint / "checkpoint").exists() else []), *dev, *lengths])
     export = out / "hmde-mini"
     if not (export / "config.json").exists():
         from ..hierarchical import HierarchicalEncoder
@@ -172,7 +175,7 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
     tatoeba = top_languages(lower, ev / "tatoeba")
     _step("eval xsr", (results / "xsr.json").exists(), [
         "eval", "xsr", str(model), "--data", str(ev / "tatoeba"), "--langs", ",".join(tatoeba),
-        "-o", str(results / "xsr.json"), "--no-progress", *dev])
+        "-o", str(results / "xsr.json"), "--no-progress", *dev, *lengths])
     pud = sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz"))
     pud_langs = [lang for lang in pud if lang in trained and lang != "eng"]
     xquad_langs = [c for c in ("ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
@@ -181,19 +184,19 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
     for method in METHOD_ROWS:
         _step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
             "eval", "align", str(model), "--data", str(ev / "pud"), "--langs", ",".join(pud_langs),
-            "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev])
+            "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev, *lengths])
         _step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
             "eval", "clir", str(model), "--xquad", str(ev / "xquad"),
             "--pairs", ",".join([f"{c}-en" for c in xquad_langs] + [f"en-{c}" for c in xquad_langs]),
-            "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev])
+            "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev, *lengths])
         _step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
             "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
             "--protocol", "frozen", "--method", method, "-o", str(results / f"masakhanews.frozen.{method}.json"),
-            "--no-progress", *dev])
+            "--no-progress", *dev, *lengths])
     _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
         "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
         "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
-        "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
+        "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev, *lengths])
     _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
                             "-o", str(results.parent / "report.md"), "--plot", str(results.parent / "report.png")])
 

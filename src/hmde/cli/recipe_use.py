@@ -65,7 +65,7 @@ def run_use(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     wmt = data / "parallel" / "wmt"
     news, pairs, frozen = out / "wmt-documents.jsonl.gz", out / "bible-pairs.parquet", out / "hmde-frozen"
-    dev = ["--device", args.device]
+    dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
     _step("news pseudo-documents", news.exists(), [
         "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in WMT_FILES], "--output", str(news), "--lines", "5",
         "--max-documents", str(args.use_news_documents)])

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import HmdeError
+from ..length_settings import add_length_arguments, apply_length_overrides, length_overrides
 from .common import add_model_argument, pick_device
 
 
@@ -47,7 +48,9 @@ def register(sub) -> None:
                         "a learned gate (starting at 0) x the upper encoder's output, so training starts from the "
                         "mean of the sentence vectors")
     p.add_argument("--train-max-sentences", type=int,
-                   help="crop training documents to their first N sentences (faster on CPU; default: all, in windows)")
+                   help="train on each document's first N sentences (default: the model's max_sentences, 32, as the "
+                   "paper; 0: every sentence, in windows of 32, all through the lower encoder with gradients)")
+    add_length_arguments(p)
     p.add_argument("--query-loss-weight", type=float, default=0.0,
                    help="not in the paper (default 0): add this weight x InfoNCE from one random sentence of the "
                         "translation, through the lower encoder alone, to the document (the CLIR protocol's "
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             if args.residual_sentences:
                 overrides["residual_sentences"] = True
             model = HierarchicalEncoder.from_sentence_encoder(str(path or args.model), device=device, **overrides)
+    apply_length_overrides(model, length_overrides(args))  # saved with the model: it encodes as it was trained
     config = PretrainingConfig(
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,

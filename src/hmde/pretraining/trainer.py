@@ -51,7 +51,9 @@ class PretrainingConfig:
     save_every: int = 500
     log_every: int = 10
     validation_pairs: int = 0
-    max_units: int | None = None  # crop training documents to their first N sentences (CPU budget); None: all
+    # training documents: their first N sentences; None: the model's max_sentences (the paper: 32,
+    # and the memory of one upper-encoder window); 0: every sentence, in windows
+    max_units: int | None = None
     query_weight: float = 0.0  # not in the paper: weight of the sentence-query -> document loss (see query_loss)
     seed: int = 0
 
@@ -105,7 +107,8 @@ class HmdeTrainer:
         if doc_id not in self.units_cache:
             text, lang = self.docs[doc_id]
             units = self.model.segment(text, lang)
-            self.units_cache[doc_id] = units[: self.config.max_units] if self.config.max_units else units
+            limit = self.model.config.max_sentences if self.config.max_units is None else self.config.max_units
+            self.units_cache[doc_id] = units[:limit] if limit else units
         return self.units_cache[doc_id]
 
     def encode(self, doc_ids) -> torch.Tensor:

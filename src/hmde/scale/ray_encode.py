@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -58,10 +58,11 @@ class EncodeSpec:
     bf16: bool = False
     lawdr_stats: str | None = None
     keep_text: bool = False  # output shards also hold each document's language and text
+    lengths: dict = field(default_factory=dict)  # document-length settings (hmde.length_settings)
 
     def fingerprint(self) -> dict:
         keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats",
-                "keep_text")
+                "keep_text", "lengths")
         return {k: v for k, v in asdict(self).items() if k in keep}
 
 
@@ -96,7 +97,7 @@ class Manifest:
             old = json.loads(self.path.read_text(encoding="utf-8"))
             if old.get("format") != FORMAT:
                 raise InputError(f"not an hmde vectors folder (format {old.get('format')!r})", path=str(self.path))
-            settings = {"keep_text": False, **old["settings"]}  # folders written before keep_text existed
+            settings = {"keep_text": False, "lengths": {}, **old["settings"]}  # keys added later default as before
             if settings != spec.fingerprint():
                 changed = sorted(k for k in spec.fingerprint() if settings.get(k) != spec.fingerprint()[k])
                 raise HmdeError(f"{folder} holds vectors made with other settings ({', '.join(changed)}); "
@@ -153,6 +154,10 @@ class RayEncoder:
         torch.set_num_threads(max(1, threads))
         self.spec = EncodeSpec(**spec)
         self.kind, self.model = load_model(self.spec.model, device)
+        if self.spec.lengths:
+            from ..length_settings import apply_length_overrides
+
+            apply_length_overrides(self.model, self.spec.lengths)
         self.vectorizer = None
         if self.spec.method not in ("hmde", "query"):
             from ..lawdr import LawdrStats
