@@ -76,3 +76,21 @@ def test_mlm_defaults_are_the_papers(tmp_path):
                                       "--weight-decay", "0", "--max-steps", "7"])
     ta = mlm_settings(args).training_arguments(tmp_path / "w", show_progress=False, use_cpu=True)
     assert (ta.learning_rate, ta.weight_decay, ta.max_steps) == (3e-5, 0.0, 7)
+
+
+def test_the_longformer_baseline_finetunes(longformer_dir):
+    """Issue 16, item 4: mLongformer is fine-tuned with the softmax head like HMDE (Table 1)."""
+    import torch
+
+    from hmde import SentenceEncoder
+    from hmde.evaluation.classification import FinetuneConfig, LabelledDocuments, finetune_protocol
+
+    vec = DocumentVectorizer(SentenceEncoder.load(str(longformer_dir)), "longformer")
+    before = {k: v.clone() for k, v in vec.longformer.model.state_dict().items()}
+    docs = LabelledDocuments(["The cat sleeps.", "Prices rose.", "A dog runs.", "Markets fell."] * 2, ["a", "m"] * 4,
+                             "eng")
+    result = finetune_protocol(vec, docs, docs, [docs], FinetuneConfig(max_epochs=2, lr=1e-3, warmup=0, batch_size=4,
+                                                                       accumulation=1), show_progress=False)
+    assert result["method"] == "longformer" and result["epochs_run"] == 2
+    after = vec.longformer.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)

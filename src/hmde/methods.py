@@ -189,6 +189,45 @@ class DocumentVectorizer:
             return np.zeros((0, self.lower.dim), np.float32)
         return np.stack([v.mean(0) if len(v) else np.zeros(self.lower.dim, np.float32) for v in per_doc])
 
+    def trainable(self) -> list[torch.nn.Parameter]:
+        """What fine-tuning this method updates: the whole hierarchical model for ``hmde``, else
+        the lower encoder (or the Longformer) whose vectors the method combines."""
+        if self.method == "hmde":
+            return list(self.model.parameters())
+        if self.method == "longformer":
+            return list(self.longformer.model.parameters())
+        if self.method == "lawdr":
+            raise HmdeError("LAWDR's statistics are fitted, not trained: fine-tune first, seg, mean, longformer "
+                            "or hmde, or evaluate lawdr with --protocol frozen")
+        return list(self.lower.parameters())
+
+    def document_tensor(self, docs: Sequence, langs=None, max_units: int | None = None) -> torch.Tensor:
+        """Document vectors with gradients, for fine-tuning (the paper's softmax-head protocol).
+
+        ``hmde``: the hierarchical model on the documents' units (the first ``max_units``
+        when given); ``first``/``seg``/``mean``: the lower encoder on the method's units,
+        averaged per document; ``longformer``: the Longformer on the whole document."""
+        langs_ = _as_langs(langs, len(docs))
+        if self.method == "longformer":
+            return self.longformer.forward(list(docs))
+        if self.method == "hmde":
+            units = [self.model.segment(d, lang) for d, lang in zip(docs, langs_)]
+            units = [u[:max_units] for u in units] if max_units else units
+            return self.model.encode_units(units).documents
+        self.trainable()  # refuses lawdr
+        units = self.units(docs, langs_)
+        units = [u[:max_units] for u in units] if max_units and self.method == "mean" else units
+        flat = [u for doc in units for u in doc]
+        vectors = self.lower.embed(flat, batch_size=self.options.sentence_batch_size) if flat else None
+        out, start = [], 0
+        for doc in units:
+            if doc:
+                out.append(vectors[start:start + len(doc)].mean(0))
+            else:
+                out.append(torch.zeros(self.lower.dim, device=self.lower.device))
+            start += len(doc)
+        return torch.stack(out)
+
     def sentences(self, docs: Sequence, langs=None) -> tuple[list[list[str]], list[np.ndarray]]:
         """Each document's sentences (the model's segmentation) and their lower-encoder vectors."""
         units = [self.model.segment(d, lang) for d, lang in zip(docs, _as_langs(langs, len(docs)))]

@@ -359,10 +359,10 @@ def run_xldc(args) -> int:
         checked.append(t2)
     files = train.files + [f for t in checked for f in t.files] + (dev.files if dev else [])
     protocols = ["frozen", "finetune"] if args.protocol == "both" else [args.protocol]
-    if "finetune" in protocols and method != "hmde":
+    if "finetune" in protocols and method == "lawdr":
         if protocols == ["finetune"]:
-            raise HmdeError(f"fine-tuning trains the hierarchical model; --method {method} needs --protocol frozen")
-        warn(f"fine-tuning trains the hierarchical model; --method {method} applies to the frozen protocol only")
+            raise HmdeError("LAWDR's statistics are fitted, not trained: --method lawdr needs --protocol frozen")
+        warn("LAWDR's statistics are fitted, not trained: --method lawdr is evaluated with the frozen protocol only")
         protocols = ["frozen"]
     results = {}
     if "frozen" in protocols:
@@ -373,7 +373,7 @@ def run_xldc(args) -> int:
         config = cls.FinetuneConfig(lr=args.lr, warmup=args.warmup, batch_size=args.batch_size,
                                     accumulation=args.accumulation, max_epochs=args.max_epochs,
                                     patience=args.patience, seed=args.seed, max_sentences=args.max_sentences)
-        results["finetune"] = cls.finetune_protocol(enc.model, tr, dv, checked, config,
+        results["finetune"] = cls.finetune_protocol(enc.vectorizer, tr, dv, checked, config,
                                                     show_progress=not args.no_progress,
                                                     log=lambda h: print(json.dumps(h)))
     base = Path(args.output)
@@ -381,7 +381,7 @@ def run_xldc(args) -> int:
         targets_ = res["targets"]
         metrics = {"targets": targets_, "average": float(np.mean([v["accuracy"] for v in targets_.values()]))}
         if "history" in res:
-            metrics["history"] = res["history"]
+            metrics.update(history=res["history"], best_epoch=res["best_epoch"], epochs_run=res["epochs_run"])
         for lang, v in targets_.items():
             print(f"{protocol} {lang}: accuracy {v['accuracy']:.4f} ({v['documents']} documents)")
         out = base if len(results) == 1 else base.with_name(f"{base.stem}.{protocol}{base.suffix}")

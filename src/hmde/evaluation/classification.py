@@ -141,11 +141,16 @@ class FinetuneConfig:
 
 def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, targets: Sequence[LabelledDocuments],
                       config: FinetuneConfig | None = None, show_progress: bool = True, log=None) -> dict:
-    """Fine-tune an HMDE with a softmax head (eq. 2) on English, test zero-shot.
+    """Fine-tune a document encoder with a softmax head (eq. 2) on English, test zero-shot.
 
-    The best state by English dev loss is restored before testing. Returns accuracy per
-    target language and the training history.
+    ``model`` is a :class:`~hmde.methods.DocumentVectorizer` (HMDE, or the paper's
+    fine-tuned baselines: ``first``, ``seg``, ``mean``, ``longformer``) or an HMDE. The
+    state of the epoch with the lowest English dev loss is restored before testing.
+    Returns accuracy per target language, the training history and the chosen epoch.
     """
+    from ..methods import DocumentVectorizer
+
+    vectorizer = model if isinstance(model, DocumentVectorizer) else DocumentVectorizer(model, "hmde")
     import copy
 
     import torch
@@ -157,23 +162,29 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
     torch.manual_seed(cfg.seed)
     labels = sorted(set(train.labels))
     label_id = {lab: i for i, lab in enumerate(labels)}
-    head = torch.nn.Linear(model.dim, len(labels)).to(model.device)
-    params = list(model.parameters()) + list(head.parameters())
+    lower = vectorizer.lower
+    trained = vectorizer.trainable()
+    modules = [m for m in (vectorizer.model, getattr(vectorizer.longformer, "model", None)) if m is not None]
+    head = torch.nn.Linear(lower.dim, len(labels)).to(lower.device)
+    params = trained + list(head.parameters())
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps_per_epoch = math.ceil(len(train) / (cfg.batch_size * cfg.accumulation))
     scheduler = get_linear_schedule_with_warmup(optimizer, cfg.warmup, steps_per_epoch * cfg.max_epochs)
 
-    def units(docs, idx):
-        out = [model.segment(docs.texts[i], docs.lang) for i in idx]
-        return [u[: cfg.max_sentences] for u in out] if cfg.max_sentences else out
-
     def logits_of(docs, idx):
-        return head(model.encode_units(units(docs, idx)).documents)
+        return head(vectorizer.document_tensor([docs.texts[i] for i in idx], [docs.lang] * len(idx),
+                                               max_units=cfg.max_sentences))
+
+    def train_mode(on: bool):
+        for m in (*modules, head):
+            m.train(on)
+
+    def state():
+        return [copy.deepcopy(m.state_dict()) for m in (*modules, head)]
 
     @torch.no_grad()
     def evaluate(docs):
-        model.eval()
-        head.eval()
+        train_mode(False)
         all_logits = []
         for s in range(0, len(docs), 16):
             all_logits.append(logits_of(docs, range(s, min(s + 16, len(docs)))).float().cpu())
@@ -182,15 +193,14 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
         loss = torch.nn.functional.cross_entropy(logits, gold, ignore_index=-100).item()
         return loss, [labels[i] for i in logits.argmax(1).tolist()]
 
-    best_loss, best_state, bad, history = float("inf"), None, 0, []
+    best_loss, best_state, best_epoch, bad, history = float("inf"), None, 0, 0, []
     rng = np.random.default_rng(cfg.seed)
     for epoch in range(cfg.max_epochs):
-        model.train()
-        head.train()
+        train_mode(True)
         order = rng.permutation(len(train))
         micro = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
         for m, idx in enumerate(tqdm(micro, desc=f"finetune epoch {epoch + 1}", disable=not show_progress)):
-            gold = torch.tensor([label_id[train.labels[i]] for i in idx], device=model.device)
+            gold = torch.tensor([label_id[train.labels[i]] for i in idx], device=lower.device)
             loss = torch.nn.functional.cross_entropy(logits_of(train, idx), gold) / cfg.accumulation
             loss.backward()
             if (m + 1) % cfg.accumulation == 0 or m + 1 == len(micro):
@@ -204,18 +214,19 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
         if log:
             log(history[-1])
         if dev_loss < best_loss:
-            best_loss, bad = dev_loss, 0
-            best_state = (copy.deepcopy(model.state_dict()), copy.deepcopy(head.state_dict()))
+            best_loss, best_epoch, bad = dev_loss, epoch + 1, 0
+            best_state = state()
         else:
             bad += 1
             if bad >= cfg.patience:
                 break
     if best_state is not None:
-        model.load_state_dict(best_state[0])
-        head.load_state_dict(best_state[1])
+        for m, s in zip((*modules, head), best_state):
+            m.load_state_dict(s)
     results = {}
     for t in targets:
         _, pred = evaluate(t)
         results[t.lang] = {"accuracy": float(accuracy_score(t.labels, pred)), "documents": len(t)}
-    model.eval()
-    return {"targets": results, "history": history, "best_dev_loss": best_loss}
+    train_mode(False)
+    return {"targets": results, "history": history, "best_dev_loss": best_loss, "best_epoch": best_epoch,
+            "epochs_run": len(history), "method": vectorizer.method}

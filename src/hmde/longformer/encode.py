@@ -26,22 +26,28 @@ class LongformerEncoder:
     def tokenizer(self):
         return self.model.tokenizer
 
-    @torch.inference_mode()
-    def encode(self, texts: Sequence, batch_size: int = 2) -> np.ndarray:
+    def forward(self, texts: Sequence) -> torch.Tensor:
+        """Document vectors of one batch, with gradients (fine-tuning); texts or sentence lists."""
         auto = self.model[0].auto_model
         device = next(auto.parameters()).device
-        out = []
         flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
-        for i in range(0, len(flat), batch_size):
-            enc = self.tokenizer(flat[i:i + batch_size], padding=True, truncation=True, max_length=self.max_tokens,
-                                 return_tensors="pt").to(device)
-            glob = torch.zeros_like(enc["attention_mask"])
-            glob[:, 0] = 1
-            hidden = auto(**enc, global_attention_mask=glob).last_hidden_state
-            features = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                        "token_embeddings": hidden}
-            for module in list(self.model)[1:]:
-                features = module(features)
-            out.append(features["sentence_embedding"].float().cpu().numpy())
+        enc = self.tokenizer(flat, padding=True, truncation=True, max_length=self.max_tokens,
+                             return_tensors="pt").to(device)
+        glob = torch.zeros_like(enc["attention_mask"])
+        glob[:, 0] = 1
+        hidden = auto(**enc, global_attention_mask=glob).last_hidden_state
+        features = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "token_embeddings": hidden}
+        for module in list(self.model)[1:]:
+            features = module(features)
+        return features["sentence_embedding"].float()
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence, batch_size: int = 2) -> np.ndarray:
+        was = self.model.training
+        self.model.eval()
+        try:
+            out = [self.forward(texts[i:i + batch_size]).cpu().numpy() for i in range(0, len(texts), batch_size)]
+        finally:
+            self.model.train(was)
         dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") else 0
         return np.concatenate(out) if out else np.zeros((0, dim), np.float32)
