@@ -192,3 +192,66 @@ def test_cli_trains_and_reports_bad_input(tsv, tmp_path, capsys):
     bad.write_text("no tab here\n")
     assert main(["train-sentence-encoder", str(bad), "-o", str(tmp_path / "x")]) == 2
     assert "fra-eng.tsv, line 1: expected 'source<TAB>target'" in capsys.readouterr().err
+
+
+def test_tied_ugt_head_is_dense_then_the_input_embeddings():
+    """Issue 16, item 9: the paper's generative head: a fully connected layer followed by a softmax
+    over the tied input embeddings (the untied Linear(hidden, V) stays the default)."""
+    from hmde.lightweight.model import LightweightEncoder
+
+    cfg = LightweightConfig(vocab_size=50, layers=1, hidden=16, heads=2, ffn=32, max_length=16, head="tied")
+    tied = LightweightEncoder(cfg)
+    untied = LightweightEncoder(LightweightConfig(**{**cfg.__dict__, "head": "untied"}))
+    emb = tied.bert.embeddings.word_embeddings.weight
+    h = torch.randn(3, 16)
+    expected = (h @ tied.head.dense.weight.T + tied.head.dense.bias) @ emb.T + tied.head.bias
+    assert torch.allclose(tied.head(h), expected, atol=1e-6)
+    n_head = lambda m: sum(p.numel() for n, p in m.named_parameters() if n.startswith("head."))  # noqa: E731
+    assert n_head(tied) == 16 * 16 + 16 + 50 and n_head(untied) == 16 * 50 + 50  # the V x H matrix is shared
+    tied.head(h).sum().backward()
+    assert emb.grad is not None and emb.grad.abs().sum() > 0  # the generative loss trains the embeddings
+    with torch.no_grad():
+        emb[7] += 1.0
+    assert not torch.allclose(tied.head(h)[:, 7], expected[:, 7])  # tied: the very same matrix
+
+
+def test_paper_loss_weights_against_a_hand_computation(tsv, tmp_path):
+    """Paper: 1 x (KL_a + KL_b) + 2 x align + 2 x sim; earlier hmde averaged the KL terms (0.5:2:2)."""
+    logits_a, logits_b = torch.tensor([[0.0, 1.0, 2.0]]), torch.tensor([[1.0, 0.0, 0.0]])
+    t_a, t_b = torch.tensor([[0.5, 0.5, 0.0]]), torch.tensor([[0.0, 0.0, 1.0]])
+
+    def kl(logits, t):
+        logp = torch.log_softmax(logits, -1)
+        return sum(float(t[0, i] * (math.log(t[0, i]) - logp[0, i])) for i in range(3) if t[0, i] > 0)
+
+    by_hand = kl(logits_a, t_a) + kl(logits_b, t_b)
+    assert math.isclose(ugt_loss(logits_a, logits_b, t_a, t_b, "sum").item(), by_hand, rel_tol=1e-6)
+    assert math.isclose(ugt_loss(logits_a, logits_b, t_a, t_b).item(), by_hand / 2, rel_tol=1e-6)
+    trainer, _ = _trainer(tsv, tmp_path / "w")
+    trainer.config.ugt_reduction = "sum"
+    trainer.config.model.head = "tied"
+    model = trainer.train()
+    losses = trainer.losses(model, np.arange(8), step=0)
+    assert torch.allclose(losses["loss"], losses["ugt"] + 2 * losses["align"] + 2 * losses["sim"])
+
+
+def test_paper_preset_schedule_and_head(tmp_path):
+    from hmde.cli.main import build_parser
+    from hmde.cli.train_sentence_encoder import schedule_and_loss
+
+    parse = lambda *extra: schedule_and_loss(build_parser().parse_args(["train-sentence-encoder", "x", "-o", "o",  # noqa: E731
+                                                                        *extra]))
+    assert parse("--preset", "paper") == {"head": "tied", "ugt_reduction": "sum", "epochs": 12.0, "warmup": 1000,
+                                          "warmup_epochs": 3.0}
+    assert parse() == {"head": "untied", "ugt_reduction": "mean", "epochs": 1.0, "warmup": 1000, "warmup_epochs": None}
+    assert parse("--preset", "paper", "--warmup", "5")["warmup_epochs"] is None
+    corpus = read_tsv_pairs([_write_tsv(tmp_path)])
+    trainer = LightweightTrainer(corpus, LightweightTrainingConfig(warmup_epochs=3.0), tmp_path / "o", tokenizer=None,
+                                 show_progress=False)
+    assert trainer.warmup_steps(steps_per_epoch=7) == 21
+
+
+def _write_tsv(tmp_path):
+    path = tmp_path / "deu-eng.tsv"
+    path.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS))
+    return path

@@ -42,8 +42,16 @@ def register(sub) -> None:
     p.add_argument("--train-max-length", type=int, default=64, help="truncate training sentences to this many tokens")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=1000)
-    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 1000)")
+    p.add_argument("--warmup-epochs", type=float, default=None, help="warm-up of this many epochs instead (paper: 3)")
+    p.add_argument("--epochs", type=float, default=None, help="default 1 (paper: 12)")
+    p.add_argument("--ugt-head", choices=["tied", "untied"], default=None,
+                   help="UGT head: tied (the paper: a dense layer, then a softmax over the tied input embeddings) or "
+                   "untied (default: one Linear(hidden, vocabulary))")
+    p.add_argument("--ugt-reduction", choices=["sum", "mean"], default=None,
+                   help="the two UGT KL terms: sum (the paper) or mean (default; effective weights 0.5:2:2)")
+    p.add_argument("--preset", choices=sorted(LIGHTWEIGHT_PRESETS),
+                   help="paper: tied head, summed KL terms, 12 epochs with 3 of warm-up; explicit flags still win")
     p.add_argument("--max-steps", type=int)
     p.add_argument("--time-budget", type=float, default=None, metavar="MINUTES",
                    help="end the optimisation after about this many minutes: the step count and learning-rate "
@@ -68,6 +76,23 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
+
+
+# the lightweight encoder paper's settings (Mao et al., 2021): hmde's defaults differ (one
+# epoch for CPU budgets; the untied head and averaged KL terms of earlier hmde versions)
+LIGHTWEIGHT_PRESETS = {"paper": {"head": "tied", "ugt_reduction": "sum", "epochs": 12.0, "warmup_epochs": 3.0}}
+LIGHTWEIGHT_DEFAULTS = {"head": "untied", "ugt_reduction": "mean", "epochs": 1.0, "warmup": 1000, "warmup_epochs": None}
+
+
+def schedule_and_loss(args: argparse.Namespace) -> dict:
+    """Head, UGT reduction and schedule: explicit flags, else the preset's, else hmde's defaults."""
+    out = {**LIGHTWEIGHT_DEFAULTS, **LIGHTWEIGHT_PRESETS.get(args.preset or "", {})}
+    explicit = {"head": args.ugt_head, "ugt_reduction": args.ugt_reduction, "epochs": args.epochs,
+                "warmup": args.warmup, "warmup_epochs": args.warmup_epochs}
+    out.update({k: v for k, v in explicit.items() if v is not None})
+    if args.warmup is not None and args.warmup_epochs is None:
+        out["warmup_epochs"] = None  # warm-up given in steps wins over the preset's epochs
+    return out
 
 
 def collect_files(inputs: list[str]) -> list[Path]:
@@ -170,8 +195,10 @@ def run(args: argparse.Namespace) -> int:
     say(f"{len(corpus)} sentence pairs in {len(corpus.pairs)} language pairs")
     config = LightweightTrainingConfig(
         model=LightweightConfig(vocab_size=args.vocab_size, layers=args.layers, hidden=args.hidden, heads=args.heads,
-                                ffn=args.ffn, dropout=args.dropout, max_length=args.max_length),
-        batch_size=args.batch_size, lr=args.lr, warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps,
+                                ffn=args.ffn, dropout=args.dropout, max_length=args.max_length,
+                                head=schedule_and_loss(args)["head"]),
+        batch_size=args.batch_size, lr=args.lr, max_steps=args.max_steps,
+        **{k: v for k, v in schedule_and_loss(args).items() if k != "head"},
         save_every=args.save_every, log_every=args.log_every, seed=args.seed, batching=args.batching, ugt_weight=args.ugt_weight,
         align_weight=args.align_weight, sim_weight=args.sim_weight, align_cosine=args.align_cosine,
         temperature=args.temperature, bf16=args.bf16, tokenizer_sentences_per_language=args.tokenizer_sentences_per_language,

@@ -50,9 +50,15 @@ def kl_to_target(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def ugt_loss(logits_masked: torch.Tensor, logits_other: torch.Tensor, target_masked: torch.Tensor,
-             target_other: torch.Tensor) -> torch.Tensor:
-    """UGT: the mean of the two sides' KL losses."""
-    return 0.5 * (kl_to_target(logits_masked, target_masked) + kl_to_target(logits_other, target_other))
+             target_other: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """UGT: the two sides' KL losses, summed (the paper) or averaged (``mean``, earlier hmde, which
+    makes the loss weights effectively 0.5 : 2 : 2)."""
+    total = kl_to_target(logits_masked, target_masked) + kl_to_target(logits_other, target_other)
+    if reduction == "sum":
+        return total
+    if reduction != "mean":
+        raise ValueError(f"unknown UGT reduction '{reduction}' (sum or mean)")
+    return 0.5 * total
 
 
 def alignment_loss(u: torch.Tensor, v: torch.Tensor, cosine: bool = False, temperature: float = 0.05) -> torch.Tensor:

@@ -26,6 +26,22 @@ class LightweightConfig:
     ffn: int = 1024
     dropout: float = 0.1
     max_length: int = 128
+    # UGT head: "untied" (earlier hmde: one Linear(hidden, V)); "tied" (the paper: a fully
+    # connected layer, then a softmax over the input embeddings, tied)
+    head: str = "untied"
+
+
+class TiedUgtHead(nn.Module):
+    """The paper's generative head: logits = dense(h) . E^T + b, E the input embeddings (tied)."""
+
+    def __init__(self, hidden: int, embeddings: nn.Embedding):
+        super().__init__()
+        self.dense = nn.Linear(hidden, hidden)
+        self.embeddings = [embeddings]  # a list: the tied matrix is the encoder's, not a second parameter
+        self.bias = nn.Parameter(torch.zeros(embeddings.num_embeddings))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.dense(h) @ self.embeddings[0].weight.T + self.bias
 
 
 class LightweightEncoder(nn.Module):
@@ -43,7 +59,12 @@ class LightweightEncoder(nn.Module):
             ),
             add_pooling_layer=False,
         )
-        self.head = nn.Linear(config.hidden, config.vocab_size)  # UGT head, training only
+        if config.head == "tied":  # UGT head, training only
+            self.head = TiedUgtHead(config.hidden, self.bert.embeddings.word_embeddings)
+        elif config.head == "untied":
+            self.head = nn.Linear(config.hidden, config.vocab_size)
+        else:
+            raise ValueError(f"unknown UGT head '{config.head}' (tied or untied)")
 
     def pool(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state

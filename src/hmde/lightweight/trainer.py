@@ -52,6 +52,8 @@ class LightweightTrainingConfig:
     seed: int = 0
     batching: str = "pair"  # "pair": one language pair per batch; "mix": any pairs together
     ugt_weight: float = 1.0
+    ugt_reduction: str = "mean"  # the paper sums the two KL terms ("sum"); "mean": earlier hmde
+    warmup_epochs: float | None = None  # set: warm-up of this many epochs instead of `warmup` steps (paper: 3 of 12)
     align_weight: float = 2.0
     sim_weight: float = 2.0
     align_cosine: bool = False
@@ -175,7 +177,8 @@ class LightweightTrainer:
         out = {}
         if cfg.ugt_weight:  # a per-pair loss: this process's pairs, weighted by its share of the batch
             t_masked, t_other = ugt_targets(masked_token, a_ids, a_keep, b_ids, b_keep, model.config.vocab_size)
-            out["ugt"] = share * ugt_loss(model.head(u), model.head(v), t_masked, t_other)
+            out["ugt"] = share * ugt_loss(model.head(u), model.head(v), t_masked, t_other,
+                                                 cfg.ugt_reduction)
         if cfg.align_weight or cfg.sim_weight:  # in-batch losses: over every process's vectors
             u_all, v_all = distributed.gather_all(u), distributed.gather_all(v)
         if cfg.align_weight:
@@ -185,6 +188,12 @@ class LightweightTrainer:
         weights = {"ugt": cfg.ugt_weight, "align": cfg.align_weight, "sim": cfg.sim_weight}
         out["loss"] = sum(weights[k] * out[k] for k in list(out))
         return out
+
+    def warmup_steps(self, steps_per_epoch: int) -> int:
+        cfg = self.config
+        if cfg.warmup_epochs is not None:
+            return int(round(cfg.warmup_epochs * steps_per_epoch))
+        return cfg.warmup
 
     # -- the loop -----------------------------------------------------------------------
     def train(self, resume: bool = False, stop_at_step: int | None = None) -> LightweightEncoder:
@@ -221,7 +230,7 @@ class LightweightTrainer:
         torch.manual_seed(cfg.seed)
         model = LightweightEncoder(cfg.model, pad_token_id=self.tokenizer.pad_token_id).to(self.device)
         optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
+        scheduler = get_linear_schedule_with_warmup(optimizer, min(self.warmup_steps(steps_per_epoch), total), total)
         step = 0
         if state is not None:
             model.load_state_dict(state["model"])
@@ -273,7 +282,7 @@ class LightweightTrainer:
                 rate = BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9)
                 fitted = fit_steps_to_budget(step, rate, now - t0, cfg.time_budget_minutes * 60, total)
                 total = cfg.budget_steps = distributed.min_over_processes(fitted)  # every process stops together
-                scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
+                scheduler = get_linear_schedule_with_warmup(optimizer, min(self.warmup_steps(steps_per_epoch), total), total,
                                                             last_epoch=step - 1)
                 bar.total = total
                 if main:
