@@ -3,6 +3,7 @@ and the paper's fine-tuned baselines (issue 16, item 4)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from hmde import SentenceEncoder
@@ -90,3 +91,33 @@ def test_the_cli_finetunes_a_baseline(labse_dir, tmp_path, capsys):
                  "--accumulation", "1", "--max-epochs", "3", "--no-progress", "-o", str(out)]) == 0
     metrics = json.loads(out.read_text())["metrics"]
     assert metrics["epochs_run"] == 3 and metrics["targets"]["fra"]["accuracy"] > 0.5
+
+
+def test_xldc_reports_the_mean_of_several_seeds(labse_dir, tmp_path):
+    """MLDoc-style: the lightweight paper reports the mean of 5 seeds; each seed fine-tunes afresh."""
+    import json
+
+    from hmde.cli.main import main
+    from hmde.evaluation.classification import combine_seeds
+
+    runs = [{"targets": {"fra": {"accuracy": a, "documents": 8}}, "best_epoch": e, "epochs_run": e}
+            for a, e in ((0.5, 1), (0.75, 2), (1.0, 3))]
+    combined = combine_seeds(runs, [0, 1, 2])
+    assert combined["targets"]["fra"] == {"accuracy": 0.75, "std": pytest.approx(0.2041241), "documents": 8,
+                                          "per_seed": [0.5, 0.75, 1.0]}
+    assert combined["best_epoch"] == [1, 2, 3]
+
+    def write(name, docs):
+        path = tmp_path / name
+        path.write_text("".join(f"{lab}\t{text}\n" for text, lab in zip(docs.texts, docs.labels)))
+        return path
+
+    files = [f"train:eng={write('train.tsv', _docs('eng', repeat=3))}", f"dev:eng={write('dev.tsv', _docs('eng'))}",
+             f"test:fra={write('test.tsv', _docs('fra', repeat=1))}"]
+    out = tmp_path / "r.json"
+    assert main(["eval", "xldc", str(labse_dir), "--method", "mean", "--protocol", "finetune", "--mldoc", *files,
+                 "--lr", "3e-3", "--warmup", "0", "--accumulation", "1", "--max-epochs", "1", "--seeds", "2",
+                 "--no-progress", "-o", str(out)]) == 0
+    metrics = json.loads(out.read_text())["metrics"]
+    fra = metrics["targets"]["fra"]
+    assert metrics["seeds"] == [0, 1] and len(fra["per_seed"]) == 2 and fra["accuracy"] == np.mean(fra["per_seed"])

@@ -86,6 +86,17 @@ def register(sub) -> None:
     x.add_argument("--langs", help="comma-separated languages (default: all in the folder)")
     x.set_defaults(func=run_xsr)
 
+    pr = ev.add_parser("pool-xsr", help="sentence retrieval among a large pool (lightweight-encoder paper: 2,000 "
+                       "queries, 200,000 candidates), P@1 (lower encoder)")
+    _common(pr, methods=False)
+    pr.add_argument("--parallel", required=True, help="folder of <xxx>-<yyy>.tsv(.gz) sentence pairs (searched "
+                    "recursively, e.g. ../shared/data/parallel)")
+    pr.add_argument("--langs", required=True, help="query languages, comma-separated (e.g. deu,fra,rus)")
+    pr.add_argument("--pool-lang", default="eng")
+    pr.add_argument("--queries", type=int, default=2000)
+    pr.add_argument("--pool", type=int, default=200_000, help="candidate sentences, the translations included")
+    pr.set_defaults(func=run_pool_xsr)
+
     c = ev.add_parser("clir", help="cross-lingual retrieval over the whole collection (MAP, MRR, nDCG@10, R@100)")
     _common(c)
     c.add_argument("--xquad", help="XQuAD folder (xquad.<lang>.json)")
@@ -121,6 +132,8 @@ def register(sub) -> None:
     d.add_argument("--max-epochs", type=int, default=50)
     d.add_argument("--patience", type=int, default=7)
     d.add_argument("--max-sentences", type=int, help="cap sentences per document while fine-tuning (CPU runs)")
+    d.add_argument("--seeds", type=int, default=1, help="repeat with seeds SEED, SEED+1, ... (each fine-tuning from the "
+                   "saved model) and report the mean and standard deviation (the lightweight paper: 5)")
     d.set_defaults(func=run_xldc)
 
     r = ev.add_parser("report", help="result JSON files -> markdown table + PNG bar chart")
@@ -245,6 +258,27 @@ def run_xsr(args) -> int:
     return 0
 
 
+def run_pool_xsr(args) -> int:
+    from ..evaluation.pool_retrieval import build_pool_task, pool_p_at_1
+
+    _seed(args)
+    langs = [lang for lang in args.langs.split(",") if lang]
+    tasks = {lang: build_pool_task(args.parallel, lang, args.pool_lang, args.queries, args.pool, args.seed)
+             for lang in langs}  # every input is read and checked before the model is loaded
+    enc, model_path, _ = _setup(args, need_method=False)
+    per_lang = {}
+    for lang, task in tasks.items():
+        per_lang[lang] = pool_p_at_1(lambda texts: enc.queries(list(texts)), task)
+        print(f"{lang}->{args.pool_lang}: P@1 {per_lang[lang]['p@1']:.4f} ({task.queries.__len__()} queries, "
+              f"{len(task.pool)} candidates)")
+    result = {"languages": per_lang, "average": float(np.mean([r["p@1"] for r in per_lang.values()]))}
+    print(f"average P@1: {result['average']:.4f}")
+    files = sorted({f for t in tasks.values() for f in t.files})
+    _write(args, "pool-xsr", model_path, "sentence", files, result,
+           {"dataset": Path(args.parallel).name, "queries": args.queries, "pool": args.pool})
+    return 0
+
+
 def run_clir(args) -> int:
     from ..evaluation import clir
 
@@ -364,24 +398,31 @@ def run_xldc(args) -> int:
             raise HmdeError("LAWDR's statistics are fitted, not trained: --method lawdr needs --protocol frozen")
         warn("LAWDR's statistics are fitted, not trained: --method lawdr is evaluated with the frozen protocol only")
         protocols = ["frozen"]
-    results = {}
-    if "frozen" in protocols:
-        enc.prepare([(train.texts, train.lang)] + [(t.texts, t.lang) for t in checked])
-        results["frozen"] = {"targets": cls.frozen_protocol(enc.documents, train, checked, args.seed)}
-    if "finetune" in protocols:
-        tr, dv = (train, dev) if dev else cls.split_dev(train, 0.1, args.seed)
-        config = cls.FinetuneConfig(lr=args.lr, warmup=args.warmup, batch_size=args.batch_size,
-                                    accumulation=args.accumulation, max_epochs=args.max_epochs,
-                                    patience=args.patience, seed=args.seed, max_sentences=args.max_sentences)
-        results["finetune"] = cls.finetune_protocol(enc.vectorizer, tr, dv, checked, config,
-                                                    show_progress=not args.no_progress,
-                                                    log=lambda h: print(json.dumps(h)))
+    if args.seeds < 1:
+        raise HmdeError("--seeds must be >= 1")
+    runs: dict[str, list[dict]] = {p: [] for p in protocols}
+    for n, seed in enumerate(range(args.seed, args.seed + args.seeds)):
+        if n:  # every seed starts from the saved model: fine-tuning changed the loaded one
+            args_seed = argparse.Namespace(**{**vars(args), "seed": seed})
+            _seed(args_seed)
+            enc, _, _ = _setup(args_seed)
+        if "frozen" in protocols:
+            enc.prepare([(train.texts, train.lang)] + [(t.texts, t.lang) for t in checked])
+            runs["frozen"].append({"targets": cls.frozen_protocol(enc.documents, train, checked, seed)})
+        if "finetune" in protocols:
+            tr, dv = (train, dev) if dev else cls.split_dev(train, 0.1, seed)
+            config = cls.FinetuneConfig(lr=args.lr, warmup=args.warmup, batch_size=args.batch_size,
+                                        accumulation=args.accumulation, max_epochs=args.max_epochs,
+                                        patience=args.patience, seed=seed, max_sentences=args.max_sentences)
+            runs["finetune"].append(cls.finetune_protocol(enc.vectorizer, tr, dv, checked, config,
+                                                          show_progress=not args.no_progress,
+                                                          log=lambda h: print(json.dumps(h))))
+    results = {p: cls.combine_seeds(r, list(range(args.seed, args.seed + args.seeds))) for p, r in runs.items()}
     base = Path(args.output)
     for protocol, res in results.items():
         targets_ = res["targets"]
         metrics = {"targets": targets_, "average": float(np.mean([v["accuracy"] for v in targets_.values()]))}
-        if "history" in res:
-            metrics.update(history=res["history"], best_epoch=res["best_epoch"], epochs_run=res["epochs_run"])
+        metrics.update({k: res[k] for k in ("history", "best_epoch", "epochs_run", "seeds") if k in res})
         for lang, v in targets_.items():
             print(f"{protocol} {lang}: accuracy {v['accuracy']:.4f} ({v['documents']} documents)")
         out = base if len(results) == 1 else base.with_name(f"{base.stem}.{protocol}{base.suffix}")

@@ -230,3 +230,19 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
     train_mode(False)
     return {"targets": results, "history": history, "best_dev_loss": best_loss, "best_epoch": best_epoch,
             "epochs_run": len(history), "method": vectorizer.method}
+
+
+def combine_seeds(runs: Sequence[dict], seeds: Sequence[int]) -> dict:
+    """One protocol's runs over several seeds: per target the mean accuracy, its standard
+    deviation and every seed's; one run is returned as it is (with its seed)."""
+    if len(runs) == 1:
+        return {**runs[0], "seeds": list(seeds)}
+    targets = {}
+    for lang in runs[0]["targets"]:
+        accs = [r["targets"][lang]["accuracy"] for r in runs]
+        targets[lang] = {"accuracy": float(np.mean(accs)), "std": float(np.std(accs)), "per_seed": accs,
+                         "documents": runs[0]["targets"][lang]["documents"]}
+    out = {"targets": targets, "seeds": list(seeds)}
+    if "best_epoch" in runs[0]:
+        out.update(best_epoch=[r["best_epoch"] for r in runs], epochs_run=[r["epochs_run"] for r in runs])
+    return out
