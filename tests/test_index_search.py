@@ -115,3 +115,52 @@ def test_ivfpq_compresses_and_nprobe_ef_search_are_checked(tmp_path):
         _random_index(tmp_path / "small", "ivfpq", n=100, ivf_lists=4, pq_m=4)
     with pytest.raises(Exception, match="--pq-m must divide the dimension 16"):
         _random_index(tmp_path / "odd", "ivfpq", ivf_lists=4, pq_m=5)
+
+
+def test_each_argument_is_its_own_query(index_dir, capsys):
+    """Issue 18, item 2: `hmde search IDX q1 q2` merged the two queries into one."""
+    capsys.readouterr()
+    q1, q2 = "Ash covered the villages.", "Le chat était assis sur le tapis."
+    assert main(["search", str(index_dir), q1, q2, "--json", "--top-k", "3"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [h["query"] for h in hits] == [q1] * 3 + [q2] * 3 and [h["rank"] for h in hits] == [1, 2, 3] * 2
+    assert {h["doc_id"]: h["best_sentence"] for h in hits[:3]}["d1"] == q1  # each query's own best sentence
+    assert {h["doc_id"]: h["best_sentence"] for h in hits[3:]}["d3"] == q2
+
+
+def test_a_query_file_gives_a_trec_run_and_ir_measures(index_dir, tmp_path, capsys):
+    import ir_measures
+
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tAsh covered the villages.\nq2\tLe chat était assis sur le tapis.\nq3\tNothing judged.\n")
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    run = tmp_path / "run.txt"
+    capsys.readouterr()
+    assert main(["search", str(index_dir), "--queries", str(queries), "--run", str(run), "--qrels", str(qrels),
+                 "--top-k", "3", "--measures", "RR,P@1"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in run.read_text().splitlines()]
+    assert all(len(r) == 6 and r[1] == "Q0" and r[5] == "hmde" for r in rows)
+    by_q = {}
+    for qid, _, doc, rank, score, _ in rows:
+        by_q.setdefault(qid, []).append((int(rank), doc, float(score)))
+    assert sorted(by_q) == ["q1", "q2", "q3"] and all([r for r, _, _ in v] == [1, 2, 3] for v in by_q.values())
+    rank_in = {q: next(r for r, d, _ in by_q[q] if d == rel) for q, rel in (("q1", "d1"), ("q2", "d2"))}
+    expected_rr = (1.0 / rank_in["q1"] + 1.0 / rank_in["q2"]) / 2  # by hand, from the run's own ranks
+    expected_p1 = sum(r == 1 for r in rank_in.values()) / 2
+    assert f"RR {expected_rr:.4f}" in out and f"P@1 {expected_p1:.4f}" in out and "2 of 3 queries judged" in out
+    scored = ir_measures.calc_aggregate([ir_measures.RR], ir_measures.read_trec_qrels(str(qrels)),
+                                        ir_measures.read_trec_run(str(run)))
+    assert scored[ir_measures.RR] == pytest.approx(expected_rr)
+
+
+def test_search_input_errors_come_before_the_model(index_dir, tmp_path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("only-an-id\n")
+    assert main(["search", str(index_dir), "--queries", str(bad)]) == 2
+    assert f"{bad}, line 1" in capsys.readouterr().err
+    assert main(["search", str(index_dir), "q", "--queries", str(bad)]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert main(["search", str(index_dir)]) == 2
+    assert "the query is empty" in capsys.readouterr().err

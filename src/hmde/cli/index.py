@@ -20,6 +20,7 @@ from .common import (
     lawdr_fit_options,
     load_model,
     pick_device,
+    warn,
 )
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
@@ -65,7 +66,13 @@ def register(sub) -> None:
 
     s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")
     s.add_argument("index", metavar="INDEX_DIR")
-    s.add_argument("query", nargs="+", help="query text")
+    s.add_argument("query", nargs="*", help="query texts: each argument is one query (quote a query of several words)")
+    s.add_argument("--queries", metavar="FILE", help="queries as TSV (qid<TAB>text) or JSONL (qid, text)")
+    s.add_argument("--run", metavar="OUT", help="write a TREC run file (qid Q0 docid rank score tag) for trec_eval or "
+                   "ir-measures; hits are then not printed unless --json")
+    s.add_argument("--qrels", help="TREC qrels: print the run's ir-measures metrics")
+    s.add_argument("--measures", default="AP,RR,nDCG@10,R@100", help="ir-measures names, with --qrels")
+    s.add_argument("--tag", default="hmde", help="the run tag column of --run")
     s.add_argument("--top-k", type=int, default=10)
     s.add_argument("--lang", help="only documents of this language")
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
@@ -268,8 +275,39 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
 
 
 def run_search(args: argparse.Namespace) -> int:
-    query = " ".join(args.query)
-    hits = search_index(args.index, [query], args.top_k, args.lang, args.model, args.device, args.ef_search,
-                        args.nprobe)[0]
-    print_hits(query, hits, args.json)
+    """Queries from arguments (each its own) or a file; hits printed, or written as a TREC run and scored."""
+    from ..evaluation import clir
+    from .preflight import check_output_file
+
+    if args.queries and args.query:
+        raise HmdeError("give queries as arguments or with --queries, not both")
+    if args.queries:
+        topics = clir.read_topics(args.queries)
+        ids, texts = topics.ids, topics.texts
+    else:
+        if not args.query:
+            raise HmdeError("the query is empty: give one or more queries, or --queries FILE")
+        ids, texts = [str(i) for i in range(1, len(args.query) + 1)], list(args.query)
+    qrels = clir.read_qrels(args.qrels) if args.qrels else None  # checked before any model is loaded
+    if qrels is not None and not set(qrels) & set(ids):
+        raise InputError("no query has relevance judgements: check that the qrels and the query ids match",
+                         path=str(args.qrels))
+    if args.run:
+        check_output_file(args.run)
+    hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
+                        args.nprobe)
+    run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
+    if args.run:
+        clir.write_run(args.run, run, tag=args.tag)
+        print(f"wrote {sum(len(v) for v in run.values())} hits of {len(run)} queries to {args.run}")
+    if not args.run or args.json:
+        for qid, text, qhits in zip(ids, texts, hits):
+            print_hits(text if not args.queries else f"{qid}: {text}", qhits, args.json)
+    if qrels is not None:
+        unasked = sorted(set(qrels) - set(ids))
+        if unasked:
+            warn(f"the qrels judge {len(unasked)} query id(s) not asked (e.g. '{unasked[0]}'); they score 0")
+        scores = clir.score_run(qrels, run, [m for m in args.measures.split(",") if m])
+        judged = sum(1 for q in ids if q in qrels)
+        print(f"{judged} of {len(ids)} queries judged: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items()))
     return 0
