@@ -97,3 +97,50 @@ def test_cls_pooled_bert_runs_its_last_layer_for_the_first_token_only(labse_dir,
     np.testing.assert_allclose(fast, SentenceTransformer(str(labse_dir), device="cpu").encode(SENTENCES), atol=1e-5)
     assert not SentenceEncoder.load(str(hf_dir)).cls_last_layer  # mean pooling reads every position
     assert SentenceEncoder.load(str(hf_dir), pooling="cls").cls_last_layer
+
+
+def _real_sentences(n=300):
+    import gzip
+    import json
+    from pathlib import Path
+
+    bible = Path(__file__).resolve().parents[2] / "shared" / "data" / "bible" / "eng.jsonl.gz"
+    if not bible.exists():
+        from conftest import CORPUS
+
+        return list(CORPUS)[:n]
+    out = []
+    with gzip.open(bible, "rt", encoding="utf-8") as f:
+        for line in f:
+            out += json.loads(line)["verses"]
+            if len(out) >= n:
+                return out[:n]
+    return out
+
+
+def test_bf16_inference_runs_bf16_weights_close_to_fp32(labse_dir):
+    """Issue 17, item 1: --bf16 inference uses a bf16 copy of the weights (autocast alone re-cast
+    the fp32 weights at every call); vectors stay within cosine 0.999 of fp32."""
+    enc = SentenceEncoder.load(str(labse_dir), device="cpu")
+    sentences = _real_sentences()
+    fp32 = enc.encode(sentences)
+    bf16 = enc.encode(sentences, autocast_dtype=torch.bfloat16)
+    cos = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cos.min() >= 0.999 and not np.array_equal(fp32, bf16)
+    low = enc.low_precision_copy(torch.bfloat16)
+    assert next(low.parameters()).dtype == torch.bfloat16 and next(enc.model.parameters()).dtype == torch.float32
+    assert enc.low_precision_copy(torch.bfloat16) is low  # made once
+    assert not any("low_precision" in k for k in enc.state_dict())  # never saved
+    with torch.no_grad():
+        next(enc.model.parameters()).add_(0.01)  # the fp32 weights changed (training): a new copy
+    assert enc.low_precision_copy(torch.bfloat16) is not low
+
+
+def test_training_with_bf16_autocast_keeps_fp32_weights_and_gradients(labse_dir):
+    enc = SentenceEncoder.load(str(labse_dir), device="cpu")
+    enc.model.train()
+    out = enc.embed(["The cat sleeps."], autocast_dtype=torch.bfloat16)
+    out.sum().backward()
+    grads = [p.grad for p in enc.model.parameters() if p.grad is not None]
+    assert grads and all(g.dtype == torch.float32 for g in grads)
+    assert "_low_precision" not in enc.__dict__

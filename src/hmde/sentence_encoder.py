@@ -158,12 +158,29 @@ class SentenceEncoder(nn.Module):
         self.max_tokens = max_tokens
         self.cls_last_layer = supports_cls_last_layer(model, model.tokenizer)  # see hmde.cls_last_layer
 
-    def forward_features(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward_features(self, features: dict[str, torch.Tensor], model=None) -> torch.Tensor:
         """Sentence vectors of padded features; CLS-pooled BERT encoders skip most of their last
-        layer (:mod:`hmde.cls_last_layer`) unless training (dropout) or told not to."""
-        if self.cls_last_layer and not self.model.training:
-            return forward_cls_last_layer(self.model, features)["sentence_embedding"]
-        return self.model(features)["sentence_embedding"]
+        layer (:mod:`hmde.cls_last_layer`) unless training (dropout) or told not to.
+        ``model``: another copy of the modules to run (the low-precision one)."""
+        model = model if model is not None else self.model
+        if self.cls_last_layer and not model.training:
+            return forward_cls_last_layer(model, features)["sentence_embedding"]
+        return model(features)["sentence_embedding"]
+
+    def low_precision_copy(self, dtype: torch.dtype):
+        """The modules with ``dtype`` weights, for inference: autocast alone re-casts every fp32
+        weight at every call, which on CPUs cost more than bf16 saved (0.74 vs 4.08 documents/s
+        measured). The copy is made once and remade only when the fp32 weights changed
+        (training, fine-tuning); it is not a submodule, so it is never saved or trained."""
+        import copy
+
+        versions = tuple(p._version for p in self.model.parameters())
+        cached = self.__dict__.get("_low_precision")
+        if cached is None or cached[0] != (dtype, versions, self.model.training):
+            low = copy.deepcopy(self.model).to(dtype).eval()
+            object.__setattr__(self, "_low_precision", ((dtype, versions, self.model.training), low))
+            cached = self.__dict__["_low_precision"]
+        return cached[1]
 
     @classmethod
     def load(cls, name_or_path: str, pooling: str | None = None, device: str | None = None, max_tokens: int = 128):
@@ -253,9 +270,14 @@ class SentenceEncoder(nn.Module):
         if current:
             batches.append(current)
         outputs: list[torch.Tensor] = []
+        # inference in bf16/fp16 runs a copy with low-precision weights (autocast still casts the
+        # activations between them); with gradients, autocast over the fp32 weights, as training needs
+        low = autocast_dtype in (torch.bfloat16, torch.float16) and not torch.is_grad_enabled() \
+            and not self.model.training
+        model = self.low_precision_copy(autocast_dtype) if low else None
         with autocast_context(self.device.type, autocast_dtype):
             for batch in tqdm(batches, desc="sentences", unit="batch", disable=not show_progress_bar):
-                out = self.forward_features(self._features([list(keys[i]) for i in batch]))
+                out = self.forward_features(self._features([list(keys[i]) for i in batch]), model)
                 outputs.append(out.float())
         embedded = torch.cat(outputs)
         position = torch.empty(len(keys), dtype=torch.long)
