@@ -113,3 +113,48 @@ def test_every_command_has_help(capsys):
             main([command, "--help"])
         assert exit_info.value.code == 0
         assert "usage: hmde" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("method", ["hmde", "mean", "seg"])
+def test_streaming_in_chunks_gives_the_vectors_of_one_pass(hmde_dir, tmp_path, monkeypatch, method):
+    """Issue 17, item 3: `hmde encode` reads, encodes and writes a chunk at a time (memory: one chunk)."""
+    import hmde.cli.encode
+    from hmde.methods import DocumentVectorizer
+
+    rows = [{"doc_id": f"d{i}", "text": f"Sentence {i} here. Another one about {i % 3}.", "lang": "eng"}
+            for i in range(11)]
+    src = write_jsonl(tmp_path / "docs.jsonl", rows)
+    monkeypatch.setattr(hmde.cli.encode, "STREAM_CHUNK", 3)  # 4 chunks, the last one short
+    out = tmp_path / "v.npy"
+    assert main(["encode", str(hmde_dir), str(src), "-o", str(out), "--method", method, "--no-progress"]) == 0
+    expected = DocumentVectorizer(HierarchicalEncoder.from_pretrained(hmde_dir), method).encode(
+        [r["text"] for r in rows], ["eng"] * len(rows))
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+    assert (tmp_path / "v.ids.txt").read_text().split() == [r["doc_id"] for r in rows]
+
+
+def test_an_interrupted_stream_leaves_nothing_and_keeps_the_old_output(hmde_dir, tmp_path, monkeypatch):
+    import hmde.cli.encode
+
+    src = write_jsonl(tmp_path / "docs.jsonl", ROWS * 1 + [{"doc_id": f"x{i}", "text": "More.", "lang": "eng"}
+                                                          for i in range(5)])
+    out = tmp_path / "v.npy"
+    out.write_bytes(b"an earlier result")
+    monkeypatch.setattr(hmde.cli.encode, "STREAM_CHUNK", 2)
+    calls = []
+    real = hmde.cli.encode.chunk_encoder
+
+    def failing(args, kind, model):
+        encode = real(args, kind, model)
+
+        def run(texts, langs):
+            calls.append(len(texts))
+            if len(calls) == 3:
+                raise KeyboardInterrupt  # Ctrl-C in the third chunk
+            return encode(texts, langs)
+        return run
+
+    monkeypatch.setattr(hmde.cli.encode, "chunk_encoder", failing)
+    assert main(["encode", str(hmde_dir), str(src), "-o", str(out), "--no-progress"]) == 130
+    assert out.read_bytes() == b"an earlier result" and not (tmp_path / "v.ids.txt").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v.npy"]  # no temporaries

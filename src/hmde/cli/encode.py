@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 import numpy as np
 
-from ..atomic import save_npy_atomic, write_text_atomic
+from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
-from ..io.documents import is_empty_text, read_documents
+from ..io.documents import DocumentRecord, check_unique_ids, is_empty_text, read_documents
 from ..length_settings import add_length_arguments
 from .common import (
     add_lawdr_fit_arguments,
@@ -152,6 +153,131 @@ def run(args: argparse.Namespace) -> int:
     if not str(args.output).endswith(".npy"):
         raise HmdeError(f"--output must end in .npy, got '{args.output}'")
     check_output_file(args.output)
+    fits_lawdr = args.method == "lawdr" and not args.queries and not (lawdr_stats_dir(args) / "lawdr.json").exists()
+    if args.backend != "torch" or fits_lawdr:  # ONNX, and LAWDR fitted on all of INPUT: the whole input in memory
+        return run_in_memory(args)
+    count, empty = scan_input(args)
+    device = pick_device(args.device)
+    kind, model = load_model(args.model, device, args=args)
+    if not args.queries and args.method in (None, "hmde") and kind != "hmde":
+        raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
+    if empty:
+        shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
+        warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
+    encode_chunk = chunk_encoder(args, kind, model)
+    from tqdm.auto import tqdm
+
+    with VectorWriter(args.output, count) as writer, \
+            tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress) as bar:
+        for chunk in input_chunks(args):
+            writer.add([r.doc_id for r in chunk], encode_chunk([r.text for r in chunk],
+                                                               [args.lang or r.lang for r in chunk]))
+            bar.update(len(chunk))
+    print(f"wrote {count} x {writer.dim} vectors to {args.output} and ids to {ids_path_for(args.output)}")
+    return 0
+
+
+SENTENCE_ENCODER_IS_NOT_HMDE = (
+    "'{model}' is a sentence encoder, not an hmde model. Use --queries to embed texts with it, or create an hmde "
+    "model on top of it first (HierarchicalEncoder.from_sentence_encoder in Python, then `hmde train`).")
+STREAM_CHUNK = 2048  # documents read, encoded and written at a time: memory holds one chunk, not the input
+
+
+def scan_input(args) -> tuple[int, list[str]]:
+    """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique ids,
+    one-line ids, LAWDR's languages), the document count and the ids of empty documents.
+    Memory: one id and line number per document (the duplicate check needs them), nothing else."""
+    first_line: dict[str, int | None] = {}
+    empty: list[str] = []
+    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
+        check_records([r], args)  # line breaks in the id
+        if r.doc_id in first_line:
+            check_unique_ids([DocumentRecord(r.doc_id, "", line=first_line[r.doc_id]), r], args.input, args.id_field)
+        first_line[r.doc_id] = r.line
+        if args.method == "lawdr" and not args.queries:
+            check_lawdr_inputs([r], [args.lang or r.lang], args, True)
+        if is_empty_text(r.text):
+            empty.append(r.doc_id)
+    return len(first_line), empty
+
+
+def input_chunks(args):
+    chunk = []
+    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
+        chunk.append(r)
+        if len(chunk) == STREAM_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def chunk_encoder(args, kind, model):
+    """``(texts, langs) -> vectors`` for this run's method; LAWDR only with saved statistics."""
+    amp, progress = autocast_dtype(args.bf16), False
+    if args.queries:
+        from ..methods import encode_query_texts
+
+        return lambda texts, langs: encode_query_texts(model, texts, batch_size=args.sentence_batch_size,
+                                                       show_progress_bar=progress,
+                                                       normalize_embeddings=args.normalize, autocast_dtype=amp)
+    if args.method not in (None, "hmde"):
+        from ..lawdr import LawdrStats
+        from ..methods import DocumentVectorizer, MethodOptions
+
+        options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
+                                lawdr_units=args.lawdr_units, autocast_dtype=amp, **lawdr_fit_options(args))
+        stats = LawdrStats.load(lawdr_stats_dir(args)) if args.method == "lawdr" else None
+        if stats is not None:
+            print(f"using LAWDR statistics from {lawdr_stats_dir(args)} (m={stats.m})")
+        vectorizer = DocumentVectorizer(model, args.method, options, stats)
+        return lambda texts, langs: vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
+    return lambda texts, langs: model.encode_documents(texts, langs=langs, batch_size=args.batch_size,
+                                                       show_progress_bar=progress,
+                                                       normalize_embeddings=args.normalize,
+                                                       sentence_batch_size=args.sentence_batch_size,
+                                                       autocast_dtype=amp)
+
+
+class VectorWriter:
+    """OUT.npy and OUT.ids.txt written chunk by chunk into temporary files (the .npy memory-mapped),
+    moved into place together at the end; an interrupted run leaves neither."""
+
+    def __init__(self, output: str | Path, count: int):
+        self.output, self.count, self.row, self.dim = Path(output), count, 0, None
+
+    def __enter__(self) -> "VectorWriter":
+        self._stack = contextlib.ExitStack()
+        self._npy = self._stack.enter_context(atomic_path(self.output))
+        self._ids_path = self._stack.enter_context(atomic_path(ids_path_for(self.output)))
+        self._ids = open(self._ids_path, "w", encoding="utf-8")
+        self._array = None
+        return self
+
+    def add(self, ids: list[str], vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self._array is None:
+            self.dim = int(vectors.shape[1])
+            self._array = np.lib.format.open_memmap(self._npy, mode="w+", dtype=np.float32,
+                                                    shape=(self.count, self.dim))
+        self._array[self.row:self.row + len(ids)] = vectors
+        self.row += len(ids)
+        self._ids.write("".join(f"{i}\n" for i in ids))
+
+    def __exit__(self, exc_type, exc, tb):
+        self._ids.close()
+        if self._array is not None:
+            self._array.flush()
+            self._array = None
+        if exc_type is None and self.row != self.count:
+            error = HmdeError(f"{self.row} vectors for {self.count} documents: the input changed while it was read")
+            self._stack.__exit__(HmdeError, error, None)  # the temporaries are removed, nothing replaced
+            raise error
+        return self._stack.__exit__(exc_type, exc, tb)
+
+
+def run_in_memory(args: argparse.Namespace) -> int:
+    """The whole input at once: the ONNX backends, and LAWDR fitted on all of INPUT."""
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
     check_records(records, args)
     if args.method == "lawdr" and not args.queries:
@@ -167,25 +293,7 @@ def run(args: argparse.Namespace) -> int:
     if empty:
         shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
         warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
-    progress = not args.no_progress
-    amp = autocast_dtype(args.bf16)
-    if args.queries:
-        from ..methods import encode_query_texts
-
-        vectors = encode_query_texts(model, texts, batch_size=args.sentence_batch_size, show_progress_bar=progress,
-                                     normalize_embeddings=args.normalize, autocast_dtype=amp)
-    elif args.method not in (None, "hmde"):
-        vectors = encode_with_method(args, model, texts, langs, amp, progress)
-    else:
-        if kind != "hmde":
-            raise HmdeError(
-                f"'{args.model}' is a sentence encoder, not an hmde model. Use --queries to embed texts with "
-                "it, or create an hmde model on top of it first (HierarchicalEncoder.from_sentence_encoder "
-                "in Python, then `hmde train`)."
-            )
-        vectors = model.encode_documents(texts, langs=langs, batch_size=args.batch_size, show_progress_bar=progress,
-                                         normalize_embeddings=args.normalize,
-                                         sentence_batch_size=args.sentence_batch_size, autocast_dtype=amp)
+    vectors = encode_with_method(args, model, texts, langs, autocast_dtype(args.bf16), not args.no_progress)
     write_vectors(args.output, [r.doc_id for r in records], vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} and ids to {ids_path_for(args.output)}")
     return 0
