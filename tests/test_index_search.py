@@ -164,3 +164,26 @@ def test_search_input_errors_come_before_the_model(index_dir, tmp_path, capsys):
     assert "not both" in capsys.readouterr().err
     assert main(["search", str(index_dir)]) == 2
     assert "the query is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+def test_a_streamed_build_equals_the_whole_input_at_once(hmde_dir, tmp_path, monkeypatch, kind):
+    """Issue 17, item 3: `index build` encodes and writes a chunk at a time; IVF trains on the first chunks."""
+    import hmde.cli.encode
+    import hmde.cli.index
+    from hmde import HierarchicalEncoder
+    from hmde.methods import DocumentVectorizer
+
+    docs = [(f"d{i}", "eng", f"Sentence {i} is here. Another about {i % 3}.") for i in range(9)]
+    src = _write(tmp_path / "d.jsonl", docs)
+    monkeypatch.setattr(hmde.cli.encode, "STREAM_CHUNK", 2)
+    extra = ["--type", "ivf", "--ivf-lists", "2"] if kind == "ivf" else []
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "idx"), "--no-progress", *extra]) == 0
+    expected = DocumentVectorizer(HierarchicalEncoder.from_pretrained(hmde_dir), "hmde").encode(
+        [t for _, _, t in docs], ["eng"] * len(docs), normalize_embeddings=True)
+    with DocumentIndex.open(tmp_path / "idx") as index:
+        assert index.doc_ids() == [d for d, _, _ in docs] and index.sentence_rows() == 2 * len(docs)
+        if kind == "flat":
+            np.testing.assert_allclose(index.index.reconstruct_n(0, len(docs)), expected, atol=1e-5)
+        else:
+            assert index.index.is_trained and index.index.ntotal == len(docs)

@@ -162,6 +162,88 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_build_local(args: argparse.Namespace, existing) -> int:
+    """Stream INPUT into the index a chunk at a time (LAWDR fitted on INPUT takes it whole)."""
+    from ..lawdr import LawdrStats
+
+    stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
+    if args.method == "lawdr" and stats is None:
+        return run_build_in_memory(args, existing)
+    count = scan_for_index(args, existing)
+    return stream_into_index(args, existing, stats, count)
+
+
+def scan_for_index(args: argparse.Namespace, existing) -> int:
+    """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already
+    in the index, before any model loads; returns the document count."""
+    from ..io.documents import DocumentRecord, check_unique_ids, read_documents
+    from .preflight import check_index_size, check_records
+
+    first_line: dict[str, int | None] = {}
+    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
+        check_records([r], args)
+        if r.doc_id in first_line:
+            check_unique_ids([DocumentRecord(r.doc_id, "", line=first_line[r.doc_id]), r], args.input, args.id_field)
+        first_line[r.doc_id] = r.line
+    if existing is not None:
+        known = existing.known_ids(list(first_line))
+        if known:
+            first = min(known, key=lambda i: first_line[i] or 0)
+            raise InputError(f"the id '{first}' is already in the index {args.output}", str(args.input),
+                             first_line[first], args.id_field)
+    check_index_size(len(first_line), args)
+    return len(first_line)
+
+
+def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> int:
+    import itertools
+
+    from tqdm.auto import tqdm
+
+    from ..evaluation.provenance import model_hash
+    from ..index.store import DocumentBatch, DocumentIndex
+    from ..methods import DocumentVectorizer, MethodOptions, flat_text
+    from ..registry import resolve_model_path
+    from .encode import input_chunks
+    from .preflight import check_pq
+
+    kind, model = load_model(args.model, pick_device(args.device), args=args)
+    method = args.method or ("hmde" if kind == "hmde" else "mean")
+    path = str(resolve_model_path(args.model))
+    dim = (model.lower if kind == "hmde" else model).dim
+    check_pq(dim, args)
+    if existing is not None and existing.meta.dim != dim:
+        raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
+    vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
+                                                                 **lawdr_fit_options(args)), stats)
+    bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
+
+    def encoded():
+        for chunk in input_chunks(args):
+            langs = [r.lang for r in chunk]
+            vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs)
+            bar.update(len(chunk))
+            yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors,
+                                units, sents)
+
+    batches, first, train = encoded(), [], None
+    if args.type in ("ivf", "ivfpq") and not args.add:  # IVF trains on the first chunks, kept for writing
+        need = args.ivf_lists * IVF_TRAIN_PER_LIST
+        for batch in batches:
+            first.append(batch)
+            if sum(len(b.doc_ids) for b in first) >= need:
+                break
+        train = np.concatenate([b.doc_vectors for b in first])[:need]
+    meta = index_meta(args, path, model_hash(path), dim, method)
+    index = DocumentIndex.write_batches(args.output, meta, itertools.chain(first, batches), add=args.add,
+                                        train_vectors=train)
+    bar.close()
+    print(f"{'added' if args.add else 'indexed'} {count} documents; {args.output} holds {index.meta.count}")
+    index.close()
+    return 0
+
+
+def run_build_in_memory(args: argparse.Namespace, existing) -> int:
+    """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
