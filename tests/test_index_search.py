@@ -187,3 +187,44 @@ def test_a_streamed_build_equals_the_whole_input_at_once(hmde_dir, tmp_path, mon
             np.testing.assert_allclose(index.index.reconstruct_n(0, len(docs)), expected, atol=1e-5)
         else:
             assert index.index.is_trained and index.index.ntotal == len(docs)
+
+
+def test_reciprocal_rank_fusion_by_hand():
+    from hmde.index.lexical import reciprocal_rank_fusion
+
+    fused = dict(reciprocal_rank_fusion([[3, 1, 2], [2, 3]], k=60))
+    assert fused[3] == pytest.approx(1 / 61 + 1 / 62) and fused[2] == pytest.approx(1 / 63 + 1 / 61)
+    assert fused[1] == pytest.approx(1 / 62)
+    assert [r for r, _ in reciprocal_rank_fusion([[3, 1, 2], [2, 3]], k=60)] == [3, 2, 1]
+    weighted = reciprocal_rank_fusion([[3, 1, 2], [2, 3]], weights=[0.0, 1.0], k=60)
+    assert [r for r, _ in weighted][:2] == [2, 3]  # dense weight 0: BM25's order
+
+
+def test_hybrid_search_fuses_bm25_and_dense(hmde_dir, tmp_path, capsys):
+    """Issue 18, item 4: with BM25 weight alone the word-matching document comes first, whatever the
+    (untrained) dense model says; the fused scores are the RRF of the two rankings; --add keeps BM25."""
+    src = _write(tmp_path / "d.jsonl", DOCS)
+    idx = tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(idx), "--bm25", "--no-progress"]) == 0
+    capsys.readouterr()
+    query = "volcano ash villages"
+    assert main(["search", str(idx), query, "--hybrid", "--hybrid-weights", "0,1", "--json", "--top-k", "2"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert hits[0]["doc_id"] == "d1" and hits[0]["score"] == pytest.approx(1 / 61, abs=1e-5)
+    assert main(["search", str(idx), query, "--json", "--top-k", "4"]) == 0
+    dense = [json.loads(line)["doc_id"] for line in capsys.readouterr().out.splitlines()]
+    assert main(["search", str(idx), query, "--hybrid", "--json", "--top-k", "4"]) == 0
+    fused = {h["doc_id"]: h["score"] for h in map(json.loads, capsys.readouterr().out.splitlines())}
+    bm25_rank_of_d1 = 1  # d1 is the only document with these words
+    assert fused["d1"] == pytest.approx(1 / (60 + dense.index("d1") + 1) + 1 / (60 + bm25_rank_of_d1), abs=1e-5)
+    more = _write(tmp_path / "more.jsonl", [("d9", "eng", "Lava and ash from the volcano reached the coast.")])
+    assert main(["index", "build", str(more), "-o", str(idx), "--add", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(idx), "lava coast", "--hybrid", "--hybrid-weights", "0,1", "--json",
+                 "--top-k", "1"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["doc_id"] == "d9"
+
+
+def test_hybrid_needs_a_bm25_index(index_dir, capsys):
+    assert main(["search", str(index_dir), "cat", "--hybrid"]) == 2
+    assert "rebuild it with `hmde index build --bm25`" in capsys.readouterr().err

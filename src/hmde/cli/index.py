@@ -47,6 +47,8 @@ def register(sub) -> None:
     b.add_argument("--ivf-lists", type=int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
     b.add_argument("--pq-m", type=int, default=96,
                    help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
+    b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
+                   "--hybrid`; kept up to date by --add")
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors (default: hmde for an hmde model, else mean; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
@@ -73,6 +75,11 @@ def register(sub) -> None:
     s.add_argument("--qrels", help="TREC qrels: print the run's ir-measures metrics")
     s.add_argument("--measures", default="AP,RR,nDCG@10,R@100", help="ir-measures names, with --qrels")
     s.add_argument("--tag", default="hmde", help="the run tag column of --run")
+    s.add_argument("--hybrid", action="store_true", help="fuse the dense ranking with BM25's (index built with --bm25) "
+                   "by reciprocal rank fusion: strong on monolingual long documents")
+    s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
+                   help="weights of the two rankings in the fusion (default 1,1)")
+    s.add_argument("--rrf-k", type=int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=10)
     s.add_argument("--lang", help="only documents of this language")
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
@@ -89,7 +96,7 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
     ivf = args.type in ("ivf", "ivfpq")
     return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=args.type, count=0,
                      hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
-                     pq_m=args.pq_m if args.type == "ivfpq" else 0)
+                     pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)))
 
 
 def check_build_output(args: argparse.Namespace):
@@ -333,7 +340,8 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
 
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
-                 device: str = "auto", ef_search: int | None = None, nprobe: int | None = None):
+                 device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
+                 hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60):
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible
     from ..methods import DocumentVectorizer
@@ -344,6 +352,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
     index = DocumentIndex.open(index_dir)
+    if hybrid and not index.meta.bm25:
+        raise HmdeError(f"index {index_dir} has no BM25 index: rebuild it with `hmde index build --bm25` for --hybrid")
     name = model_name or index.meta.model
     kind, model = load_model(name, pick_device(device))
     lower = model.lower if kind == "hmde" else model
@@ -353,7 +363,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
         return DocumentVectorizer(model, "mean").sentences(texts, langs)
 
-    return index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe)
+    return index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe,
+                        hybrid_texts=list(queries) if hybrid else None, hybrid_weights=hybrid_weights, rrf_k=rrf_k)
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -376,8 +387,14 @@ def run_search(args: argparse.Namespace) -> int:
                          path=str(args.qrels))
     if args.run:
         check_output_file(args.run)
+    try:
+        weights = tuple(float(w) for w in args.hybrid_weights.split(","))
+    except ValueError:
+        weights = ()
+    if len(weights) != 2 or min(weights) < 0:
+        raise HmdeError(f"--hybrid-weights takes two numbers >= 0, DENSE,BM25; got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
-                        args.nprobe)
+                        args.nprobe, args.hybrid, weights, args.rrf_k)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

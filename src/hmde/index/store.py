@@ -49,6 +49,7 @@ class IndexMeta:
     hnsw_m: int = 32
     ivf_lists: int = 0
     pq_m: int = 0  # ivfpq: sub-quantisers, i.e. bytes per stored vector
+    bm25: bool = False  # a BM25 index of the texts in bm25/ (hmde.index.lexical), for hybrid search
 
 
 @dataclass
@@ -203,6 +204,11 @@ class DocumentIndex:
                     sent_parts.append(normalize(np.concatenate(flat)))
                 row += len(batch.doc_ids)
                 sent_offset += sum(counts)
+            if meta.bm25:  # over every text, old and new: BM25's statistics are collection-wide
+                from .lexical import BM25_DIR, build_bm25
+
+                build_bm25([r[0] or "" for r in con.execute("SELECT text FROM docs ORDER BY row").fetchall()],
+                           tmp / BM25_DIR)
             con.close()
             meta.count = row
             faiss.write_index(index, str(tmp / "vectors.faiss"))
@@ -321,14 +327,36 @@ class DocumentIndex:
             params.nprobe = nprobe or self.index.nprobe
         return self.index.search(q, k, params=params)
 
+    def _fuse(self, dense_rows: np.ndarray, texts: Sequence[str], allowed: set[int] | None, pool: int, top_k: int,
+              weights: Sequence[float], rrf_k: int) -> list[list[tuple[float, int]]]:
+        from .lexical import BM25_DIR, bm25_search, reciprocal_rank_fusion
+
+        if not self.meta.bm25:
+            raise HmdeError(f"index {self.path} has no BM25 index: rebuild it with `hmde index build --bm25` for "
+                            "--hybrid")
+        if len(texts) != len(dense_rows):
+            raise HmdeError("hybrid search needs each query's text")
+        lexical = bm25_search(self.path / BM25_DIR, texts, self.meta.count if allowed is not None else pool,
+                              self.meta.count)
+        out = []
+        for qi, text_hits in enumerate(lexical):
+            bm25_rows = [r for r, _ in text_hits if allowed is None or r in allowed][:pool]
+            dense = [int(r) for r in dense_rows[qi] if r >= 0]
+            fused = reciprocal_rank_fusion([dense, bm25_rows], weights, rrf_k)[:top_k]
+            out.append([(score, row) for row, score in fused])
+        return out
+
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
                sentences_of: Callable | None = None, ef_search: int | None = None,
-               nprobe: int | None = None) -> list[list[SearchHit]]:
+               nprobe: int | None = None, hybrid_texts: Sequence[str] | None = None,
+               hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60) -> list[list[SearchHit]]:
         """Hits per query, best first; ``lang`` keeps only documents of that language.
 
         ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of
         hits whose sentence vectors were not stored (indexes built with ``--engine ray``).
         ``ef_search`` (HNSW) and ``nprobe`` (IVF) trade speed for recall per search.
+        ``hybrid_texts`` (the query texts): fuse the dense ranking with BM25's by reciprocal
+        rank fusion (:mod:`hmde.index.lexical`); a hit's score is then the fused score.
         """
         q = normalize(query_vectors)
         if q.shape[1] != self.meta.dim:
@@ -343,10 +371,14 @@ class DocumentIndex:
             if not allowed:
                 langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
-        scores, rows = self._search(q, min(n, top_k), allowed, ef_search, nprobe)
+        pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
+        scores, rows = self._search(q, pool, allowed, ef_search, nprobe)
+        fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
+            if hybrid_texts is not None else None
         out = []
         for qi in range(len(q)):
-            picked = [(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0]
+            picked = fused[qi] if fused is not None else \
+                [(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0]
             records = {}
             if picked:
                 marks = ",".join("?" * len(picked))
@@ -370,6 +402,9 @@ class DocumentIndex:
                 hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text))
             out.append(hits)
         return out
+
+
+HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
 
 
 def _first_line(exc: BaseException) -> str:
@@ -400,6 +435,8 @@ def read_index_meta(path: Path) -> IndexMeta:
     for name in ("model", "method", "index_type"):
         if not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
+    if "bm25" in raw and not isinstance(raw["bm25"], bool):
+        raise InputError(f"must be true or false, got {raw['bm25']!r}", path=str(path), field="bm25")
     if raw["index_type"] not in INDEX_TYPES:
         raise InputError(f"unknown index type {raw['index_type']!r} ({', '.join(INDEX_TYPES)})", path=str(path),
                          field="index_type")

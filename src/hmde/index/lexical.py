@@ -1,0 +1,68 @@
+"""Lexical (BM25) retrieval over an index's stored texts, and its fusion with the dense ranking.
+
+Dense vectors of long documents average away the exact words a monolingual query shares
+with its document; BM25 keeps them (on MLDR, BM25 scores 64.1 nDCG@10 against 52.5 for
+BGE-M3's dense vectors). An index built with ``--bm25`` also holds a BM25 index
+(``bm25/``, bm25s's own files: numpy arrays and JSON, no pickle), and ``hmde search
+--hybrid`` fuses the two rankings by reciprocal rank fusion (Cormack et al., 2009):
+
+    score(d) = w_dense / (k + rank_dense(d)) + w_bm25 / (k + rank_bm25(d))
+
+with k = 60 and equal weights by default; a document missing from one list gets nothing
+from it. Tokens are runs of two or more word characters, lower-cased, no stemming and no
+stop words (languages differ); scripts written without spaces (Chinese, Japanese, Thai)
+become one token per run, which BM25 matches poorly: use the dense ranking there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+BM25_DIR = "bm25"
+RRF_K = 60
+
+
+def _tokenize(texts: Sequence[str]):
+    import bm25s
+
+    return bm25s.tokenize(list(texts), lower=True, stopwords=None, show_progress=False)
+
+
+def build_bm25(texts: Sequence[str], folder: str | Path) -> None:
+    """Index ``texts`` (row i = document i) with BM25 into ``folder``."""
+    import bm25s
+
+    retriever = bm25s.BM25()
+    retriever.index(_tokenize(texts), show_progress=False)
+    retriever.save(str(folder), show_progress=False)
+
+
+def bm25_search(folder: str | Path, queries: Sequence[str], k: int, n_docs: int) -> list[list[tuple[int, float]]]:
+    """Per query, up to ``k`` (row, BM25 score) pairs, best first (rows scoring 0 are left out)."""
+    import bm25s
+
+    retriever = bm25s.BM25.load(str(folder), show_progress=False, verbosity=0)
+    k = min(k, n_docs)
+    rows, scores = retriever.retrieve(_tokenize(queries), k=k, show_progress=False)
+    return [[(int(r), float(s)) for r, s in zip(rr, ss) if s > 0] for rr, ss in zip(rows, scores)]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], weights: Sequence[float] | None = None,
+                           k: int = RRF_K) -> list[tuple[int, float]]:
+    """Fused (row, score) pairs, best first; ``rankings`` are row lists, best first."""
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    if len(weights) != len(rankings):
+        raise ValueError("one weight per ranking")
+    fused: dict[int, float] = {}
+    for ranking, w in zip(rankings, weights):
+        for rank, row in enumerate(ranking, 1):
+            fused[row] = fused.get(row, 0.0) + w / (k + rank)
+    order = sorted(fused.items(), key=lambda x: (-x[1], x[0]))
+    return [(row, float(score)) for row, score in order]
+
+
+def has_bm25(index_folder: str | Path) -> bool:
+    return (Path(index_folder) / BM25_DIR / "params.index.json").is_file()
+
+
