@@ -224,3 +224,30 @@ def test_training_uses_the_first_max_sentences_by_default(labse_dir):
         trainer = HmdeTrainer(model, pairs, docs, PretrainingConfig(max_units=limit), "unused", show_progress=False)
         counts[limit] = len(trainer.units("a"))
     assert counts == {None: 32, 0: 300, 5: 5}
+
+
+def test_recipe_preset_paper_reaches_every_hmde_train_and_eval_step(tmp_path, monkeypatch):
+    """`hmde recipe mini --preset paper` passes the preset to its HMDE training and evaluation steps
+    (the sentence-encoder stage has no such settings). Steps are recorded, not run."""
+    import gzip
+
+    import hmde.cli.recipe as recipe
+    from hmde.cli.main import main
+
+    data, out = tmp_path / "data", tmp_path / "run"
+    for sub in ("parallel", "bible", "eval/tatoeba", "eval/pud"):
+        (data / sub).mkdir(parents=True)
+    (data / "eval" / "tatoeba" / "tatoeba.deu-eng.deu").write_text("x\n")
+    with gzip.open(data / "eval" / "pud" / "deu.jsonl.gz", "wt") as f:
+        f.write("{}\n")
+    (out / "lower").mkdir(parents=True)
+    (out / "lower" / "train_log.jsonl").write_text(json.dumps({"language_pairs": {"deu-eng": 10}}) + "\n")
+    (out / "hmde-mini").mkdir()
+    (out / "hmde-mini" / "config.json").write_text("{}")
+    steps = []
+    monkeypatch.setattr(recipe, "_step", lambda name, done, argv: steps.append(argv))
+    monkeypatch.setattr(recipe, "write_model_card", lambda *a, **k: None)
+    assert main(["recipe", "mini", "--data", str(data), "-o", str(out), "--preset", "paper", "--device", "cpu"]) == 0
+    hmde_steps = [a for a in steps if a[0] in ("train", "eval") and a[:2] != ["eval", "report"]]
+    assert len(hmde_steps) >= 5 and all(a[a.index("--preset") + 1] == "paper" for a in hmde_steps)
+    assert all("--preset" not in a for a in steps if a[0] == "train-sentence-encoder")

@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         HierarchicalEncoder.from_pretrained(joint, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (fp16)")
     if not args.skip_eval:
-        evaluate(export, data, out / "results", lower, dev)
+        evaluate(export, data, out / "results", lower, [*dev, *lengths])
         write_model_card(export, out, lower, args.trained_on)
     if args.install:
         install(export, "hmde-mini")
@@ -175,7 +175,7 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
     tatoeba = top_languages(lower, ev / "tatoeba")
     _step("eval xsr", (results / "xsr.json").exists(), [
         "eval", "xsr", str(model), "--data", str(ev / "tatoeba"), "--langs", ",".join(tatoeba),
-        "-o", str(results / "xsr.json"), "--no-progress", *dev, *lengths])
+        "-o", str(results / "xsr.json"), "--no-progress", *dev])
     pud = sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz"))
     pud_langs = [lang for lang in pud if lang in trained and lang != "eng"]
     xquad_langs = [c for c in ("ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
@@ -184,19 +184,19 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
     for method in METHOD_ROWS:
         _step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
             "eval", "align", str(model), "--data", str(ev / "pud"), "--langs", ",".join(pud_langs),
-            "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev, *lengths])
+            "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev])
         _step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
             "eval", "clir", str(model), "--xquad", str(ev / "xquad"),
             "--pairs", ",".join([f"{c}-en" for c in xquad_langs] + [f"en-{c}" for c in xquad_langs]),
-            "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev, *lengths])
+            "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev])
         _step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
             "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
             "--protocol", "frozen", "--method", method, "-o", str(results / f"masakhanews.frozen.{method}.json"),
-            "--no-progress", *dev, *lengths])
+            "--no-progress", *dev])
     _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
         "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
         "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
-        "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev, *lengths])
+        "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
     _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
                             "-o", str(results.parent / "report.md"), "--plot", str(results.parent / "report.png")])
 
