@@ -146,7 +146,6 @@ def test_full_greedy_top1_and_hungarian_differ_on_a_hand_checked_case():
 
 def test_wmt16_recall_is_summed_over_domains(tmp_path, hmde_dir, capsys):
     import base64
-    import json
 
     from hmde.cli.main import main
     from hmde.evaluation.alignment import combine_domains

@@ -11,7 +11,7 @@ import numpy as np
 from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
-from ..io.documents import DocumentRecord, check_unique_ids, is_empty_text, read_documents
+from ..io.documents import is_empty_text, read_documents
 from ..length_settings import add_length_arguments
 from .common import (
     add_lawdr_fit_arguments,
@@ -88,22 +88,29 @@ def lawdr_stats_dir(args) -> Path:
     return Path(args.lawdr_stats) if args.lawdr_stats else Path(str(args.output)[:-4] + ".lawdr")
 
 
-def encode_with_method(args, model, texts, langs, amp, progress):
-    """The baselines (and LAWDR, whose statistics are fitted once and then reused)."""
+def method_vectorizer(args, model, progress: bool):
+    """The baselines' and LAWDR's vectorizer, with this run's options and, for LAWDR, the saved
+    statistics when they exist (else none yet: they are fitted on the input)."""
     from ..lawdr import LawdrStats
     from ..methods import DocumentVectorizer, MethodOptions
 
     options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
-                            lawdr_units=args.lawdr_units, **lawdr_fit_options(args), autocast_dtype=amp,
-                            show_progress_bar=progress)
-    stats = None
-    stats_dir = lawdr_stats_dir(args)
+                            lawdr_units=args.lawdr_units, **lawdr_fit_options(args),
+                            autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=progress)
+    stats, stats_dir = None, lawdr_stats_dir(args)
     if args.method == "lawdr" and (stats_dir / "lawdr.json").exists():
         stats = LawdrStats.load(stats_dir)
         print(f"using LAWDR statistics from {stats_dir} (m={stats.m})")
-    vectorizer = DocumentVectorizer(model, args.method, options, stats)
+    return DocumentVectorizer(model, args.method, options, stats)
+
+
+def encode_with_method(args, model, texts, langs, progress):
+    """The baselines, and LAWDR, whose statistics are fitted once (then saved) and reused."""
+    vectorizer = method_vectorizer(args, model, progress)
+    fitted_here = args.method == "lawdr" and vectorizer.lawdr_stats is None
     vectors = vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
-    if args.method == "lawdr" and stats is None:
+    if fitted_here:
+        stats_dir = lawdr_stats_dir(args)
         vectorizer.lawdr_stats.save(stats_dir)
         print(f"fitted LAWDR statistics (m={vectorizer.lawdr_stats.m}) and saved them to {stats_dir}")
     return vectors
@@ -161,9 +168,7 @@ def run(args: argparse.Namespace) -> int:
     kind, model = load_model(args.model, device, args=args)
     if not args.queries and args.method in (None, "hmde") and kind != "hmde":
         raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
-    if empty:
-        shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
-        warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
+    warn_empty(empty)
     encode_chunk = chunk_encoder(args, kind, model)
     from tqdm.auto import tqdm
 
@@ -183,22 +188,27 @@ SENTENCE_ENCODER_IS_NOT_HMDE = (
 STREAM_CHUNK = 2048  # documents read, encoded and written at a time: memory holds one chunk, not the input
 
 
+def warn_empty(empty: list[str]) -> None:
+    if empty:
+        shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
+        warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
+
+
 def scan_input(args) -> tuple[int, list[str]]:
-    """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique ids,
-    one-line ids, LAWDR's languages), the document count and the ids of empty documents.
+    """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique,
+    one-line ids), the document count and the ids of empty documents.
     Memory: one id and line number per document (the duplicate check needs them), nothing else."""
-    first_line: dict[str, int | None] = {}
     empty: list[str] = []
-    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
-        check_records([r], args)  # line breaks in the id
-        if r.doc_id in first_line:
-            check_unique_ids([DocumentRecord(r.doc_id, "", line=first_line[r.doc_id]), r], args.input, args.id_field)
-        first_line[r.doc_id] = r.line
-        if args.method == "lawdr" and not args.queries:
-            check_lawdr_inputs([r], [args.lang or r.lang], args, True)
-        if is_empty_text(r.text):
-            empty.append(r.doc_id)
-    return len(first_line), empty
+
+    def noting_empty(records):
+        for r in records:
+            if is_empty_text(r.text):
+                empty.append(r.doc_id)
+            yield r
+
+    ids = check_records(noting_empty(read_documents(args.input, args.text_field, args.id_field,
+                                                    args.lang_field or None)), args)
+    return len(ids), empty
 
 
 def input_chunks(args):
@@ -221,16 +231,8 @@ def chunk_encoder(args, kind, model):
         return lambda texts, langs: encode_query_texts(model, texts, batch_size=args.sentence_batch_size,
                                                        show_progress_bar=progress,
                                                        normalize_embeddings=args.normalize, autocast_dtype=amp)
-    if args.method not in (None, "hmde"):
-        from ..lawdr import LawdrStats
-        from ..methods import DocumentVectorizer, MethodOptions
-
-        options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
-                                lawdr_units=args.lawdr_units, autocast_dtype=amp, **lawdr_fit_options(args))
-        stats = LawdrStats.load(lawdr_stats_dir(args)) if args.method == "lawdr" else None
-        if stats is not None:
-            print(f"using LAWDR statistics from {lawdr_stats_dir(args)} (m={stats.m})")
-        vectorizer = DocumentVectorizer(model, args.method, options, stats)
+    if args.method not in (None, "hmde"):  # LAWDR's statistics exist here (else run_in_memory fits them)
+        vectorizer = method_vectorizer(args, model, progress)
         return lambda texts, langs: vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
     return lambda texts, langs: model.encode_documents(texts, langs=langs, batch_size=args.batch_size,
                                                        show_progress_bar=progress,
@@ -286,14 +288,11 @@ def run_in_memory(args: argparse.Namespace) -> int:
     if args.backend != "torch":
         return run_onnx(args, records)
     device = pick_device(args.device)
-    kind, model = load_model(args.model, device, args=args)
+    _, model = load_model(args.model, device, args=args)
     texts = [r.text for r in records]
     langs = [args.lang or r.lang for r in records]
-    empty = [r.doc_id for r in records if is_empty_text(r.text)]
-    if empty:
-        shown = ", ".join(empty[:5]) + (" ..." if len(empty) > 5 else "")
-        warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
-    vectors = encode_with_method(args, model, texts, langs, autocast_dtype(args.bf16), not args.no_progress)
+    warn_empty([r.doc_id for r in records if is_empty_text(r.text)])
+    vectors = encode_with_method(args, model, texts, langs, not args.no_progress)
     write_vectors(args.output, [r.doc_id for r in records], vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} and ids to {ids_path_for(args.output)}")
     return 0

@@ -269,7 +269,7 @@ def run_pool_xsr(args) -> int:
     per_lang = {}
     for lang, task in tasks.items():
         per_lang[lang] = pool_p_at_1(lambda texts: enc.queries(list(texts)), task)
-        print(f"{lang}->{args.pool_lang}: P@1 {per_lang[lang]['p@1']:.4f} ({task.queries.__len__()} queries, "
+        print(f"{lang}->{args.pool_lang}: P@1 {per_lang[lang]['p@1']:.4f} ({len(task.queries)} queries, "
               f"{len(task.pool)} candidates)")
     result = {"languages": per_lang, "average": float(np.mean([r["p@1"] for r in per_lang.values()]))}
     print(f"average P@1: {result['average']:.4f}")

@@ -22,6 +22,7 @@ from .common import (
     pick_device,
     warn,
 )
+from .preflight import check_records
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
 
@@ -148,15 +149,16 @@ def check_same_model(index, name: str) -> None:
                         f"{index.meta.model_sha256[:12]}…) than {name}; add with that model, or leave the model out")
 
 
-def check_new_ids(index, records, args) -> None:
-    """On --add, ids already in the index are refused before encoding (naming the input line)."""
+def check_new_ids(index, lines: dict[str, int | None], args) -> None:
+    """On --add, ids already in the index are refused before encoding, naming the first one's input line.
+    ``lines``: each input id's line (from :func:`hmde.cli.preflight.check_records`)."""
     if index is None:
         return
-    known = set(index.known_ids([r.doc_id for r in records]))
-    for r in records:
-        if r.doc_id in known:
-            raise InputError(f"the id '{r.doc_id}' is already in the index {args.output}", str(args.input), r.line,
-                             args.id_field)
+    known = index.known_ids(list(lines))
+    if known:
+        first = min(known, key=lambda i: lines[i] or 0)
+        raise InputError(f"the id '{first}' is already in the index {args.output}", str(args.input), lines[first],
+                         args.id_field)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -182,23 +184,27 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
 def scan_for_index(args: argparse.Namespace, existing) -> int:
     """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already
     in the index, before any model loads; returns the document count."""
-    from ..io.documents import DocumentRecord, check_unique_ids, read_documents
-    from .preflight import check_index_size, check_records
+    from ..io.documents import read_documents
+    from .preflight import check_index_size
 
-    first_line: dict[str, int | None] = {}
-    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
-        check_records([r], args)
-        if r.doc_id in first_line:
-            check_unique_ids([DocumentRecord(r.doc_id, "", line=first_line[r.doc_id]), r], args.input, args.id_field)
-        first_line[r.doc_id] = r.line
-    if existing is not None:
-        known = existing.known_ids(list(first_line))
-        if known:
-            first = min(known, key=lambda i: first_line[i] or 0)
-            raise InputError(f"the id '{first}' is already in the index {args.output}", str(args.input),
-                             first_line[first], args.id_field)
-    check_index_size(len(first_line), args)
-    return len(first_line)
+    lines = check_records(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None), args)
+    check_new_ids(existing, lines, args)
+    check_index_size(len(lines), args)
+    return len(lines)
+
+
+def load_index_model(args: argparse.Namespace, existing):
+    """The model, its method, path and dimension, checked against --pq-m and, on --add, the index."""
+    from ..registry import resolve_model_path
+    from .preflight import check_pq
+
+    kind, model = load_model(args.model, pick_device(args.device), args=args)
+    method = args.method or ("hmde" if kind == "hmde" else "mean")
+    dim = (model.lower if kind == "hmde" else model).dim
+    check_pq(dim, args)
+    if existing is not None and existing.meta.dim != dim:
+        raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
+    return model, method, str(resolve_model_path(args.model)), dim
 
 
 def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> int:
@@ -209,17 +215,9 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentBatch, DocumentIndex
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
-    from ..registry import resolve_model_path
     from .encode import input_chunks
-    from .preflight import check_pq
 
-    kind, model = load_model(args.model, pick_device(args.device), args=args)
-    method = args.method or ("hmde" if kind == "hmde" else "mean")
-    path = str(resolve_model_path(args.model))
-    dim = (model.lower if kind == "hmde" else model).dim
-    check_pq(dim, args)
-    if existing is not None and existing.meta.dim != dim:
-        raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
+    model, method, path, dim = load_index_model(args, existing)
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
@@ -254,28 +252,17 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
-    from ..lawdr import LawdrStats
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
-    from ..registry import resolve_model_path
-    from .preflight import check_index_size, check_lawdr_inputs, check_pq, check_records
+    from .preflight import check_index_size, check_lawdr_inputs
 
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
-    check_records(records, args)
-    check_new_ids(existing, records, args)
+    check_new_ids(existing, check_records(records, args), args)
     check_index_size(len(records), args)
-    stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
-    if args.method == "lawdr":
-        check_lawdr_inputs(records, [r.lang for r in records], args, stats is not None)
-    kind, model = load_model(args.model, pick_device(args.device), args=args)
-    method = args.method or ("hmde" if kind == "hmde" else "mean")
-    path = str(resolve_model_path(args.model))
-    dim = (model.lower if kind == "hmde" else model).dim
-    check_pq(dim, args)
-    if existing is not None and existing.meta.dim != dim:
-        raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
+    check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)
+    model, method, path, _ = load_index_model(args, existing)
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
-    doc_vectors, units, sents = DocumentVectorizer(model, method, options, stats).encode_with_sentences(
+    doc_vectors, units, sents = DocumentVectorizer(model, method, options).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
     meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
     texts = [flat_text(r.text) for r in records]
@@ -352,8 +339,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
     index = DocumentIndex.open(index_dir)
-    if hybrid and not index.meta.bm25:
-        raise HmdeError(f"index {index_dir} has no BM25 index: rebuild it with `hmde index build --bm25` for --hybrid")
+    if hybrid:
+        index.require_bm25()  # before the model loads
     name = model_name or index.meta.model
     kind, model = load_model(name, pick_device(device))
     lower = model.lower if kind == "hmde" else model

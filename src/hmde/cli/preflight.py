@@ -8,19 +8,25 @@ finding it after an hour of encoding would waste the hour. Each check raises a o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from ..errors import HmdeError, InputError
 from ..io.documents import DocumentRecord, check_unique_ids
 from ..output_dirs import check_writable_parent
 
 
-def check_records(records: Sequence[DocumentRecord], args) -> None:
-    """Ids unique and writable as one line each (``OUT.ids.txt``, TSV outputs)."""
-    check_unique_ids(records, args.input, args.id_field)
-    for r in records:
-        if "\n" in r.doc_id or "\r" in r.doc_id:
-            raise InputError(f"the id {r.doc_id!r} contains a line break", str(args.input), r.line, args.id_field)
+def check_records(records: Iterable[DocumentRecord], args) -> dict[str, int | None]:
+    """Ids unique and writable as one line each (``OUT.ids.txt``, TSV outputs), checked as the
+    records stream by (a first pass over a large input keeps no text); returns each id's line."""
+
+    def one_line(rs):
+        for r in rs:
+            if "\n" in r.doc_id or "\r" in r.doc_id:
+                raise InputError(f"the id {r.doc_id!r} contains a line break", str(args.input), r.line,
+                                 args.id_field)
+            yield r
+
+    return check_unique_ids(one_line(records), args.input, args.id_field)
 
 
 def check_lawdr_inputs(records: Sequence[DocumentRecord], langs: Sequence[str | None], args,

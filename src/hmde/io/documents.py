@@ -11,7 +11,7 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence, Union
+from typing import Iterable, Iterator, Sequence, Union
 
 from ..errors import InputError
 
@@ -211,14 +211,18 @@ def read_documents(
         raise InputError("the file holds no documents", str(path))
 
 
-def check_unique_ids(records: Sequence[DocumentRecord], path: str | Path, id_field: str = "doc_id") -> None:
-    """Refuse an input whose ids repeat (rows of vectors and hits are known by id), naming both lines."""
+def check_unique_ids(records: Iterable[DocumentRecord], path: str | Path,
+                     id_field: str = "doc_id") -> dict[str, int | None]:
+    """Refuse an input whose ids repeat (rows of vectors and hits are known by id), naming both lines.
+
+    Streams: only each id and its line are kept (returned, in input order)."""
     first: dict[str, int | None] = {}
     for r in records:
         if r.doc_id in first:
             raise InputError(f"the id '{r.doc_id}' was already used on line {first[r.doc_id]}; ids must be unique",
                              str(path), r.line, id_field)
         first[r.doc_id] = r.line
+    return first
 
 
 def is_empty_text(text: Text) -> bool:
