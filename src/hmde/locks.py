@@ -37,7 +37,7 @@ def lock_file(path: str | os.PathLike, kind: str) -> Path:
 
 def _can_lock(path: Path) -> bool:
     """Locks are files beside ``path``: where nobody may write, nobody writes, and no lock is needed."""
-    parent = lock_file(path, "x").parent
+    parent = Path(path).absolute().parent  # where lock_file() puts the locks
     return parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
 
 

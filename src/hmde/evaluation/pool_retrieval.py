@@ -75,13 +75,19 @@ def read_side_pairs(path: Path, query_lang: str, pool_lang: str) -> list[tuple[s
 def build_pool_task(folder: str | Path, query_lang: str, pool_lang: str = "eng", n_queries: int = 2000,
                     pool_size: int = 200_000, seed: int = 0) -> PoolTask:
     """Queries with their translations, and a pool of ``pool_size`` distinct sentences holding them."""
-    files = _pair_files(Path(folder))
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[str, str]] = []  # (query, translation) of the query-language files
+    pool_side: list[str] = []  # every pool-language sentence, in file order
     used = []
-    for path in files:
-        if set(_sides(path)) == {query_lang, pool_lang}:
-            pairs += read_side_pairs(path, query_lang, pool_lang)
-            used.append(str(path))
+    for path in _pair_files(Path(folder)):  # each file read once
+        a, b = _sides(path)
+        if pool_lang not in (a, b):
+            continue
+        other = b if a == pool_lang else a
+        file_pairs = read_side_pairs(path, other, pool_lang)
+        if other == query_lang:
+            pairs += file_pairs
+        pool_side.extend(t for _, t in file_pairs)
+        used.append(str(path))
     if not pairs:
         raise HmdeError(f"{folder}: no {query_lang}-{pool_lang} sentence pairs")
     rng = random.Random(seed)
@@ -100,15 +106,10 @@ def build_pool_task(folder: str | Path, query_lang: str, pool_lang: str = "eng",
     pool = list(dict.fromkeys(gold))
     seen = set(pool)
     distractors = []
-    for path in files:
-        if pool_lang not in _sides(path):
-            continue
-        a, b = _sides(path)
-        for _, text in read_side_pairs(path, b if a == pool_lang else a, pool_lang):
-            if text not in seen:
-                seen.add(text)
-                distractors.append(text)
-        used.append(str(path))
+    for text in pool_side:
+        if text not in seen:
+            seen.add(text)
+            distractors.append(text)
     need = pool_size - len(pool)
     if len(distractors) < need:
         raise HmdeError(f"{folder}: {len(pool) + len(distractors)} distinct {pool_lang} sentences, fewer than "
