@@ -12,10 +12,20 @@ from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 from .hierarchical import HierarchicalEncoder  # noqa: E402
 from .sentence_encoder import SentenceEncoder  # noqa: E402
 
+
+def sentence_transformer(name_or_path, device=None):
+    """An hmde model as a ``SentenceTransformer`` (``encode_query``: lower encoder; ``encode_document``
+    and ``encode``: HMDE document vectors). No ``trust_remote_code`` needed: see :mod:`hmde.st_router`."""
+    from .st_router import load_sentence_transformer_model
+
+    return load_sentence_transformer_model(name_or_path, device=device)
+
+
 __all__ = [
     "HierarchicalConfig",
     "HierarchicalEncoder",
     "SentenceEncoder",
+    "sentence_transformer",
     "HmdeError",
     "InputError",
     "ModelLoadError",

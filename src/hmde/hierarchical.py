@@ -90,26 +90,35 @@ class HierarchicalEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, device: str | None = None) -> "HierarchicalEncoder":
-        """Load a saved HMDE folder, a bundled model (``hmde-mini``) or a hub id."""
+        """Load a saved HMDE folder, a bundled model (``hmde-mini``) or a hub id.
+
+        A folder written by ``SentenceTransformer.save`` from an hmde model (a Router whose
+        document route is hmde's module) loads too."""
         path = resolve_model_path(str(name_or_path))
+        if not (path / CONFIG_NAME).exists() and (path / "router_config.json").exists():
+            from .st_router import document_module, load_sentence_transformer_model
+
+            model = document_module(load_sentence_transformer_model(path, device=device)).hierarchical
+            model.source = str(path)
+            return model.eval()
         meta = read_model_config(path)
+        if meta.get("lower_encoder", LOWER_DIR) is None:
+            raise ModelLoadError(f"'{path}' is the document module of a sentence-transformers folder: load the "
+                                 "folder that holds it")
         config = HierarchicalConfig.from_dict(meta["config"])
         lower = SentenceEncoder.load(str(path / meta.get("lower_encoder", LOWER_DIR)), device=device)
         lower.model.float()
         model = cls(lower, config)
-        try:
-            state = load_file(str(path / WEIGHTS_NAME))
-        except (OSError, SafetensorError) as exc:
-            raise ModelLoadError(f"{path / WEIGHTS_NAME}: not a readable safetensors file ({exc})") from exc
-        missing, unexpected = model.upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-        if missing or unexpected:
-            raise ModelLoadError(f"{path / WEIGHTS_NAME}: weights do not match (missing {missing}, unexpected {unexpected})")
+        load_upper_state(model.upper, path / WEIGHTS_NAME)
         model.source = str(path)
         return model.to(lower.device).eval()
 
     def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
         """Save as a folder: config.json, model.safetensors (upper) and lower/ (sentence-transformers).
 
+        The folder is also a sentence-transformers folder (:mod:`hmde.st_router`): modules.json,
+        router_config.json and config_sentence_transformers.json name the lower encoder's
+        modules as the query route and the root as hmde's document module.
         Each part is written to a temporary file and moved into place (config.json
         last), so an interrupted save never leaves a half-written model; other files
         in the folder (logs, checkpoints) are kept. ``dtype=torch.float16``
@@ -128,19 +137,8 @@ class HierarchicalEncoder(nn.Module):
                     self.lower.model.load_state_dict(original)
             else:
                 self.lower.save(lower_dir)
-        state = {k: v.detach().contiguous().cpu() for k, v in self.upper.state_dict().items()}
-        if dtype is not None:
-            state = {k: v.to(dtype) for k, v in state.items()}
-        with atomic_path(path / WEIGHTS_NAME) as tmp:
-            save_file(state, str(tmp), metadata={"format": "pt"})
-        meta = {
-            "model_type": MODEL_TYPE,
-            "hmde_version": __version__,
-            "hidden_size": self.lower.dim,
-            "lower_encoder": LOWER_DIR,
-            "config": self.config.to_dict(),
-        }
-        write_text_atomic(path / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        write_sentence_transformers_files(path)
+        write_upper(path, self.upper, self.config, self.lower.dim, LOWER_DIR, dtype)
 
     @property
     def device(self) -> torch.device:
@@ -291,16 +289,60 @@ def read_model_config(path: Path) -> dict:
     config_path = Path(path) / CONFIG_NAME
     if not config_path.exists():
         raise ModelLoadError(f"'{path}' has no {CONFIG_NAME}: it is not a saved hmde model")
+    return parse_model_config(config_path)
+
+
+def parse_model_config(config_path: Path) -> dict:
+    """hmde's model config.json (``model_type`` hmde), checked."""
     try:
         meta = json.loads(config_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ModelLoadError(f"{config_path}: invalid JSON ({exc.msg}, line {exc.lineno})") from exc
     if meta.get("model_type") != MODEL_TYPE:
         raise ModelLoadError(
-            f"'{path}' is not an hmde model (config.json model_type={meta.get('model_type')!r}); "
+            f"'{config_path.parent}' is not an hmde model (config.json model_type={meta.get('model_type')!r}); "
             "for a sentence encoder use HierarchicalEncoder.from_sentence_encoder or `--queries`"
         )
     return meta
+
+
+def load_upper_state(upper: nn.Module, weights: Path) -> None:
+    """The upper encoder's weights from a safetensors file (stored in any float type)."""
+    try:
+        state = load_file(str(weights))
+    except (OSError, SafetensorError) as exc:
+        raise ModelLoadError(f"{weights}: not a readable safetensors file ({exc})") from exc
+    missing, unexpected = upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    if missing or unexpected:
+        raise ModelLoadError(f"{weights}: weights do not match (missing {missing}, unexpected {unexpected})")
+
+
+def write_upper(path: Path, upper: nn.Module, config: HierarchicalConfig, hidden_size: int,
+                lower_encoder: str | None, dtype: torch.dtype | None = None) -> None:
+    """model.safetensors (the upper encoder) then config.json, each atomically. ``lower_encoder``:
+    the lower encoder's folder name, or None for the document module of a sentence-transformers save."""
+    state = {k: v.detach().contiguous().cpu() for k, v in upper.state_dict().items()}
+    if dtype is not None:
+        state = {k: v.to(dtype) for k, v in state.items()}
+    with atomic_path(path / WEIGHTS_NAME) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
+    meta = {
+        "model_type": MODEL_TYPE,
+        "hmde_version": __version__,
+        "hidden_size": hidden_size,
+        "lower_encoder": lower_encoder,
+        "config": config.to_dict(),
+    }
+    write_text_atomic(path / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def write_sentence_transformers_files(path: Path) -> None:
+    """modules.json, router_config.json and config_sentence_transformers.json of an hmde folder
+    (:mod:`hmde.st_router`); also upgrades a folder saved before they existed."""
+    from .st_router import router_files
+
+    for name, content in router_files(Path(path) / LOWER_DIR, LOWER_DIR).items():
+        write_text_atomic(Path(path) / name, json.dumps(content, indent=2) + "\n")
 
 
 def is_hmde_folder(path: str | os.PathLike) -> bool:

@@ -10,6 +10,9 @@ MTEB 2 passes batches (dicts with a ``text`` list) instead of strings: all are a
     >>> import mteb  # doctest: +SKIP
     >>> model = MtebEncoder(HierarchicalEncoder.from_pretrained("hmde-mini"))  # doctest: +SKIP
     >>> mteb.evaluate(model, mteb.get_tasks(tasks=["XPQARetrieval"]))  # doctest: +SKIP
+
+The model may also be hmde's ``SentenceTransformer`` form (:mod:`hmde.st_router`): queries then
+take its ``query`` route (``encode_query``) and everything else its ``document`` route.
 """
 
 from __future__ import annotations
@@ -44,10 +47,20 @@ def _is_query(prompt_type: Any) -> bool:
     return str(value).lower() == "query"
 
 
+def _is_sentence_transformer(model) -> bool:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # pragma: no cover - a dependency of hmde
+        return False
+    return isinstance(model, SentenceTransformer)
+
+
 class MtebEncoder:
     def __init__(self, model, method: str = "hmde", batch_size: int = 32, normalize: bool = True,
                  options: MethodOptions | None = None):
-        self.vectorizer = DocumentVectorizer(model, method, options or MethodOptions(batch_size=batch_size))
+        self.st_model = model if _is_sentence_transformer(model) else None
+        self.vectorizer = None if self.st_model is not None else \
+            DocumentVectorizer(model, method, options or MethodOptions(batch_size=batch_size))
         self.normalize = normalize
         self.batch_size = batch_size
 
@@ -55,9 +68,13 @@ class MtebEncoder:
         return normalize(v) if self.normalize else v
 
     def encode_queries(self, queries: Iterable, **kwargs) -> np.ndarray:
+        if self.st_model is not None:
+            return self._norm(self.st_model.encode_query(_texts(queries), batch_size=self.batch_size))
         return self._norm(self.vectorizer.model.encode_queries(_texts(queries), batch_size=self.batch_size))
 
     def encode_corpus(self, corpus: Iterable, **kwargs) -> np.ndarray:
+        if self.st_model is not None:
+            return self._norm(self.st_model.encode_document(_texts(corpus), batch_size=self.batch_size))
         return self._norm(self.vectorizer.encode(_texts(corpus)))
 
     def encode(self, inputs: Iterable, *, prompt_type: Any = None, **kwargs) -> np.ndarray:

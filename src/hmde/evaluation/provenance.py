@@ -15,8 +15,12 @@ from typing import Iterable
 
 from .. import __version__
 from ..atomic import write_text_atomic
+from ..hierarchical import is_hmde_folder
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".npz")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".npz", ".onnx")
+# what hmde.st_router writes at an hmde folder's root: derived from the other files, so a folder keeps
+# the hash it had before they existed (indexes built with it still accept --add)
+ROUTER_FILES = ("modules.json", "router_config.json", "config_sentence_transformers.json")
 
 
 def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -34,6 +38,8 @@ def model_hash(path: str | Path | None) -> str | None:
     path = Path(path)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES
                                                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    if path.is_dir() and is_hmde_folder(path):  # its sentence-transformers files are derived from the rest
+        files = [p for p in files if p.parent != path or p.name not in ROUTER_FILES]
     h = hashlib.sha256()
     for p in files:
         h.update(str(p.relative_to(path) if path.is_dir() else p.name).encode())
