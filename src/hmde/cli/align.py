@@ -9,6 +9,7 @@ from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments
 from .common import (
+    add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -39,6 +40,7 @@ def register(sub) -> None:
     p.add_argument("--tgt-lang")
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
+    add_backend_argument(p)
     p.add_argument("--no-progress", action="store_true")
     add_length_arguments(p)
     p.set_defaults(func=run)

@@ -74,10 +74,35 @@ def lawdr_fit_options(args) -> dict:
             "lawdr_kde": getattr(args, "lawdr_kde", "per-language")}
 
 
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+def add_backend_argument(parser, default: str | None = "torch", help_suffix: str = "") -> None:
+    parser.add_argument("--backend", choices=BACKENDS, default=default,
+                        help="torch (PyTorch), onnx or onnx-int8 (ONNX Runtime on a folder written by `hmde export "
+                        "onnx`, int8: its quantised lower encoder; every method but longformer, inference only)"
+                        + help_suffix)
+
+
+def check_backend_options(args) -> None:
+    """Flags that only the PyTorch backend has, refused before anything is read or loaded."""
+    backend = getattr(args, "backend", None) or "torch"
+    if backend == "torch":
+        return
+    if getattr(args, "bf16", False):
+        raise HmdeError(f"--bf16 applies to --backend torch; an ONNX model runs as exported (--backend {backend})")
+    if getattr(args, "engine", "local") == "ray":
+        raise HmdeError("--engine ray encodes with the PyTorch backend; drop --backend")
+    if getattr(args, "method", None) == "longformer":
+        raise HmdeError("--method longformer runs on the PyTorch backend only")
+
+
 def load_model(name: str, device: str, want: str = "any", args=None):
     """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``,
-    with the document-length flags of ``args`` (:mod:`hmde.length_settings`) applied."""
-    kind, model = _load_model(name, device, want)
+    with the document-length flags of ``args`` (:mod:`hmde.length_settings`) applied.
+    ``args.backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too)."""
+    backend = getattr(args, "backend", None) or "torch"
+    kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
     if args is not None:
         from ..length_settings import apply_length_overrides, length_overrides
 
@@ -85,10 +110,22 @@ def load_model(name: str, device: str, want: str = "any", args=None):
     return kind, model
 
 
+def _load_onnx(name: str, backend: str):
+    from ..export.onnx import OnnxHierarchicalEncoder, is_onnx_export
+
+    if not is_onnx_export(name):
+        raise HmdeError(f"--backend {backend} takes a folder written by `hmde export onnx`; '{name}' is not one "
+                        f"(export it first: hmde export onnx {name} -o DIR{' --int8' if backend == 'onnx-int8' else ''})")
+    return "hmde", OnnxHierarchicalEncoder(name, int8=backend == "onnx-int8")
+
+
 def _load_model(name: str, device: str, want: str = "any"):
+    from ..export.onnx import is_onnx_export
     from ..hierarchical import HierarchicalEncoder, is_hmde_folder
     from ..sentence_encoder import SentenceEncoder
 
+    if is_onnx_export(name):
+        raise HmdeError(f"'{name}' is an ONNX export: run it with --backend onnx (or onnx-int8)")
     try:
         path = resolve_model_path(name)
     except HmdeError:

@@ -14,6 +14,7 @@ from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
 from ..length_settings import add_length_arguments
 from .common import (
+    add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -48,9 +49,7 @@ def register(sub) -> None:
     add_lawdr_fit_arguments(p)
     p.add_argument("--lawdr-units", choices=["sentences", "packed"], default="sentences",
                    help="LAWDR input units: sentences, or as many sentences as fit the token limit")
-    p.add_argument("--backend", choices=["torch", "onnx", "onnx-int8"], default="torch",
-                   help="onnx/onnx-int8: MODEL is a folder written by `hmde export onnx` (ONNX Runtime, no PyTorch "
-                   "model; method hmde or --queries)")
+    add_backend_argument(p)
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
     p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
@@ -116,33 +115,10 @@ def encode_with_method(args, model, texts, langs, progress):
     return vectors
 
 
-def run_onnx(args: argparse.Namespace, records) -> int:
-    """Encode with an exported model on ONNX Runtime."""
-    from ..export.onnx import OnnxHierarchicalEncoder
-
-    if args.method not in (None, "hmde"):
-        raise HmdeError("--backend onnx encodes with the exported hierarchical model (method hmde) or --queries")
-    model = OnnxHierarchicalEncoder(args.model, int8=args.backend == "onnx-int8")
-    texts = [r.text for r in records]
-    if args.queries:
-        vectors = model.encode_queries([t if isinstance(t, str) else " ".join(t) for t in texts])
-    else:
-        vectors = model.encode_documents(texts, [args.lang or r.lang for r in records])
-    if args.normalize:
-        from ..similarity import normalize
-
-        vectors = normalize(vectors)
-    write_vectors(args.output, [r.doc_id for r in records], vectors)
-    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} ({args.backend})")
-    return 0
-
-
 def run_ray(args: argparse.Namespace) -> int:
     """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
     from ..scale.ray_encode import encode_with_ray
 
-    if args.backend != "torch":
-        raise HmdeError("--engine ray encodes with the PyTorch backend; drop --backend")
     spec = encode_spec(args, "query" if args.queries else args.method or "hmde", normalize=args.normalize)
     manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
@@ -161,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError(f"--output must end in .npy, got '{args.output}'")
     check_output_file(args.output)
     fits_lawdr = args.method == "lawdr" and not args.queries and not (lawdr_stats_dir(args) / "lawdr.json").exists()
-    if args.backend != "torch" or fits_lawdr:  # ONNX, and LAWDR fitted on all of INPUT: the whole input in memory
+    if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         return run_in_memory(args)
     count, empty = scan_input(args)
     device = pick_device(args.device)
@@ -279,14 +255,12 @@ class VectorWriter:
 
 
 def run_in_memory(args: argparse.Namespace) -> int:
-    """The whole input at once: the ONNX backends, and LAWDR fitted on all of INPUT."""
+    """The whole input at once: LAWDR fitted on all of INPUT."""
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
     check_records(records, args)
     if args.method == "lawdr" and not args.queries:
         check_lawdr_inputs(records, [args.lang or r.lang for r in records], args,
                            (lawdr_stats_dir(args) / "lawdr.json").exists())
-    if args.backend != "torch":
-        return run_onnx(args, records)
     device = pick_device(args.device)
     _, model = load_model(args.model, device, args=args)
     texts = [r.text for r in records]

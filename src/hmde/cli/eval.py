@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments
 from .common import (
+    add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -52,6 +53,7 @@ def _common(p, methods=True) -> None:
     add_length_arguments(p)
     p.add_argument("--device", default="auto")
     p.add_argument("--bf16", action="store_true")
+    add_backend_argument(p)
     p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
@@ -369,6 +371,9 @@ def _parse_mldoc(items):
 def run_xldc(args) -> int:
     from ..evaluation import classification as cls
 
+    if args.protocol != "frozen" and args.backend != "torch":  # before anything is loaded
+        raise HmdeError(f"--backend {args.backend} is for inference: fine-tuning needs --backend torch "
+                        "(evaluate the exported model with --protocol frozen)")
     _seed(args)
     enc, model_path, method = _setup(args)
     if args.mldoc:

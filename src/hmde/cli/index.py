@@ -14,6 +14,7 @@ from ..errors import HmdeError, InputError
 from ..length_settings import add_length_arguments
 from ..registry import DEFAULT_MODEL
 from .common import (
+    add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -59,6 +60,7 @@ def register(sub) -> None:
     b.add_argument("--lang-field", default="lang")
     b.add_argument("--device", default="auto")
     b.add_argument("--bf16", action="store_true")
+    add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
     b.add_argument("--no-progress", action="store_true")
     add_length_arguments(b)
     add_ray_arguments(b, "(then the index is built shard by shard; sentence vectors are not stored, a hit's best "
@@ -86,6 +88,7 @@ def register(sub) -> None:
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
     s.add_argument("--device", default="auto")
+    add_backend_argument(s, default=None, help_suffix="; default: the one the index was built with")
     s.add_argument("--ef-search", type=int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
     s.add_argument("--nprobe", type=int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
     s.set_defaults(func=run_search)
@@ -97,7 +100,8 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
     ivf = args.type in ("ivf", "ivfpq")
     return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=args.type, count=0,
                      hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
-                     pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)))
+                     pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)),
+                     backend=getattr(args, "backend", None) or "torch")
 
 
 def check_build_output(args: argparse.Namespace):
@@ -114,6 +118,7 @@ def check_build_output(args: argparse.Namespace):
     if not args.add:
         check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
         args.model = args.model or DEFAULT_MODEL
+        args.backend = args.backend or "torch"
         return None
     if not is_hmde_index(Path(args.output)):
         raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
@@ -124,6 +129,10 @@ def check_build_output(args: argparse.Namespace):
             raise HmdeError(f"index {args.output} holds '{meta.method}' document vectors; add to it with "
                             f"--method {meta.method} (or leave --method out), not {args.method}")
         args.method = meta.method
+        if args.backend and args.backend != meta.backend:
+            raise HmdeError(f"index {args.output} was encoded with --backend {meta.backend}; add to it with that "
+                            f"backend (or leave --backend out), not {args.backend}")
+        args.backend = meta.backend
         if args.model is None:
             if not Path(meta.model).exists():
                 raise HmdeError(f"index {args.output} was built with {meta.model}, which is not there any more: "
@@ -328,7 +337,8 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
                  device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
-                 hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60):
+                 hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
+                 backend: str | None = None):
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible
     from ..methods import DocumentVectorizer
@@ -342,7 +352,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     if hybrid:
         index.require_bm25()  # before the model loads
     name = model_name or index.meta.model
-    kind, model = load_model(name, pick_device(device))
+    kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
     vectors = lower.encode(queries)
@@ -381,7 +391,7 @@ def run_search(args: argparse.Namespace) -> int:
     if len(weights) != 2 or min(weights) < 0:
         raise HmdeError(f"--hybrid-weights takes two numbers >= 0, DENSE,BM25; got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
-                        args.nprobe, args.hybrid, weights, args.rrf_k)
+                        args.nprobe, args.hybrid, weights, args.rrf_k, args.backend)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

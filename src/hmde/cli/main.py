@@ -35,10 +35,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .common import quiet_libraries
+    from .common import check_backend_options, quiet_libraries
 
     quiet_libraries()
     try:
+        check_backend_options(args)
         return int(args.func(args) or 0)
     except HmdeError as exc:
         print(f"hmde: error: {exc}", file=sys.stderr)

@@ -2,9 +2,9 @@
 
 Two graphs: ``lower.onnx`` (token ids + mask -> sentence vector, the lower encoder with
 its own pooling and heads) and ``upper.onnx`` (sentence vectors + mask -> window
-vector). Segmentation and windowing are the same torch-free functions the PyTorch model
-uses, so :class:`OnnxHierarchicalEncoder` reproduces ``encode_documents`` (tested to
-1e-4 in fp32). ``--int8`` adds ``lower.int8.onnx``: dynamic int8 quantisation of the
+vector). :class:`OnnxHierarchicalEncoder` is a ``HierarchicalEncoder`` whose two encoders
+are ONNX Runtime sessions: segmentation, batching and windowing are the PyTorch model's own
+code, so it reproduces ``encode_documents`` (tested to 1e-4 in fp32). ``--int8`` adds ``lower.int8.onnx``: dynamic int8 quantisation of the
 lower encoder's weights (ONNX Runtime), the part that holds nearly all the compute.
 """
 
@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
+from torch import nn
 
 from ..atomic import atomic_dir
 from ..config import HierarchicalConfig
 from ..errors import HmdeError, ModelLoadError
+from ..hierarchical import HierarchicalEncoder
 from ..io.tagged_json import read_tagged_json
-from ..segmentation import segment_document, window_ranges
+from ..sentence_encoder import SentenceEncoder
 
 FORMAT = "hmde-onnx/1"
 
@@ -72,14 +75,69 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
     return Path(output)
 
 
-class OnnxHierarchicalEncoder:
-    """``encode_documents``/``encode_queries`` on ONNX Runtime (CPU by default)."""
+class OnnxSentenceEncoder(SentenceEncoder):
+    """The lower encoder on ONNX Runtime: :class:`~hmde.sentence_encoder.SentenceEncoder`'s tokenization,
+    deduplication and token-budget batching, with the exported graph in place of the PyTorch modules."""
+
+    def __init__(self, session, tokenizer, dim: int, max_tokens: int, max_batch_tokens: int):
+        nn.Module.__init__(self)
+        self.session, self._tokenizer, self._dim = session, tokenizer, dim
+        self.max_tokens, self.max_batch_tokens = max_tokens, max_batch_tokens
+        self.cls_last_layer = False  # the exported graph already is whatever hmde ran
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def default_batch_size(self) -> int:
+        return max(1, self.max_batch_tokens // self.max_tokens)
+
+    def forward_features(self, features: dict[str, torch.Tensor], model=None) -> torch.Tensor:
+        inputs = {k: features[k].cpu().numpy().astype(np.int64) for k in ("input_ids", "attention_mask")}
+        return torch.from_numpy(self.session.run(None, inputs)[0])
+
+    def low_precision_copy(self, dtype: torch.dtype):
+        raise HmdeError("an ONNX model runs in the precision it was exported in: bf16 applies to --backend torch")
+
+    def save(self, path) -> None:
+        raise HmdeError("an ONNX model cannot be saved as a sentence-transformers folder: export from the PyTorch model")
+
+
+class OnnxUpper(nn.Module):
+    """The upper encoder's graph, called as :class:`~hmde.document_encoder.DocumentEncoder` is."""
+
+    def __init__(self, session):
+        super().__init__()
+        self.session = session
+
+    def forward(self, sentences: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        out = self.session.run(None, {"sentences": sentences.float().cpu().numpy(), "mask": mask.cpu().numpy()})[0]
+        return torch.from_numpy(out)
+
+
+class OnnxHierarchicalEncoder(HierarchicalEncoder):
+    """An exported HMDE on ONNX Runtime (CPU by default), for inference.
+
+    It is a :class:`~hmde.hierarchical.HierarchicalEncoder` whose lower and upper encoders
+    are ONNX Runtime sessions, so ``encode_documents``, ``encode_queries``, every document
+    method (``first``, ``seg``, ``mean``, ``lawdr``) and every command run the same code on
+    either backend. It has no parameters: it cannot be trained or fine-tuned.
+    """
 
     def __init__(self, path: str | Path, int8: bool = False, providers: Sequence[str] | None = None,
                  max_batch_tokens: int = 8 * 128, threads: int | None = None):
         import onnxruntime as ort
         from transformers import AutoTokenizer
 
+        nn.Module.__init__(self)
         path = Path(path)
         meta = read_tagged_json(path / "config.json", FORMAT, "exported model")
         lower_file = path / ("lower.int8.onnx" if int8 else "lower.onnx")
@@ -89,57 +147,22 @@ class OnnxHierarchicalEncoder:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        self.lower = ort.InferenceSession(str(lower_file), options, providers=providers)
-        self.upper = ort.InferenceSession(str(path / "upper.onnx"), options, providers=providers)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
         self.config = HierarchicalConfig.from_dict(meta["config"])
-        self.dim = int(meta["dim"])
-        self.max_batch_tokens = max_batch_tokens
+        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
+        self.lower = OnnxSentenceEncoder(ort.InferenceSession(str(lower_file), options, providers=providers),
+                                         tokenizer, int(meta["dim"]), self.config.max_sentence_tokens, max_batch_tokens)
+        self.upper = OnnxUpper(ort.InferenceSession(str(path / "upper.onnx"), options, providers=providers))
+        self.source = str(path)
+        self.eval()
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        enc = self.tokenizer(list(texts), truncation=True, max_length=self.config.max_sentence_tokens)["input_ids"]
-        order = sorted(range(len(enc)), key=lambda i: -len(enc[i]))
-        out = np.zeros((len(enc), self.dim), np.float32)
-        pad = self.tokenizer.pad_token_id or 0
-        start = 0
-        while start < len(order):
-            longest = len(enc[order[start]])
-            size = max(1, self.max_batch_tokens // max(1, longest))
-            batch = order[start:start + size]
-            ids = np.full((len(batch), longest), pad, dtype=np.int64)
-            mask = np.zeros((len(batch), longest), dtype=np.int64)
-            for r, i in enumerate(batch):
-                ids[r, : len(enc[i])] = enc[i]
-                mask[r, : len(enc[i])] = 1
-            out[batch] = self.lower.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-            start += size
-        return out
+    def save_pretrained(self, path, dtype=None) -> None:
+        raise HmdeError("an ONNX model cannot be saved as an hmde folder: save the PyTorch model it was exported from")
 
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed(list(texts))
 
-    def encode_documents(self, docs: Sequence, langs=None) -> np.ndarray:
-        if isinstance(docs, str):
-            raise HmdeError("encode_documents takes a list of documents, not one string")
-        langs = langs if isinstance(langs, (list, tuple)) else [langs] * len(docs)
-        cfg = self.config
-        units = [segment_document(d, lang, cfg, self.tokenizer) for d, lang in zip(docs, langs)]
-        flat = self._embed([u for doc in units for u in doc])
-        per_doc = np.split(flat, np.cumsum([len(u) for u in units])[:-1]) if units else []
-        out = np.zeros((len(docs), self.dim), np.float32)
-        for d, sents in enumerate(per_doc):
-            ranges = window_ranges(len(sents), cfg.max_sentences, cfg.long_documents)
-            if not ranges:
-                continue
-            length = max(b - a for a, b in ranges)
-            padded = np.zeros((len(ranges), length, self.dim), np.float32)
-            mask = np.zeros((len(ranges), length), dtype=bool)
-            for r, (a, b) in enumerate(ranges):
-                padded[r, : b - a] = sents[a:b]
-                mask[r, : b - a] = True
-            windows = self.upper.run(None, {"sentences": padded, "mask": mask})[0]
-            weights = np.array([b - a for a, b in ranges], np.float32)[:, None]
-            out[d] = (windows * weights).sum(0) / weights.sum()
-        return out
+def is_onnx_export(path: str | Path) -> bool:
+    """True for a folder written by :func:`export_onnx` (its config.json says so)."""
+    config = Path(path) / "config.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False

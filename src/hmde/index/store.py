@@ -50,6 +50,7 @@ class IndexMeta:
     ivf_lists: int = 0
     pq_m: int = 0  # ivfpq: sub-quantisers, i.e. bytes per stored vector
     bm25: bool = False  # a BM25 index of the texts in bm25/ (hmde.index.lexical), for hybrid search
+    backend: str = "torch"  # what encoded it (hmde.cli.common.BACKENDS): search and --add default to it
 
 
 @dataclass
