@@ -52,7 +52,10 @@ class DocumentEncoder(nn.Module):
         if self.positions is not None:
             nn.init.normal_(self.positions.weight, std=0.02)
 
-    def forward(self, sentences: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, sentences: torch.Tensor, mask: torch.Tensor, return_sentences: bool = False):
+        """(B, H) document vectors; with ``return_sentences`` also the (B, S, H) contextualised
+        sentence vectors whose masked mean they are: the upper encoder's output at each sentence's
+        position (with ``residual_sentences``: the sentence vector plus the gated output)."""
         batch, length, _ = sentences.shape
         if length > self.config.max_sentences:
             raise ValueError(f"{length} sentences exceed max_sentences={self.config.max_sentences}")
@@ -68,8 +71,10 @@ class DocumentEncoder(nn.Module):
             weights[:, 0] = False
         weights = weights.to(hidden.dtype).unsqueeze(-1)
         pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-        if self.gate is None:
-            return pooled
-        sent_weights = mask.to(hidden.dtype).unsqueeze(-1)
-        mean = (sentences.to(hidden.dtype) * sent_weights).sum(1) / sent_weights.sum(1).clamp_min(1.0)
-        return mean + self.gate.to(hidden.dtype) * pooled
+        contextual = hidden[:, 1:]
+        if self.gate is not None:
+            sent_weights = mask.to(hidden.dtype).unsqueeze(-1)
+            mean = (sentences.to(hidden.dtype) * sent_weights).sum(1) / sent_weights.sum(1).clamp_min(1.0)
+            pooled = mean + self.gate.to(hidden.dtype) * pooled
+            contextual = sentences.to(hidden.dtype) + self.gate.to(hidden.dtype) * contextual
+        return (pooled, contextual) if return_sentences else pooled

@@ -46,6 +46,23 @@ class EncodedBatch:
     documents: torch.Tensor  # (B, H)
     units: list[list[str]]  # the lower-encoder inputs of each document
     sentences: list[torch.Tensor]  # (n_i, H) lower-encoder vectors of each document
+    contextual: list[torch.Tensor] | None = None  # (n_i, H) contextualised sentence vectors, when asked for
+
+
+@dataclass
+class DocumentSentences:
+    """One document's units and their contextualised vectors (``encode_documents(output="sentences")``).
+
+    ``vectors[i]`` is unit i read in the context of its document (its window of
+    ``max_sentences``): the upper encoder's output at its position, in the space of the
+    lower encoder's query vectors; the document vector is their mean. Units outside every
+    window (``long_documents="truncate"``) keep their lower-encoder vector."""
+
+    units: list[str]
+    vectors: np.ndarray  # (len(units), dim) float32
+
+
+OUTPUTS = ("documents", "sentences")
 
 
 def _as_langs(langs, n: int) -> list[str | None]:
@@ -170,11 +187,13 @@ class HierarchicalEncoder(nn.Module):
         autocast_dtype: torch.dtype | None = None,
         show_progress_bar: bool = False,
         unit_ids: Sequence[Sequence[list[int] | None]] | None = None,
+        with_contextual: bool = False,
     ) -> EncodedBatch:
         """Document vectors for already segmented documents (gradients flow).
 
         ``unit_ids`` (from :meth:`segment`'s ``ids_out``) reuses the token ids of the
-        segmentation's length check; units given None are tokenized here.
+        segmentation's length check; units given None are tokenized here. ``with_contextual``
+        also returns every unit's contextualised vector (:class:`DocumentSentences`).
         """
         flat = [u for doc in units for u in doc]
         if unit_ids is None:
@@ -188,32 +207,46 @@ class HierarchicalEncoder(nn.Module):
             ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
         )
         per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
+        if with_contextual:
+            documents, contextual = self.contextualize(per_doc, return_sentences=True)
+            return EncodedBatch(documents, [list(d) for d in units], per_doc, contextual)
         return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
 
-    def contextualize(self, per_doc: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Run the upper encoder over each document's sentence vectors -> (B, H)."""
+    def contextualize(self, per_doc: Sequence[torch.Tensor], return_sentences: bool = False):
+        """Run the upper encoder over each document's sentence vectors -> (B, H); with
+        ``return_sentences`` also each document's (n_i, H) contextualised sentence vectors."""
         hidden = self.dim
-        rows, owners, weights = [], [], []
+        rows, owners, weights, spans = [], [], [], []
         for d, sents in enumerate(per_doc):
             for start, end in self.windows(len(sents)):
                 rows.append(sents[start:end])
                 owners.append(d)
                 weights.append(float(end - start))
+                spans.append((start, end))
         out = torch.zeros(len(per_doc), hidden, device=self.device)
+        contextual = [s.float().clone() for s in per_doc] if return_sentences else None
         if not rows:
-            return out
+            return (out, contextual) if return_sentences else out
         length = max(r.shape[0] for r in rows)
         padded = torch.zeros(len(rows), length, hidden, device=self.device, dtype=rows[0].dtype)
         mask = torch.zeros(len(rows), length, dtype=torch.bool, device=self.device)
         for i, r in enumerate(rows):
             padded[i, : r.shape[0]] = r
             mask[i, : r.shape[0]] = True
-        window_vectors = self.upper(padded, mask).float()
+        if return_sentences:
+            window_vectors, per_position = self.upper(padded, mask, return_sentences=True)
+            for i, (d, (start, end)) in enumerate(zip(owners, spans)):  # each unit lies in one window
+                contextual[d] = torch.cat([contextual[d][:start], per_position[i, : end - start].float(),
+                                           contextual[d][end:]])
+        else:
+            window_vectors = self.upper(padded, mask)
+        window_vectors = window_vectors.float()
         w = torch.tensor(weights, device=self.device).unsqueeze(-1)
         index = torch.tensor(owners, device=self.device)
         summed = out.index_add(0, index, window_vectors * w)
         total = torch.zeros(len(per_doc), 1, device=self.device).index_add(0, index, w)
-        return summed / total.clamp_min(1.0)
+        documents = summed / total.clamp_min(1.0)
+        return (documents, contextual) if return_sentences else documents
 
     def forward(self, units: Sequence[Sequence[str]], **kwargs) -> torch.Tensor:
         return self.encode_units(units, **kwargs).documents
@@ -230,15 +263,23 @@ class HierarchicalEncoder(nn.Module):
         sentence_batch_size: int | None = None,
         autocast_dtype: torch.dtype | None = None,
         return_sentences: bool = False,
+        output: str = "documents",
     ):
         """Document vectors as a float32 array of shape (len(docs), dim), in input order.
 
         ``batch_size`` documents are segmented and all their sentences embedded together.
         A document with no text gets an all-zero vector. With ``return_sentences`` the
         units and lower-encoder vectors of each document are returned as well.
+        ``output="sentences"`` returns instead one :class:`DocumentSentences` per document:
+        its units and their contextualised vectors (``normalize_embeddings`` normalises each).
         """
         if isinstance(docs, str):
             raise HmdeError("encode_documents takes a list of documents, not one string")
+        if output not in OUTPUTS:
+            raise HmdeError(f"output must be one of {OUTPUTS}, got {output!r}")
+        if output == "sentences":
+            return self._encode_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
+                                           sentence_batch_size, autocast_dtype)
         langs_ = _as_langs(langs, len(docs))
         vectors, all_units, all_sents = [], [], []
         with eval_mode(self):
@@ -260,6 +301,34 @@ class HierarchicalEncoder(nn.Module):
         if return_sentences:
             return array, all_units, all_sents
         return array
+
+    def _encode_contextual(self, docs, langs, batch_size, show_progress_bar, normalize_embeddings,
+                           sentence_batch_size, autocast_dtype) -> list[DocumentSentences]:
+        return self.encode_with_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
+                                           sentence_batch_size, autocast_dtype)[1]
+
+    @torch.inference_mode()
+    def encode_with_contextual(self, docs, langs=None, batch_size: int = 32, show_progress_bar: bool = False,
+                               normalize_embeddings: bool = False, sentence_batch_size: int | None = None,
+                               autocast_dtype: torch.dtype | None = None):
+        """(document vectors, one :class:`DocumentSentences` per document) from one pass: what a
+        multi-vector index stores. ``normalize_embeddings`` normalises the sentence vectors only."""
+        langs_ = _as_langs(langs, len(docs))
+        documents, out = [], []
+        with eval_mode(self):
+            steps = range(0, len(docs), max(1, batch_size))
+            for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
+                chunk = docs[start : start + batch_size]
+                ids: list[list] = [[] for _ in chunk]
+                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
+                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
+                                        unit_ids=ids, with_contextual=True)
+                documents.append(enc.documents.float().cpu())
+                for u, v in zip(enc.units, enc.contextual):
+                    v = torch.nn.functional.normalize(v, dim=-1) if normalize_embeddings else v
+                    out.append(DocumentSentences(u, v.float().cpu().numpy().astype(np.float32)))
+        vectors = torch.cat(documents).numpy().astype(np.float32) if documents else np.zeros((0, self.dim), np.float32)
+        return vectors, out
 
     def encode_queries(
         self,

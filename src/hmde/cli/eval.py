@@ -116,6 +116,15 @@ def register(sub) -> None:
     c.add_argument("--first-stage", help="TREC run to re-rank instead of ranking the whole collection")
     c.add_argument("--run-output", help="write the ranking as a TREC run")
     c.add_argument("--measures", default="AP,RR,nDCG@10,R@100")
+    c.add_argument("--multi-vector", choices=["context", "lower"],
+                   help="score each document by its sentence vectors instead of one vector (hmde.multivector): "
+                   "context, HMDE's contextualised sentence vectors (method hmde); lower, the sentence encoder's, "
+                   "each sentence out of context")
+    c.add_argument("--top-sentences", type=int, default=1, metavar="K",
+                   help="--multi-vector: a document's score is the sum of its K best sentences' cosines (default 1: "
+                   "the best sentence)")
+    c.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
+                   help="--multi-vector: add W times the query's cosine with the document vector (default 0)")
     c.add_argument("--length-buckets", metavar="N,N,...",
                    help="also report the main measure by the sentence count of each query's relevant document, "
                         "in buckets with these upper bounds (e.g. 8,16,32 -> 1-8, 9-16, 17-32, 33+)")
@@ -283,7 +292,11 @@ def run_pool_xsr(args) -> int:
 
 def run_clir(args) -> int:
     from ..evaluation import clir
+    from ..multivector import check_scoring, score_documents
 
+    check_scoring(args.top_sentences, args.doc_weight)
+    if args.multi_vector and args.first_stage:
+        raise HmdeError("--multi-vector ranks the whole collection; it does not re-rank a --first-stage run")
     _seed(args)
     enc, model_path, method = _setup(args)
     measures = [m for m in args.measures.split(",") if m]
@@ -317,9 +330,15 @@ def run_clir(args) -> int:
         for w in clir.check_qrels(qrels, topics.ids, coll.doc_ids):
             warn(f"{name}: {w}")
         qv = enc.queries(topics.texts, topics.lang)
-        dv = enc.documents(coll.texts, coll.lang)
-        run = (clir.rerank(qv, dv, topics.ids, coll.doc_ids, first_stage) if first_stage
-               else clir.rank(qv, dv, topics.ids, coll.doc_ids))
+        if args.multi_vector:
+            dv = enc.documents(coll.texts, coll.lang) if args.doc_weight else None
+            scores = score_documents(qv, enc.sentence_matrix(coll.texts, coll.lang, args.multi_vector),
+                                     args.top_sentences, dv, args.doc_weight)
+            run = clir.rank_scores(scores, topics.ids, coll.doc_ids)
+        else:
+            dv = enc.documents(coll.texts, coll.lang)
+            run = (clir.rerank(qv, dv, topics.ids, coll.doc_ids, first_stage) if first_stage
+                   else clir.rank(qv, dv, topics.ids, coll.doc_ids))
         scores = clir.score_run(qrels, run, measures)
         per_pair[name] = scores
         if bounds:
@@ -347,6 +366,10 @@ def run_clir(args) -> int:
         clir.write_run(args.run_output, full_run)
     print(f"average {main}: {metrics['average']:.4f}")
     settings = {"dataset": dataset, "rerank": bool(first_stage), "queries": "lower encoder"}
+    if args.multi_vector:
+        settings.update({"multi_vector": args.multi_vector, "top_sentences": args.top_sentences,
+                         "doc_weight": args.doc_weight})
+        method = f"{method}:sentences-{args.multi_vector}"
     if method == "lawdr" and enc.vectorizer.lawdr_stats is not None:
         settings["lawdr_m"] = enc.vectorizer.lawdr_stats.m
     _write(args, "clir", model_path, method, sorted(files), metrics, settings)

@@ -272,6 +272,17 @@ def rank(query_vectors: np.ndarray, doc_vectors: np.ndarray, query_ids: Sequence
     return {q: {doc_ids[j]: float(s) for s, j in zip(sims[i], idx[i]) if j >= 0} for i, q in enumerate(query_ids)}
 
 
+def rank_scores(scores: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str],
+                depth: int = 1000) -> dict[str, dict[str, float]]:
+    """Each query's top ``depth`` documents by a (queries, documents) score matrix."""
+    depth = min(depth, len(doc_ids))
+    out = {}
+    for i, q in enumerate(query_ids):
+        top = np.argsort(-scores[i], kind="stable")[:depth]
+        out[q] = {doc_ids[j]: float(scores[i, j]) for j in top}
+    return out
+
+
 def rerank(query_vectors: np.ndarray, doc_vectors: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str],
            first_stage: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Re-score a first-stage run's documents by cosine; unknown documents are an error."""

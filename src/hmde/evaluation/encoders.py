@@ -31,6 +31,7 @@ class EvalEncoder:
         self.method = method
         self._docs: dict[str, np.ndarray] = {}
         self._sents: dict[str, list[np.ndarray]] = {}
+        self._matrices: dict[tuple[str, str], "SentenceMatrix"] = {}
 
     @property
     def model(self):
@@ -65,3 +66,28 @@ class EvalEncoder:
         """Queries and sentences go through the lower encoder alone (the CLIR protocol)."""
         o = self.vectorizer.options
         return self.model.lower.encode(list(texts), batch_size=o.sentence_batch_size, autocast_dtype=o.autocast_dtype)
+
+    def sentence_matrix(self, texts: Sequence, lang: str | None, kind: str):
+        """Every document's sentence vectors for multi-vector scoring (:mod:`hmde.multivector`):
+        ``context``, HMDE's contextualised vectors; ``lower``, the lower encoder's, out of context."""
+        from ..errors import HmdeError
+        from ..hierarchical import HierarchicalEncoder
+        from ..multivector import SentenceMatrix
+
+        key = (_key(texts, lang), kind)
+        if key not in self._matrices:
+            o = self.vectorizer.options
+            if kind == "context":
+                model = self.vectorizer.model
+                if not isinstance(model, HierarchicalEncoder) or self.method != "hmde":
+                    raise HmdeError("contextualised sentence vectors need an hmde model (method hmde)")
+                encoded = model.encode_documents(list(texts), langs=lang, output="sentences",
+                                                 sentence_batch_size=o.sentence_batch_size,
+                                                 autocast_dtype=o.autocast_dtype, show_progress_bar=o.show_progress_bar)
+                per_doc = [e.vectors for e in encoded]
+            elif kind == "lower":
+                per_doc = self.vectorizer.sentences(list(texts), [lang] * len(texts))[1]
+            else:
+                raise HmdeError(f"unknown sentence vectors '{kind}' (context or lower)")
+            self._matrices[key] = SentenceMatrix.from_documents(per_doc)
+        return self._matrices[key]

@@ -118,7 +118,10 @@ class OnnxUpper(nn.Module):
         super().__init__()
         self.session = session
 
-    def forward(self, sentences: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, sentences: torch.Tensor, mask: torch.Tensor, return_sentences: bool = False) -> torch.Tensor:
+        if return_sentences:
+            raise HmdeError("the exported upper graph gives document vectors only: contextualised sentence vectors "
+                            "need --backend torch")
         out = self.session.run(None, {"sentences": sentences.float().cpu().numpy(), "mask": mask.cpu().numpy()})[0]
         return torch.from_numpy(out)
 
