@@ -233,14 +233,25 @@ class DocumentVectorizer:
         units = [self.model.segment(d, lang) for d, lang in zip(docs, _as_langs(langs, len(docs)))]
         return units, self._grouped(units)
 
-    def encode_with_sentences(self, docs: Sequence, langs=None) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
+    def encode_with_sentences(self, docs: Sequence, langs=None, contextual: bool = False
+                              ) -> tuple[np.ndarray, list[list[str]], list[np.ndarray]]:
         """(document vectors, each document's sentences, their lower-encoder vectors), e.g. for an index.
 
         The sentence vectors are computed once: ``hmde`` returns them with its documents,
         and ``mean`` and sentence-level ``lawdr`` combine exactly these vectors.
+        ``contextual`` (method hmde): the sentences' contextualised vectors instead, for a
+        multi-vector index.
         """
         o = self.options
         langs_ = _as_langs(langs, len(docs))
+        if contextual:
+            if self.method != "hmde":
+                raise HmdeError(f"contextualised sentence vectors come from the hierarchical model (method hmde), "
+                                f"not {self.method}")
+            vectors, encoded = self.model.encode_with_contextual(
+                docs, langs_, batch_size=o.batch_size, sentence_batch_size=o.sentence_batch_size,
+                autocast_dtype=o.autocast_dtype, show_progress_bar=o.show_progress_bar)
+            return vectors, [e.units for e in encoded], [e.vectors for e in encoded]
         if self.method == "hmde":
             return self.model.encode_documents(docs, langs=langs_, batch_size=o.batch_size,
                                                sentence_batch_size=o.sentence_batch_size,

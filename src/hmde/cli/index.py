@@ -49,6 +49,10 @@ def register(sub) -> None:
     b.add_argument("--ivf-lists", type=int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
     b.add_argument("--pq-m", type=int, default=96,
                    help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
+    b.add_argument("--multi-vector", action="store_true",
+                   help="also store every sentence's contextualised vector (HMDE's upper encoder; method hmde) in a "
+                   "sentence-level FAISS index: `hmde search` then scores a document by its best sentences and "
+                   "returns them as evidence (flat or hnsw; with --add: the index's mode)")
     b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
                    "--hybrid`; kept up to date by --add")
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
@@ -84,6 +88,13 @@ def register(sub) -> None:
                    help="weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--top-sentences", type=int, default=1, metavar="K",
+                   help="multi-vector index: a document scores the sum of its K best sentences' cosines (default 1: "
+                   "its best sentence); K sentences are shown as evidence")
+    s.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
+                   help="multi-vector index: plus W times the document vector's cosine (default 0)")
+    s.add_argument("--single-vector", action="store_true",
+                   help="on a multi-vector index, rank by the document vectors alone")
     s.add_argument("--lang", help="only documents of this language")
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
@@ -101,7 +112,8 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
     return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=args.type, count=0,
                      hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
                      pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)),
-                     backend=getattr(args, "backend", None) or "torch")
+                     backend=getattr(args, "backend", None) or "torch",
+                     multi_vector=bool(getattr(args, "multi_vector", False)))
 
 
 def check_build_output(args: argparse.Namespace):
@@ -115,10 +127,17 @@ def check_build_output(args: argparse.Namespace):
     from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
 
     check_writable_parent(args.output)
+    if args.multi_vector and args.type not in ("flat", "hnsw"):
+        raise HmdeError(f"--multi-vector indexes sentences in a flat or hnsw FAISS index, not {args.type}")
+    if args.multi_vector and args.method not in (None, "hmde"):
+        raise HmdeError(f"--multi-vector stores HMDE's contextualised sentence vectors: method hmde, not {args.method}")
+    if args.multi_vector and args.engine == "ray":
+        raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
     if not args.add:
         check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
         args.model = args.model or DEFAULT_MODEL
         args.backend = args.backend or "torch"
+        check_multi_vector_model(args)
         return None
     if not is_hmde_index(Path(args.output)):
         raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
@@ -133,6 +152,7 @@ def check_build_output(args: argparse.Namespace):
             raise HmdeError(f"index {args.output} was encoded with --backend {meta.backend}; add to it with that "
                             f"backend (or leave --backend out), not {args.backend}")
         args.backend = meta.backend
+        args.multi_vector = meta.multi_vector
         if args.model is None:
             if not Path(meta.model).exists():
                 raise HmdeError(f"index {args.output} was built with {meta.model}, which is not there any more: "
@@ -145,6 +165,24 @@ def check_build_output(args: argparse.Namespace):
         index.close()
         raise
     return index
+
+
+def check_multi_vector_model(args: argparse.Namespace) -> None:
+    """--multi-vector needs the hierarchical model on PyTorch: checked on the folder, before loading it."""
+    from ..hierarchical import is_hmde_folder
+    from ..registry import resolve_model_path
+
+    if not args.multi_vector:
+        return
+    if args.backend != "torch":
+        raise HmdeError("--multi-vector needs --backend torch: the exported upper graph gives document vectors only")
+    try:
+        hmde_model = is_hmde_folder(resolve_model_path(args.model))
+    except HmdeError:
+        hmde_model = False
+    if not hmde_model:
+        raise HmdeError(f"--multi-vector stores HMDE's contextualised sentence vectors: '{args.model}' is not an hmde "
+                        "model")
 
 
 def check_same_model(index, name: str) -> None:
@@ -234,7 +272,8 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     def encoded():
         for chunk in input_chunks(args):
             langs = [r.lang for r in chunk]
-            vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs)
+            vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs,
+                                                                     contextual=args.multi_vector)
             bar.update(len(chunk))
             yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors,
                                 units, sents)
@@ -326,7 +365,9 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
         for h in hits:
             out.write(json.dumps({"query": query, "rank": h.rank, "score": round(h.score, 5), "doc_id": h.doc_id,
                                   "lang": h.lang, "best_sentence": h.best_sentence,
-                                  "sentence_score": round(h.sentence_score, 5)}, ensure_ascii=False) + "\n")
+                                  "sentence_score": round(h.sentence_score, 5),
+                                  "evidence": [{"sentence": t, "score": round(v, 5)} for t, v in h.evidence]},
+                                 ensure_ascii=False) + "\n")
         return
     out.write(f"query: {query}\n")
     if not hits:
@@ -338,7 +379,8 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
                  device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
-                 backend: str | None = None):
+                 backend: str | None = None, multi_vector: bool | None = None, top_sentences: int = 1,
+                 doc_weight: float = 0.0):
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible
     from ..methods import DocumentVectorizer
@@ -348,9 +390,15 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         raise HmdeError("the query is empty")
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
+    from ..multivector import check_scoring
+
+    check_scoring(top_sentences, doc_weight)
     index = DocumentIndex.open(index_dir)
     if hybrid:
         index.require_bm25()  # before the model loads
+        multi_vector = False if multi_vector is None else multi_vector
+    if multi_vector and not index.meta.multi_vector:
+        raise HmdeError(f"index {index_dir} stores one vector per document: build it with --multi-vector")
     name = model_name or index.meta.model
     kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
@@ -361,7 +409,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         return DocumentVectorizer(model, "mean").sentences(texts, langs)
 
     return index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe,
-                        hybrid_texts=list(queries) if hybrid else None, hybrid_weights=hybrid_weights, rrf_k=rrf_k)
+                        hybrid_texts=list(queries) if hybrid else None, hybrid_weights=hybrid_weights, rrf_k=rrf_k,
+                        multi_vector=multi_vector, top_sentences=top_sentences, doc_weight=doc_weight)
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -391,7 +440,8 @@ def run_search(args: argparse.Namespace) -> int:
     if len(weights) != 2 or min(weights) < 0:
         raise HmdeError(f"--hybrid-weights takes two numbers >= 0, DENSE,BM25; got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
-                        args.nprobe, args.hybrid, weights, args.rrf_k, args.backend)
+                        args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
+                        False if args.single_vector else None, args.top_sentences, args.doc_weight)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

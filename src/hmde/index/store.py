@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -51,6 +51,9 @@ class IndexMeta:
     pq_m: int = 0  # ivfpq: sub-quantisers, i.e. bytes per stored vector
     bm25: bool = False  # a BM25 index of the texts in bm25/ (hmde.index.lexical), for hybrid search
     backend: str = "torch"  # what encoded it (hmde.cli.common.BACKENDS): search and --add default to it
+    # multi-vector: sentences.npy holds contextualised sentence vectors, searched through sentences.faiss;
+    # docs.duckdb's table sentences maps each to its document row and position (hmde.multivector)
+    multi_vector: bool = False
 
 
 @dataclass
@@ -74,6 +77,7 @@ class SearchHit:
     best_sentence: str
     sentence_score: float
     text: str
+    evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
 
     def snippet(self, width: int = 160) -> str:
         s = self.best_sentence or self.text
@@ -116,8 +120,10 @@ def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw
 class DocumentIndex:
     """Open with :meth:`open`; create or extend with :meth:`write`."""
 
-    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None):
+    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None, sentence_index=None):
         self.path, self.meta, self.index, self.sentence_vectors, self._con = path, meta, index, sentences, con
+        self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
+        self._sentence_owner = None
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -166,14 +172,20 @@ class DocumentIndex:
                 sent_parts = [old.sentence_vectors]
                 shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
                 row, sent_offset = old.meta.count, len(old.sentence_vectors)
+                sentence_index = old.sentence_index
             else:
                 trains = meta.index_type in ("ivf", "ivfpq") and train_vectors is not None
                 sample = normalize(train_vectors) if trains else None  # flat and HNSW need no training
                 index = _new_faiss_index(meta.index_type, meta.dim, sample, meta.hnsw_m, meta.ivf_lists, meta.pq_m)
                 sent_parts, row, sent_offset = [], 0, 0
+                sentence_index = _new_faiss_index(meta.index_type, meta.dim, None, meta.hnsw_m, 0) \
+                    if meta.multi_vector else None
             con = duckdb.connect(str(tmp / "docs.duckdb"))
             con.execute("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
                         "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
+            if meta.multi_vector:
+                con.execute("CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY KEY, doc_row BIGINT, "
+                            "position INTEGER)")
             for batch in batches:
                 vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
                 if vectors.shape[1] != meta.dim:
@@ -203,6 +215,15 @@ class DocumentIndex:
                 flat = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in (batch.sentence_vectors or [])]
                 if sum(len(v) for v in flat):
                     sent_parts.append(normalize(np.concatenate(flat)))
+                    if sentence_index is not None:
+                        sentence_index.add(sent_parts[-1])
+                        owners = np.repeat(np.arange(row, row + len(counts)), counts)
+                        con.register("sentence_rows", pa.table({
+                            "sent_row": pa.array(np.arange(sent_offset, sent_offset + sum(counts)), pa.int64()),
+                            "doc_row": pa.array(owners, pa.int64()),
+                            "position": pa.array(np.concatenate([np.arange(c) for c in counts]), pa.int32())}))
+                        con.execute("INSERT INTO sentences SELECT * FROM sentence_rows")
+                        con.unregister("sentence_rows")
                 row += len(batch.doc_ids)
                 sent_offset += sum(counts)
             if meta.bm25:  # over every text, old and new: BM25's statistics are collection-wide
@@ -213,6 +234,8 @@ class DocumentIndex:
             con.close()
             meta.count = row
             faiss.write_index(index, str(tmp / "vectors.faiss"))
+            if sentence_index is not None:
+                faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
             np.save(tmp / "sentences.npy", np.concatenate(sent_parts) if sent_parts else np.zeros((0, meta.dim), np.float32))
             (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
         return cls.open(path)
@@ -237,15 +260,12 @@ class DocumentIndex:
         if not meta_path.exists():
             raise InputError("not an hmde index (no index.json)", path=str(path))
         meta = read_index_meta(meta_path)
-        for name in ("vectors.faiss", "sentences.npy", "docs.duckdb"):
+        files = ("vectors.faiss", "sentences.npy", "docs.duckdb") + ((SENTENCE_INDEX,) if meta.multi_vector else ())
+        for name in files:
             if not (path / name).is_file():
                 raise InputError(f"the index lacks {name}; rebuild it", path=str(path / name))
-        try:
-            index = faiss.read_index(str(path / "vectors.faiss"))
-        except RuntimeError as exc:
-            detail = _first_line(exc).split("Error: ")[-1]  # FAISS prefixes the C++ function's signature
-            raise InputError(f"not a readable FAISS index ({detail}); rebuild the index",
-                             path=str(path / "vectors.faiss")) from None
+        index = _read_faiss(path / "vectors.faiss")
+        sentence_index = _read_faiss(path / SENTENCE_INDEX) if meta.multi_vector else None
         try:
             sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)  # hits' rows on demand
         except (ValueError, OSError, EOFError) as exc:
@@ -263,12 +283,13 @@ class DocumentIndex:
                              path=str(path / "docs.duckdb")) from None
         sizes = {"index.json count": meta.count, "vectors.faiss": index.ntotal, "docs.duckdb": rows}
         if len(set(sizes.values())) > 1 or index.d != meta.dim or sentences.ndim != 2 or \
-                (len(sentences) and (sentences.shape[1] != meta.dim or len(sentences) != sentence_rows)):
+                (len(sentences) and (sentences.shape[1] != meta.dim or len(sentences) != sentence_rows)) or \
+                (sentence_index is not None and sentence_index.ntotal != len(sentences)):
             con.close()
             raise InputError(f"the index's files disagree (documents: {sizes}; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
-        return cls(path, meta, index, sentences, con)
+        return cls(path, meta, index, sentences, con, sentence_index)
 
     def close(self) -> None:
         if self._con is not None:
@@ -350,10 +371,57 @@ class DocumentIndex:
             out.append([(score, row) for row, score in fused])
         return out
 
+    def sentence_owners(self) -> np.ndarray:
+        """Each stored sentence's document row (multi-vector indexes), read once from docs.duckdb."""
+        if self._sentence_owner is None:
+            rows = self._query("SELECT doc_row FROM sentences ORDER BY sent_row")
+            self._sentence_owner = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return self._sentence_owner
+
+    def _multi_vector_rows(self, q: np.ndarray, top_k: int, allowed: set[int] | None, top_sentences: int,
+                           doc_weight: float, ef_search: int | None) -> list[list[tuple[float, int]]]:
+        """Documents by their best sentences (:mod:`hmde.multivector`): the ``SENTENCE_POOL`` nearest
+        sentences of each query are grouped by document; a document's score is the sum of its
+        ``top_sentences`` best among them, plus ``doc_weight`` times its document vector's cosine."""
+        import faiss
+
+        from ..multivector import check_scoring
+
+        check_scoring(top_sentences, doc_weight)
+        index, n = self.sentence_index, self.sentence_index.ntotal
+        if n == 0:
+            return [[] for _ in range(len(q))]
+        owners = self.sentence_owners()
+        params = None
+        if allowed is not None:  # only the sentences of allowed documents
+            params = faiss.SearchParametersHNSW() if self.meta.index_type == "hnsw" else faiss.SearchParameters()
+            selector = faiss.IDSelectorBatch(np.flatnonzero(np.isin(owners, np.fromiter(allowed, np.int64))))
+            params.sel = selector
+        if self.meta.index_type == "hnsw":
+            params = params or faiss.SearchParametersHNSW()
+            params.efSearch = max(ef_search or index.hnsw.efSearch, SENTENCE_POOL)
+        sims, rows = index.search(q, min(n, SENTENCE_POOL), params=params)
+        out = []
+        for qi in range(len(q)):
+            per_doc: dict[int, list[float]] = {}
+            for sim, r in zip(sims[qi], rows[qi]):
+                if r >= 0:
+                    per_doc.setdefault(int(owners[r]), []).append(float(sim))  # FAISS gives them best first
+            scored = {d: sum(v[:top_sentences]) for d, v in per_doc.items()}
+            if doc_weight and scored:
+                docs = np.fromiter(scored, np.int64)
+                cos = self.index.reconstruct_batch(docs) @ q[qi]
+                for d, c in zip(docs, cos):
+                    scored[int(d)] += doc_weight * float(c)
+            best = sorted(scored.items(), key=lambda x: -x[1])[:top_k]
+            out.append([(score, d) for d, score in best])
+        return out
+
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
                sentences_of: Callable | None = None, ef_search: int | None = None,
                nprobe: int | None = None, hybrid_texts: Sequence[str] | None = None,
-               hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60) -> list[list[SearchHit]]:
+               hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
+               top_sentences: int = 1, doc_weight: float = 0.0) -> list[list[SearchHit]]:
         """Hits per query, best first; ``lang`` keeps only documents of that language.
 
         ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of
@@ -361,7 +429,16 @@ class DocumentIndex:
         ``ef_search`` (HNSW) and ``nprobe`` (IVF) trade speed for recall per search.
         ``hybrid_texts`` (the query texts): fuse the dense ranking with BM25's by reciprocal
         rank fusion (:mod:`hmde.index.lexical`); a hit's score is then the fused score.
+        ``multi_vector`` (default: the index's own kind) scores documents by their best
+        ``top_sentences`` contextualised sentences, plus ``doc_weight`` times the document vector's
+        cosine; each hit's ``evidence`` lists the sentences that scored.
         """
+        multi_vector = self.meta.multi_vector if multi_vector is None else multi_vector
+        if multi_vector and not self.meta.multi_vector:
+            raise HmdeError(f"index {self.path} stores one vector per document: build it with --multi-vector "
+                            "to score documents by their sentences")
+        if multi_vector and hybrid_texts is not None:
+            raise HmdeError("--hybrid fuses BM25 with the document vectors: search without --multi-vector scoring")
         q = normalize(query_vectors)
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}: "
@@ -376,9 +453,12 @@ class DocumentIndex:
                 langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
         pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
-        scores, rows = self._search(q, pool, allowed, ef_search, nprobe)
-        fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
-            if hybrid_texts is not None else None
+        if multi_vector:
+            fused = self._multi_vector_rows(q, top_k, allowed, top_sentences, doc_weight, ef_search)
+        else:
+            scores, rows = self._search(q, pool, allowed, ef_search, nprobe)
+            fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
+                if hybrid_texts is not None else None
         out = []
         for qi in range(len(q)):
             picked = fused[qi] if fused is not None else \
@@ -398,17 +478,32 @@ class DocumentIndex:
             hits = []
             for rank, (score, row) in enumerate(picked, 1):
                 doc_id, dlang, text, sents, vectors = records[row]
-                best, best_score = "", float("nan")
+                best, best_score, evidence = "", float("nan"), []
                 if len(sents):
-                    sims = vectors @ q[qi]
-                    j = int(np.argmax(sims))
-                    best, best_score = sents[j], float(sims[j])
-                hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text))
+                    sims = np.asarray(vectors) @ q[qi]
+                    order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
+                    evidence = [(sents[j], float(sims[j])) for j in order]
+                    best, best_score = evidence[0]
+                hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence))
             out.append(hits)
         return out
 
 
 HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
+
+
+SENTENCE_INDEX = "sentences.faiss"
+SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
+
+
+def _read_faiss(path: Path):
+    import faiss
+
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError as exc:
+        detail = _first_line(exc).split("Error: ")[-1]  # FAISS prefixes the C++ function's signature
+        raise InputError(f"not a readable FAISS index ({detail}); rebuild the index", path=str(path)) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,110 @@
+"""`hmde index build --multi-vector`: contextualised sentence vectors in FAISS, documents scored by their best sentences."""
+
+import json
+
+import duckdb
+import numpy as np
+import pytest
+
+from hmde import HierarchicalEncoder
+from hmde.cli.main import main
+from hmde.index.store import DocumentIndex
+from hmde.multivector import SentenceMatrix, score_documents
+
+DOCS = [
+    ("r1", "eng", " ".join(f"Line {i} of the harbour report." for i in range(40)) + " The cat sat on the mat."),
+    ("r2", "eng", "The dog slept on the rug. It rained all day."),
+    ("r3", "deu", "Die Katze saß auf der Matte. Es war ein sonniger Tag."),
+    ("r4", "eng", "Economic growth slowed as exports fell. Prices rose."),
+]
+QUERIES = ["The cat sat on the mat.", "economic growth and exports"]
+
+
+@pytest.fixture()
+def built(hmde_dir, tmp_path):
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"doc_id": i, "lang": lang, "text": t}) + "\n" for i, lang, t in DOCS[:3]))
+    out = tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(out), "--multi-vector", "--no-progress"]) == 0
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": DOCS[3][0], "lang": DOCS[3][1], "text": DOCS[3][2]}) + "\n")
+    assert main(["index", "build", str(more), "-o", str(out), "--add", "--no-progress"]) == 0  # keeps the mode
+    return out
+
+
+def search(capsys, index, *extra):
+    capsys.readouterr()
+    assert main(["search", str(index), *QUERIES, "--json", "--top-k", "4", *extra]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_scores_equal_late_interaction_over_the_contextualised_vectors(built, hmde_dir, capsys):
+    model = HierarchicalEncoder.from_pretrained(hmde_dir)
+    texts, langs = [t for _, _, t in DOCS], [lang for _, lang, _ in DOCS]
+    _, sentences = model.encode_with_contextual(texts, langs)
+    matrix = SentenceMatrix.from_documents([s.vectors for s in sentences])
+    queries = model.encode_queries(QUERIES)
+    for top in (1, 2):
+        expected = score_documents(queries, matrix, top=top)
+        hits = search(capsys, built, "--top-sentences", str(top))
+        for qi, query in enumerate(QUERIES):
+            got = {h["doc_id"]: h["score"] for h in hits if h["query"] == query}
+            want = {DOCS[d][0]: float(expected[qi, d]) for d in np.argsort(-expected[qi])}
+            assert list(got) == list(want)
+            np.testing.assert_allclose(list(got.values()), list(want.values()), atol=1e-4)
+            for h in (h for h in hits if h["query"] == query):  # the evidence is the sentences that scored
+                assert len(h["evidence"]) == min(top, len(sentences[[d[0] for d in DOCS].index(h["doc_id"])].units))
+                assert h["best_sentence"] == h["evidence"][0]["sentence"]
+                assert h["score"] == pytest.approx(sum(e["score"] for e in h["evidence"]), abs=1e-4)
+
+
+def test_the_bundled_model_finds_a_one_sentence_answer_in_a_long_document(tmp_path, capsys):
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"doc_id": i, "lang": lang, "text": t}) + "\n" for i, lang, t in DOCS))
+    assert main(["index", "build", "hmde-use", str(src), "-o", str(tmp_path / "m"), "--multi-vector",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "m"), "Eine Katze sitzt auf einer Matte", "--json", "--lang", "eng"]) == 0
+    first = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert first["doc_id"] == "r1" and first["best_sentence"] == "The cat sat on the mat."  # one sentence of 41
+
+
+def test_sentence_table_round_trip_and_options(built, capsys):
+    meta = json.loads((built / "index.json").read_text())
+    assert meta["multi_vector"] and meta["count"] == 4
+    con = duckdb.connect(str(built / "docs.duckdb"), read_only=True)
+    rows = con.execute("SELECT d.doc_id, s.position, s.sent_row - d.sent_start FROM sentences s "
+                       "JOIN docs d ON d.row = s.doc_row ORDER BY s.sent_row").fetchall()
+    con.close()
+    assert [r[1] for r in rows] == [r[2] for r in rows]  # position = offset within the document's sentences
+    assert [r[0] for r in rows].count("r1") == 41 and len(rows) == 41 + 2 + 2 + 2
+    with DocumentIndex.open(built) as index:
+        assert index.sentence_index.ntotal == len(rows) == len(index.sentence_vectors)
+    only_deu = search(capsys, built, "--lang", "deu")
+    assert {h["doc_id"] for h in only_deu} == {"r3"}
+    mixed = search(capsys, built, "--doc-weight", "0.5")
+    single = search(capsys, built, "--single-vector")
+    assert [h["score"] for h in mixed] != [h["score"] for h in single]
+    assert main(["search", str(built), "x", "--top-sentences", "0"]) == 2
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--type", "ivf"], "flat or hnsw"),
+    (["--method", "mean"], "method hmde, not mean"),
+])
+def test_multi_vector_refusals_come_before_encoding(hmde_dir, tmp_path, capsys, extra, message):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "One. Two."}) + "\n")
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), "--multi-vector", *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "i").exists()
+
+
+def test_a_sentence_encoder_and_a_single_vector_index_are_refused(labse_dir, hmde_dir, tmp_path, capsys):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "One. Two."}) + "\n")
+    assert main(["index", "build", str(labse_dir), str(src), "-o", str(tmp_path / "i"), "--multi-vector"]) == 2
+    assert "is not an hmde model" in capsys.readouterr().err
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "j"), "--no-progress"]) == 0
+    hits = search(capsys, tmp_path / "j")  # a single-vector index: evidence is its best lower-encoder sentence
+    assert all(len(h["evidence"]) == 1 for h in hits)
