@@ -55,6 +55,15 @@ def register(sub) -> None:
                    help="not in the paper (default 0): add this weight x InfoNCE from one random sentence of the "
                         "translation, through the lower encoder alone, to the document (the CLIR protocol's "
                         "query-document comparison)")
+    p.add_argument("--sentence-loss-weight", type=float, default=0.0,
+                   help="not in the paper (default 0): add this weight x a sentence-level loss on the contextualised "
+                        "sentence vectors of pairs whose pages carry aligned sentence lists (pseudo-documents, Bible "
+                        "verses): InfoNCE between a sentence's and its translation's, plus the cosine distance to its "
+                        "own lower-encoder vector; trains the vectors of encode_documents(output=\"sentences\") and "
+                        "index build --multi-vector")
+    p.add_argument("--sentence-lists", action="store_true",
+                   help="segment each page that carries its own sentence list (pseudo-documents' sentences, Bible "
+                        "verses) by that list instead of the sentence splitter; implied by --sentence-loss-weight")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint with the same arguments: "
@@ -73,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
     from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
     from ..registry import resolve_model_path
 
-    if args.query_loss_weight and args.cache_chunk:
-        raise HmdeError("--query-loss-weight is not available with --cache-chunk; use --batch-size/--grad-accum")
-    pairs, docs, _ = read_pairs(args.pairs)
+    if (args.query_loss_weight or args.sentence_loss_weight) and args.cache_chunk:
+        raise HmdeError("--query-loss-weight and --sentence-loss-weight are not available with --cache-chunk; use "
+                        "--batch-size/--grad-accum")
+    pairs, docs, _ = read_pairs(args.pairs, presplit=args.sentence_lists or args.sentence_loss_weight > 0)
     missing = {d for p in pairs for d in (p["doc_a"], p["doc_b"]) if d not in docs}
     if missing:
         raise HmdeError(f"{args.pairs}: {len(missing)} documents missing from its .docs.parquet (e.g. {min(missing)})")
@@ -106,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         negatives_across_processes=args.negatives_across_processes, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
-        max_units=args.train_max_sentences, query_weight=args.query_loss_weight)
+        max_units=args.train_max_sentences, query_weight=args.query_loss_weight,
+        sentence_weight=args.sentence_loss_weight)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
     trainer.train(resume=args.resume, stop_at_step=args.stop_at_step)
     from ..training.distributed import is_main

@@ -24,6 +24,9 @@ from .wiki40b import pages_sql as wiki40b_pages_sql
 
 PAIRS_FORMAT = "hmde-pairs/1"
 REQUIRED = ("doc_id", "concept", "lang", "text", "categories")
+# a page's own sentence list, when it has one (pseudo-documents: sentences; Bible chapters: verses): parallel
+# pages with lists of equal length are aligned sentence by sentence (hmde train --sentence-loss-weight)
+SENTENCE_COLUMNS = ("sentences", "verses")
 # a punctuation-based sentence count, cheap enough for tens of millions of pages in SQL
 SENTENCE_END = r"[.!?。！？؟।]+(\s|$)"
 
@@ -79,8 +82,11 @@ def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
         missing = [c for c in REQUIRED if c not in columns]
         if missing:
             raise InputError(f"missing column(s) {missing}; found {columns}", str(path))
+        split = next((c for c in SENTENCE_COLUMNS if c in columns), None)  # pre-split sentences, kept for alignment
+        sentences = f"CAST({split} AS VARCHAR[])" if split else "CAST(NULL AS VARCHAR[])"
         parts.append(f"SELECT CAST(doc_id AS VARCHAR) doc_id, CAST(concept AS VARCHAR) concept, "
-                     f"CAST(lang AS VARCHAR) lang, text, CAST(categories AS VARCHAR[]) categories FROM {_source_sql(path)}")
+                     f"CAST(lang AS VARCHAR) lang, text, CAST(categories AS VARCHAR[]) categories, "
+                     f"{sentences} sentences FROM {_source_sql(path)}")
     where = ["text IS NOT NULL", "length(trim(text)) > 0"]
     if options.languages:
         where.append("lang IN (" + ",".join(f"'{lang}'" for lang in options.languages) + ")")
@@ -184,7 +190,7 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
                        "corpus": [str(c) for c in corpus], "summary": summary.to_dict()}, default=list)
     docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
     with atomic_path(docs_out) as tmp_docs:
-        con.execute(f"""COPY (SELECT DISTINCT p.doc_id, p.lang, p.text FROM pages p JOIN (
+        con.execute(f"""COPY (SELECT DISTINCT p.doc_id, p.lang, p.text, p.sentences FROM pages p JOIN (
                           SELECT doc_a d FROM triples UNION SELECT doc_b FROM triples UNION
                           SELECT neg_a FROM triples UNION SELECT neg_b FROM triples) u ON u.d = p.doc_id)
                         TO '{tmp_docs}' (FORMAT parquet)""")
@@ -195,8 +201,11 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
     return summary
 
 
-def read_pairs(path: str | Path):
-    """Load a pairs file and its documents; checks the format version."""
+def read_pairs(path: str | Path, presplit: bool = False):
+    """Load a pairs file and its documents; checks the format version.
+
+    ``docs[doc_id]`` is ``(text, lang)``; with ``presplit``, ``text`` is the page's own sentence
+    list where it has one (files built before sentence lists were kept have none)."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -211,5 +220,6 @@ def read_pairs(path: str | Path):
     if not docs_path.exists():
         raise InputError("its documents file is missing", str(docs_path))
     pairs = pq.read_table(path).to_pylist()
-    docs = {r["doc_id"]: (r["text"], r["lang"]) for r in pq.read_table(docs_path).to_pylist()}
+    docs = {r["doc_id"]: (r.get("sentences") if presplit and r.get("sentences") else r["text"], r["lang"])
+            for r in pq.read_table(docs_path).to_pylist()}
     return pairs, docs, info

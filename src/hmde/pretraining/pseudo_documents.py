@@ -3,7 +3,8 @@
 newstest files keep their articles' sentence order, so N consecutive pairs are a short
 parallel news document on each side: the same concept in two languages, the document
 level training signal that sentence pairs alone do not give. The output is in the
-shape ``build-pairs`` reads (``doc_id``, ``concept``, ``lang``, ``text``, ``categories``);
+shape ``build-pairs`` reads (``doc_id``, ``concept``, ``lang``, ``text``, ``categories``, and
+``sentences``: the lines, aligned one to one across the two languages);
 the category of a chunk is its block of neighbouring chunks, so a hard negative is a
 nearby passage of the same file (often the same article): same topic, other content.
 """
@@ -48,8 +49,9 @@ def chunk_file(path: str | Path, lines: int = 5, block: int = 8, max_documents: 
         concept = f"{source}:{c}"
         category = [f"{source}:block{c // block}"]
         for side, lang in enumerate((src_lang, tgt_lang)):
+            sentences = [p[side].strip() for p in part]  # line i of each side translates the other's line i
             docs.append({"doc_id": f"{lang}/{concept}", "concept": concept, "lang": lang,
-                         "text": " ".join(p[side].strip() for p in part), "categories": category})
+                         "text": " ".join(sentences), "sentences": sentences, "categories": category})
     return docs
 
 

@@ -55,6 +55,7 @@ class PretrainingConfig:
     # and the memory of one upper-encoder window); 0: every sentence, in windows
     max_units: int | None = None
     query_weight: float = 0.0  # not in the paper: weight of the sentence-query -> document loss (see query_loss)
+    sentence_weight: float = 0.0  # not in the paper: weight of the contextualised-sentence loss (see sentence_loss)
     seed: int = 0
 
 
@@ -115,6 +116,45 @@ class HmdeTrainer:
         if self.config.freeze_lower:
             return self.model.contextualize(self.frozen_sentence_vectors(doc_ids))
         return self.model([self.units(d) for d in doc_ids])
+
+    def encode_contextual(self, doc_ids) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+        """(document vectors, each document's contextualised and lower-encoder sentence vectors)."""
+        if self.config.freeze_lower:
+            lower = self.frozen_sentence_vectors(doc_ids)
+            documents, contextual = self.model.contextualize(lower, return_sentences=True)
+            return documents, contextual, lower
+        encoded = self.model.encode_units([self.units(d) for d in doc_ids], with_contextual=True)
+        return encoded.documents, encoded.contextual, encoded.sentences
+
+    def aligned(self, a: str, b: str) -> bool:
+        """Whether two pages' units translate each other one to one: both were given as sentence
+        lists of one length (read_pairs(presplit=True)) and segmentation split none of them."""
+        (text_a, _), (text_b, _) = self.docs[a], self.docs[b]
+        if not isinstance(text_a, (list, tuple)) or not isinstance(text_b, (list, tuple)) or len(text_a) != len(text_b):
+            return False
+        limit = len(self.units(a))
+        return len(self.units(b)) == limit and list(self.units(a)) == list(text_a[:limit]) \
+            and list(self.units(b)) == list(text_b[:limit])
+
+    def sentence_loss(self, pairs: list[dict], a: tuple, b: tuple) -> torch.Tensor | None:
+        """Not in the paper (off by default): the contextualised sentence vectors of aligned pairs.
+
+        InfoNCE (both directions, summed) between each contextualised sentence of one side and its
+        translation's, against the batch's other sentences, keeps them cross-lingual; the cosine
+        distance to the sentence's own lower-encoder vector (a fixed target) keeps them in the
+        space of the lower encoder's query vectors. None when no pair of the batch is aligned."""
+        import torch.nn.functional as F
+
+        rows = [i for i, p in enumerate(pairs) if self.aligned(p["doc_a"], p["doc_b"])]
+        if not rows:
+            return None
+        ctx_a, ctx_b = torch.cat([a[1][i] for i in rows]), torch.cat([b[1][i] for i in rows])
+        low_a, low_b = torch.cat([a[2][i] for i in rows]).detach(), torch.cat([b[2][i] for i in rows]).detach()
+        # the sentences of this micro-batch are the contrast (counts differ between processes: no gather)
+        cross = contrastive_loss(ctx_a, ctx_b, temperature=self.config.temperature, symmetric=True, gather=False)
+        own = (2 - F.cosine_similarity(ctx_a, low_a.to(ctx_a.dtype)).mean()
+               - F.cosine_similarity(ctx_b, low_b.to(ctx_b.dtype)).mean()) / 2
+        return cross + own
 
     def frozen_sentence_vectors(self, doc_ids) -> list[torch.Tensor]:
         """With a frozen lower encoder a document's sentence vectors never change: embed
@@ -201,8 +241,17 @@ class HmdeTrainer:
         scale = 1.0 if self.gather else float(world)  # a gathered loss is already whole on every process
         for index, pairs in self.micro_batches(batch, rank, world):
             seed_step(cfg.seed, step, index)
-            vectors = [self.encode(g) for g in self.roles(pairs)]
+            groups = self.roles(pairs)
+            sentence_term = None
+            if cfg.sentence_weight:
+                sides = [self.encode_contextual(g) for g in groups[:2]]
+                vectors = [side[0] for side in sides] + [self.encode(g) for g in groups[2:]]
+                sentence_term = self.sentence_loss(pairs, *sides)
+            else:
+                vectors = [self.encode(g) for g in groups]
             loss = self.loss_fn(*vectors)
+            if sentence_term is not None:
+                loss = loss + cfg.sentence_weight * sentence_term
             if cfg.query_weight:
                 loss = loss + cfg.query_weight * self.query_loss(pairs, vectors[0])
             loss = loss / cfg.grad_accum

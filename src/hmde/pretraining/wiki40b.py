@@ -45,7 +45,8 @@ def table_sql(path: str | Path) -> str:
 
 
 def pages_sql(path: Path, lang: str, categories: str | Path | None) -> str:
-    """A SELECT giving (doc_id, concept, lang, text, categories) for one Wiki-40B file."""
+    """A SELECT giving (doc_id, concept, lang, text, categories, sentences) for one Wiki-40B file
+    (``sentences`` NULL: Wikipedia pages are not translations of each other sentence by sentence)."""
     clean = ("trim(regexp_replace(regexp_replace(regexp_replace(regexp_replace(text, "
              "'_START_ARTICLE_\\n[^\\n]*\\n?', '', 'g'), '_START_SECTION_\\n[^\\n]*\\n?', ' ', 'g'), "
              "'_START_PARAGRAPH_\\n', ' ', 'g'), '(_NEWLINE_|\\s)+', ' ', 'g'))")
@@ -58,5 +59,5 @@ def pages_sql(path: Path, lang: str, categories: str | Path | None) -> str:
         join = (f"LEFT JOIN (SELECT CAST(concept AS VARCHAR) concept, list(DISTINCT CAST(category AS VARCHAR)) cats "
                 f"FROM {table_sql(categories)} GROUP BY 1) c ON c.concept = CAST(w.wikidata_id AS VARCHAR)")
     return (f"SELECT '{lang}/' || CAST(w.wikidata_id AS VARCHAR) doc_id, CAST(w.wikidata_id AS VARCHAR) concept, "
-            f"'{lang}' lang, {clean.replace('text', 'w.text', 1)} text, {cats} categories "
-            f"FROM read_parquet('{path}') w {join}")
+            f"'{lang}' lang, {clean.replace('text', 'w.text', 1)} text, {cats} categories, "
+            f"CAST(NULL AS VARCHAR[]) sentences FROM read_parquet('{path}') w {join}")
