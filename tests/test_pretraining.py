@@ -206,8 +206,10 @@ def test_pseudo_documents_from_ordered_sentence_pairs(tmp_path):
     docs = [json.loads(x) for x in gzip.open(out, "rt", encoding="utf-8")]
     assert len(docs) == 16  # 8 chunks x 2 languages
     assert docs[0] == {"doc_id": "deu/" + docs[0]["concept"], "concept": docs[0]["concept"], "lang": "deu",
-                       "text": "Satz 0. Satz 1. Satz 2. Satz 3. Satz 4.", "categories": [docs[0]["concept"].split(":")[0] + ":block0"]}
+                       "text": "Satz 0. Satz 1. Satz 2. Satz 3. Satz 4.", "categories": [docs[0]["concept"].split(":")[0] + ":block0"],
+                       "sentences": [f"Satz {i}." for i in range(5)]}
     assert docs[1]["text"] == "Sentence 0. Sentence 1. Sentence 2. Sentence 3. Sentence 4." and docs[1]["lang"] == "eng"
+    assert docs[1]["sentences"] == [f"Sentence {i}." for i in range(5)]  # aligned line by line with docs[0]
     assert docs[-1]["categories"][0].endswith(":block1")  # chunk 7 // 4
     (tmp_path / "bad-eng.tsv").write_text("only one field\n")
     assert main(["pseudo-documents", str(tmp_path / "bad-eng.tsv"), "-o", str(tmp_path / "x.jsonl.gz")]) == 2
@@ -238,10 +240,12 @@ def test_query_loss_uses_a_sentence_of_the_translation_and_reaches_both_encoders
     assert lower_grads and any(g.abs().sum() > 0 for g in lower_grads)
 
 
-def test_cli_refuses_query_loss_with_gradcache(labse_dir, pairs_file, tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--query-loss-weight", "--sentence-loss-weight"])
+def test_cli_refuses_query_loss_with_gradcache(labse_dir, pairs_file, tmp_path, capsys, flag):
     assert main(["train", str(labse_dir), str(pairs_file), "-o", str(tmp_path / "m"), "--cache-chunk", "2",
-                 "--query-loss-weight", "1", "--no-progress"]) != 0
-    assert "--query-loss-weight is not available with --cache-chunk" in capsys.readouterr().err
+                 flag, "1", "--no-progress"]) == 2
+    assert "--query-loss-weight and --sentence-loss-weight are not available with --cache-chunk" in \
+        capsys.readouterr().err
 
 
 TRAIN_ARGS = ["--batch-size", "2", "--grad-accum", "1", "--warmup", "2", "--seed", "3", "--save-every", "3",
@@ -314,3 +318,39 @@ def test_both_sides_of_every_language_pair_serve_as_anchors(labse_dir, pairs_fil
     trainer.config.max_steps = 12
     trainer.train()
     assert any(docs[d][1] == "fra" for d in anchors)
+
+
+def test_units_cache_and_loader_workers_train_bit_for_bit_as_the_step_did(labse_dir, pairs_file, tmp_path, capsys):
+    """Issue 17, item 2: units and token ids made once (cached beside the pairs file) and the lower
+    encoder's batches padded by DataLoader workers give the same weights as segmenting in the step."""
+    inline, cached, again = tmp_path / "inline", tmp_path / "cached", tmp_path / "again"
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(inline), *TRAIN_ARGS, "--no-units-cache"]) == 0
+    assert not list(pairs_file.parent.glob("p.units-*.parquet"))
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(cached), *TRAIN_ARGS, "--loader-workers", "2"]) == 0
+    caches = list(pairs_file.parent.glob("p.units-*.parquet"))
+    assert len(caches) == 1
+    stamp = caches[0].stat().st_mtime_ns
+    assert main(["train", str(labse_dir), str(pairs_file), "-o", str(again), *TRAIN_ARGS]) == 0
+    assert caches[0].stat().st_mtime_ns == stamp  # reused, not rebuilt
+    for other in (cached, again):
+        a, b = _weights(inline), _weights(other)
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), k
+
+
+def test_units_cache_follows_the_segmentation_settings(labse_dir, pairs_file, tmp_path):
+    from hmde.pretraining.prepared import prepare_units, read_units
+
+    pairs, docs, _ = read_pairs(pairs_file)
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir))
+    first = prepare_units(pairs_file, docs, model, 32, show_progress=False)
+    assert first.built and read_units(first.path).ids == first.ids
+    assert not prepare_units(pairs_file, docs, model, 32, show_progress=False).built
+    cropped = prepare_units(pairs_file, docs, model, 1, show_progress=False)  # another crop: another file
+    assert cropped.built and cropped.path != first.path
+    assert all(len(u) <= 1 for u in cropped.units.values())
+    model.config = model.config.replace(segmentation="chunks")
+    assert prepare_units(pairs_file, docs, model, 32, show_progress=False).path not in (first.path, cropped.path)
+    for doc_id, (text, lang) in docs.items():  # the step's own tokenisation, exactly
+        assert first.ids[doc_id] == model.lower.token_ids(first.units[doc_id])

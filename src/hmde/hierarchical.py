@@ -188,13 +188,23 @@ class HierarchicalEncoder(nn.Module):
         show_progress_bar: bool = False,
         unit_ids: Sequence[Sequence[list[int] | None]] | None = None,
         with_contextual: bool = False,
+        plan=None,
     ) -> EncodedBatch:
         """Document vectors for already segmented documents (gradients flow).
 
         ``unit_ids`` (from :meth:`segment`'s ``ids_out``) reuses the token ids of the
         segmentation's length check; units given None are tokenized here. ``with_contextual``
-        also returns every unit's contextualised vector (:class:`DocumentSentences`).
+        also returns every unit's contextualised vector (:class:`DocumentSentences`). ``plan``: the
+        flattened units' lower-encoder batches, already padded and bucketed
+        (:func:`hmde.sentence_encoder.plan_batches`, e.g. by a training DataLoader worker).
         """
+        if plan is not None:
+            vectors = self.lower.embed_plan(plan, autocast_dtype=autocast_dtype)
+            per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
+            if with_contextual:
+                documents, contextual = self.contextualize(per_doc, return_sentences=True)
+                return EncodedBatch(documents, [list(d) for d in units], per_doc, contextual)
+            return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
         flat = [u for doc in units for u in doc]
         if unit_ids is None:
             ids = self.lower.token_ids(flat)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -140,6 +141,64 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
     return model
 
 
+@dataclass(frozen=True)
+class Padding:
+    pad_id: int
+    left: bool
+    token_types: bool
+
+
+def pad_ids(batch: Sequence[Sequence[int]], padding: Padding) -> dict[str, torch.Tensor]:
+    """Token id lists -> padded ``input_ids``/``attention_mask`` (and zero ``token_type_ids``) on the CPU."""
+    length = max(len(x) for x in batch)
+    ids = torch.full((len(batch), length), padding.pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), length), dtype=torch.long)
+    for i, x in enumerate(batch):
+        span = slice(length - len(x), length) if padding.left else slice(0, len(x))
+        ids[i, span] = torch.as_tensor(x, dtype=torch.long)
+        mask[i, span] = 1
+    features = {"input_ids": ids, "attention_mask": mask}
+    if padding.token_types:
+        features["token_type_ids"] = torch.zeros_like(ids)
+    return features
+
+
+@dataclass
+class BatchPlan:
+    """Padded lower-encoder batches for a list of inputs, and how to put their outputs back in order."""
+
+    batches: list[dict[str, torch.Tensor]]
+    gather: torch.Tensor  # row of the concatenated outputs for each input, in input order
+
+    def pin_memory(self) -> "BatchPlan":
+        return BatchPlan([{k: v.pin_memory() for k, v in b.items()} for b in self.batches], self.gather)
+
+
+def plan_batches(ids: Sequence[Sequence[int]], token_budget: int, padding: Padding) -> BatchPlan:
+    """Length bucketing: identical inputs once, sorted by length (longest first) and packed into
+    batches of at most ``token_budget`` padded tokens, so short sentences share batches and padding
+    stays minimal. Pure CPU work on token ids: DataLoader workers run it ahead of the step."""
+    unique: dict[tuple[int, ...], int] = {}
+    inverse = [unique.setdefault(tuple(x), len(unique)) for x in ids]
+    keys = list(unique)
+    order = sorted(range(len(keys)), key=lambda i: -len(keys[i]))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        longest = len(keys[current[0]]) if current else len(keys[i])
+        if current and (len(current) + 1) * longest > max(1, token_budget):
+            groups.append(current)
+            current = []
+        current.append(i)
+    if current:
+        groups.append(current)
+    position = torch.empty(len(keys), dtype=torch.long)
+    if groups:
+        position[torch.tensor([i for g in groups for i in g])] = torch.arange(len(keys))
+    return BatchPlan([pad_ids([keys[i] for i in g], padding) for g in groups],
+                     position[torch.tensor(inverse, dtype=torch.long)] if inverse else torch.zeros(0, dtype=torch.long))
+
+
 CPU_BATCH_SIZE = 8  # default token budgets of embed_ids, in sentences of max_tokens (see default_batch_size)
 GPU_BATCH_SIZE = 64
 
@@ -212,19 +271,14 @@ class SentenceEncoder(nn.Module):
 
     def _features(self, batch: list[list[int]]) -> dict[str, torch.Tensor]:
         """Pad token ids into tensors directly (``tokenizer.pad`` walks Python dicts per row)."""
-        length = max(len(x) for x in batch)
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), length), dtype=torch.long)
-        left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        for i, x in enumerate(batch):
-            span = slice(length - len(x), length) if left else slice(0, len(x))
-            ids[i, span] = torch.as_tensor(x, dtype=torch.long)
-            mask[i, span] = 1
-        features = {"input_ids": ids.to(self.device), "attention_mask": mask.to(self.device)}
-        if "token_type_ids" in getattr(self.tokenizer, "model_input_names", []):
-            features["token_type_ids"] = torch.zeros_like(features["input_ids"])
-        return features
+        return {k: v.to(self.device) for k, v in pad_ids(batch, self.padding()).items()}
+
+    def padding(self) -> "Padding":
+        """How this encoder's inputs are padded (picklable: DataLoader workers pad with it)."""
+        tok = self.tokenizer
+        return Padding(tok.pad_token_id if tok.pad_token_id is not None else 0,
+                       getattr(tok, "padding_side", "right") == "left",
+                       "token_type_ids" in getattr(tok, "model_input_names", []))
 
     # -- embedding --------------------------------------------------------------------
     def default_batch_size(self) -> int:
@@ -253,22 +307,14 @@ class SentenceEncoder(nn.Module):
         """
         if len(ids) == 0:
             return torch.zeros(0, self.dim, device=self.device)
-        batch_size = batch_size or self.default_batch_size()
-        unique: dict[tuple[int, ...], int] = {}
-        inverse = [unique.setdefault(tuple(x), len(unique)) for x in ids]
-        keys = list(unique)
-        order = sorted(range(len(keys)), key=lambda i: -len(keys[i]))
-        budget = max(1, batch_size) * self.max_tokens
-        batches: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            longest = len(keys[current[0]]) if current else len(keys[i])
-            if current and (len(current) + 1) * longest > budget:
-                batches.append(current)
-                current = []
-            current.append(i)
-        if current:
-            batches.append(current)
+        plan = plan_batches(ids, (batch_size or self.default_batch_size()) * self.max_tokens, self.padding())
+        return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype)
+
+    def embed_plan(self, plan: "BatchPlan", show_progress_bar: bool = False,
+                   autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Run a :func:`plan_batches` plan (made here or in a DataLoader worker); input order restored."""
+        if not plan.batches:
+            return torch.zeros(0, self.dim, device=self.device)
         outputs: list[torch.Tensor] = []
         # inference in bf16/fp16 runs a copy with low-precision weights (autocast still casts the
         # activations between them); with gradients, autocast over the fp32 weights, as training needs
@@ -276,14 +322,11 @@ class SentenceEncoder(nn.Module):
             and not self.model.training
         model = self.low_precision_copy(autocast_dtype) if low else None
         with autocast_context(self.device.type, autocast_dtype):
-            for batch in tqdm(batches, desc="sentences", unit="batch", disable=not show_progress_bar):
-                out = self.forward_features(self._features([list(keys[i]) for i in batch]), model)
-                outputs.append(out.float())
+            for features in tqdm(plan.batches, desc="sentences", unit="batch", disable=not show_progress_bar):
+                features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
+                outputs.append(self.forward_features(features, model).float())
         embedded = torch.cat(outputs)
-        position = torch.empty(len(keys), dtype=torch.long)
-        position[torch.tensor([i for b in batches for i in b])] = torch.arange(len(keys))
-        unique_in_order = embedded[position.to(embedded.device)]
-        return unique_in_order[torch.tensor(inverse, device=embedded.device)]
+        return embedded[plan.gather.to(embedded.device)]
 
     def embed(self, texts: Sequence[str], **kwargs) -> torch.Tensor:
         return self.embed_ids(self.token_ids(texts), **kwargs)

@@ -64,6 +64,11 @@ def register(sub) -> None:
     p.add_argument("--sentence-lists", action="store_true",
                    help="segment each page that carries its own sentence list (pseudo-documents' sentences, Bible "
                         "verses) by that list instead of the sentence splitter; implied by --sentence-loss-weight")
+    p.add_argument("--loader-workers", type=int, metavar="N",
+                   help="DataLoader worker processes that prepare the next steps' batches (default: 2 on a GPU, 0 on "
+                        "CPUs, where they would take cores from the model)")
+    p.add_argument("--no-units-cache", action="store_true",
+                   help="segment and tokenise inside each step instead of once into PAIRS.units-<key>.parquet")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint with the same arguments: "
@@ -117,8 +122,15 @@ def run(args: argparse.Namespace) -> int:
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight,
-        sentence_weight=args.sentence_loss_weight)
-    trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress)
+        sentence_weight=args.sentence_loss_weight, loader_workers=args.loader_workers)
+    prepared = None
+    if not args.no_units_cache:
+        from ..pretraining.prepared import prepare_units
+
+        limit = model.config.max_sentences if config.max_units is None else config.max_units
+        prepared = prepare_units(args.pairs, docs, model, limit, presplit=args.sentence_lists or
+                                 args.sentence_loss_weight > 0, show_progress=not args.no_progress)
+    trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress, prepared=prepared)
     trainer.train(resume=args.resume, stop_at_step=args.stop_at_step)
     from ..training.distributed import is_main
 

@@ -56,6 +56,7 @@ class PretrainingConfig:
     max_units: int | None = None
     query_weight: float = 0.0  # not in the paper: weight of the sentence-query -> document loss (see query_loss)
     sentence_weight: float = 0.0  # not in the paper: weight of the contextualised-sentence loss (see sentence_loss)
+    loader_workers: int | None = None  # DataLoader worker processes preparing steps (None: 2 on a GPU, 0 on CPUs)
     seed: int = 0
 
 
@@ -91,11 +92,39 @@ def orient(pairs: list[dict], seed: int, step: int, anchor_side: str = "random")
     return out
 
 
+def roles(batch: list[dict], cfg: PretrainingConfig) -> list[list[str]]:
+    """The document groups one micro-batch encodes: anchors, positives, and hard negatives."""
+    groups = [[p["doc_a"] for p in batch], [p["doc_b"] for p in batch]]
+    if cfg.hard_negatives:
+        # every hard negative of the batch is a candidate for every anchor, so a pair kept
+        # without one (build-pairs --no-negative keep) simply adds no candidate
+        groups.append([p["neg_a"] for p in batch if p["neg_a"]])
+        if cfg.symmetric:
+            groups.append([p["neg_b"] for p in batch if p["neg_b"]])
+    return [g for g in groups if g]
+
+
+def micro_batches(global_batch: list[dict], cfg: PretrainingConfig, rank: int, world: int,
+                  gather: bool) -> list[tuple[int, list[dict]]]:
+    """This process's micro-batches of the step, with their index in the step.
+
+    Per-micro-batch contrast: the step's pairs are cut into micro-batches of
+    ``batch_size`` exactly as one process would, and process r takes micro-batches
+    r, r + W, ... . Contrast across processes: each process takes every W-th pair."""
+    if gather:
+        mine = distributed.shard(global_batch, rank, world)
+        return [(rank + world * i, mine[s: s + cfg.batch_size])
+                for i, s in enumerate(range(0, len(mine), cfg.batch_size))]
+    cuts = [global_batch[s: s + cfg.batch_size] for s in range(0, len(global_batch), cfg.batch_size)]
+    return [(i, cut) for i, cut in enumerate(cuts)][rank::world]
+
+
 class HmdeTrainer:
     def __init__(self, model, pairs: list[dict], docs: dict, config: PretrainingConfig, output: str | Path,
-                 show_progress: bool = True):
+                 show_progress: bool = True, prepared=None):
         self.model, self.config, self.output = model, config, Path(output)
         self.docs, self.show_progress = docs, show_progress
+        self.prepared = prepared  # hmde.pretraining.prepared.PreparedUnits: units and token ids made once
         self.units_cache: dict[str, list[str]] = {}
         self.stopped_at: int | None = None  # set when train() stopped early (stop_at_step)
         self.vector_cache: dict[str, torch.Tensor] = {}
@@ -105,6 +134,8 @@ class HmdeTrainer:
             raise HmdeError("fewer than 2 training pairs: nothing to contrast")
 
     def units(self, doc_id: str) -> list[str]:
+        if self.prepared is not None:
+            return self.prepared.units[doc_id]
         if doc_id not in self.units_cache:
             text, lang = self.docs[doc_id]
             units = self.model.segment(text, lang)
@@ -112,18 +143,24 @@ class HmdeTrainer:
             self.units_cache[doc_id] = units[:limit] if limit else units
         return self.units_cache[doc_id]
 
-    def encode(self, doc_ids) -> torch.Tensor:
+    def unit_ids(self, doc_ids) -> list | None:
+        return [self.prepared.ids[d] for d in doc_ids] if self.prepared is not None else None
+
+    def encode(self, doc_ids, plan=None) -> torch.Tensor:
+        """Document vectors with gradients; ``plan``: the group's lower-encoder batches, made by a loader worker."""
         if self.config.freeze_lower:
             return self.model.contextualize(self.frozen_sentence_vectors(doc_ids))
-        return self.model([self.units(d) for d in doc_ids])
+        return self.model.encode_units([self.units(d) for d in doc_ids], unit_ids=self.unit_ids(doc_ids),
+                                       plan=plan).documents
 
-    def encode_contextual(self, doc_ids) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    def encode_contextual(self, doc_ids, plan=None) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
         """(document vectors, each document's contextualised and lower-encoder sentence vectors)."""
         if self.config.freeze_lower:
             lower = self.frozen_sentence_vectors(doc_ids)
             documents, contextual = self.model.contextualize(lower, return_sentences=True)
             return documents, contextual, lower
-        encoded = self.model.encode_units([self.units(d) for d in doc_ids], with_contextual=True)
+        encoded = self.model.encode_units([self.units(d) for d in doc_ids], with_contextual=True,
+                                          unit_ids=self.unit_ids(doc_ids), plan=plan)
         return encoded.documents, encoded.contextual, encoded.sentences
 
     def aligned(self, a: str, b: str) -> bool:
@@ -165,21 +202,17 @@ class HmdeTrainer:
             was = lower.training
             lower.eval()
             with torch.no_grad():
-                flat = lower.embed([u for d in missing for u in self.units(d)], batch_size=32)
+                if self.prepared is not None:
+                    flat = lower.embed_ids([i for d in missing for i in self.prepared.ids[d]], batch_size=32)
+                else:
+                    flat = lower.embed([u for d in missing for u in self.units(d)], batch_size=32)
             lower.train(was)
             for d, v in zip(missing, torch.split(flat, [len(self.units(d)) for d in missing])):
                 self.vector_cache[d] = v.detach()
         return [self.vector_cache[d] for d in doc_ids]
 
     def roles(self, batch: list[dict]) -> list[list[str]]:
-        groups = [[p["doc_a"] for p in batch], [p["doc_b"] for p in batch]]
-        if self.config.hard_negatives:
-            # every hard negative of the batch is a candidate for every anchor, so a pair kept
-            # without one (build-pairs --no-negative keep) simply adds no candidate
-            groups.append([p["neg_a"] for p in batch if p["neg_a"]])
-            if self.config.symmetric:
-                groups.append([p["neg_b"] for p in batch if p["neg_b"]])
-        return [g for g in groups if g]
+        return roles(batch, self.config)
 
     def loss_fn(self, a, b, *negatives):
         neg_a = negatives[0] if len(negatives) > 0 else None
@@ -212,26 +245,16 @@ class HmdeTrainer:
         return bool(self.config.cache_chunk or self.config.negatives_across_processes)
 
     def micro_batches(self, global_batch: list[dict], rank: int, world: int) -> list[tuple[int, list[dict]]]:
-        """This process's micro-batches of the step, with their index in the step.
+        return micro_batches(global_batch, self.config, rank, world, self.gather)
 
-        Per-micro-batch contrast: the step's pairs are cut into micro-batches of
-        ``batch_size`` exactly as one process would, and process r takes micro-batches
-        r, r + W, ... . Contrast across processes: each process takes every W-th pair."""
-        cfg = self.config
-        if self.gather:
-            mine = distributed.shard(global_batch, rank, world)
-            return [(rank + world * i, mine[s: s + cfg.batch_size])
-                    for i, s in enumerate(range(0, len(mine), cfg.batch_size))]
-        cuts = [global_batch[s: s + cfg.batch_size] for s in range(0, len(global_batch), cfg.batch_size)]
-        return [(i, cut) for i, cut in enumerate(cuts)][rank::world]
-
-    def train_step(self, batch: list[dict], step: int = 0, rank: int = 0, world: int = 1) -> float:
+    def train_step(self, batch: list[dict], step: int = 0, rank: int = 0, world: int = 1, plans=None) -> float:
         """Forward and backward for this process's share of one optimizer step; returns the loss
         of the whole step (mean over its micro-batches, as one process holding it would log).
 
         Losses are scaled so the processes' gradients, averaged, equal one process's (the
         rule in :mod:`hmde.training.distributed`); each micro-batch's dropout is seeded by
-        its index in the step, so it does not depend on the number of processes."""
+        its index in the step, so it does not depend on the number of processes. ``plans``: the lower
+        encoder's batches of each (micro-batch, role), made ahead by :mod:`hmde.pretraining.loader`."""
         cfg = self.config
         if cfg.cache_chunk:
             seed_step(cfg.seed + rank, step)
@@ -242,13 +265,14 @@ class HmdeTrainer:
         for index, pairs in self.micro_batches(batch, rank, world):
             seed_step(cfg.seed, step, index)
             groups = self.roles(pairs)
+            plan = (lambda role: plans.get((index, role))) if plans else (lambda role: None)
             sentence_term = None
             if cfg.sentence_weight:
-                sides = [self.encode_contextual(g) for g in groups[:2]]
-                vectors = [side[0] for side in sides] + [self.encode(g) for g in groups[2:]]
+                sides = [self.encode_contextual(g, plan(r)) for r, g in enumerate(groups[:2])]
+                vectors = [side[0] for side in sides] + [self.encode(g, plan(r)) for r, g in enumerate(groups[2:], 2)]
                 sentence_term = self.sentence_loss(pairs, *sides)
             else:
-                vectors = [self.encode(g) for g in groups]
+                vectors = [self.encode(g, plan(r)) for r, g in enumerate(groups)]
             loss = self.loss_fn(*vectors)
             if sentence_term is not None:
                 loss = loss + cfg.sentence_weight * sentence_term
@@ -272,6 +296,19 @@ class HmdeTrainer:
         target = torch.arange(len(a), device=a.device)
         return {"val_acc_a2b": float(((a @ b.T).argmax(1) == target).float().mean()),
                 "val_acc_b2a": float(((b @ a.T).argmax(1) == target).float().mean())}
+
+    def step_loader(self, batches: PairBatches, start: int, total: int, rank: int, world: int):
+        """Steps ``start..total-1`` from a DataLoader (:mod:`hmde.pretraining.loader`); with prepared
+        units and a trained lower encoder, workers also pad and bucket its token batches."""
+        from .loader import StepDataset, step_loader
+
+        cfg, lower = self.config, self.model.lower
+        cuda = self.model.device.type == "cuda"
+        workers = cfg.loader_workers if cfg.loader_workers is not None else (2 if cuda else 0)
+        plan = self.prepared is not None and not cfg.freeze_lower and not cfg.cache_chunk
+        dataset = StepDataset(self, batches, start, total, rank, world, plan, lower.padding(),
+                              lower.default_batch_size() * lower.max_tokens)
+        return step_loader(dataset, workers, pin_memory=cuda and plan)
 
     def train(self, resume: bool = False, stop_at_step: int | None = None):
         from transformers import get_linear_schedule_with_warmup
@@ -318,11 +355,11 @@ class HmdeTrainer:
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen = time.time(), 0
-        while step < total:
-            global_batch = orient([self.pairs[i] for i in batches.step(step)], cfg.seed, step, cfg.anchor_side)
+        for item in self.step_loader(batches, step, total, rank, world):
+            global_batch = item.batch
             optimizer.zero_grad(set_to_none=True)
             with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
-                loss = self.train_step(global_batch, step, rank, world)
+                loss = self.train_step(global_batch, step, rank, world, item.plans)
             distributed.average_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
