@@ -99,3 +99,16 @@ def test_train_cli_with_the_sentence_loss_lowers_it(labse_dir, tmp_path):
             return float(trainer.sentence_loss(pairs, a, b))
 
     assert sentence_loss(HierarchicalEncoder.from_pretrained(out)) < sentence_loss(start) - 0.05
+
+
+def test_the_paper_settings_stay_the_defaults():
+    """docs/model.md's rows: no sentence-level loss, the sentence splitter, one vector per document."""
+    from hmde.cli.main import build_parser
+
+    assert PretrainingConfig().sentence_weight == 0.0
+    train = build_parser().parse_args(["train", "m", "p.parquet", "-o", "o"])
+    assert train.sentence_loss_weight == 0.0 and not train.sentence_lists
+    build = build_parser().parse_args(["index", "build", "docs.jsonl", "-o", "i"])
+    assert not build.multi_vector
+    clir = build_parser().parse_args(["eval", "clir", "-o", "r.json"])
+    assert clir.multi_vector is None

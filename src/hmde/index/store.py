@@ -403,18 +403,19 @@ class DocumentIndex:
         sims, rows = index.search(q, min(n, SENTENCE_POOL), params=params)
         out = []
         for qi in range(len(q)):
-            per_doc: dict[int, list[float]] = {}
-            for sim, r in zip(sims[qi], rows[qi]):
-                if r >= 0:
-                    per_doc.setdefault(int(owners[r]), []).append(float(sim))  # FAISS gives them best first
-            scored = {d: sum(v[:top_sentences]) for d, v in per_doc.items()}
-            if doc_weight and scored:
-                docs = np.fromiter(scored, np.int64)
-                cos = self.index.reconstruct_batch(docs) @ q[qi]
-                for d, c in zip(docs, cos):
-                    scored[int(d)] += doc_weight * float(c)
-            best = sorted(scored.items(), key=lambda x: -x[1])[:top_k]
-            out.append([(score, d) for d, score in best])
+            found = rows[qi] >= 0
+            docs, scores = owners[rows[qi][found]], sims[qi][found]  # FAISS gives sentences best first
+            order = np.argsort(docs, kind="stable")  # grouped by document, best first within each
+            docs, scores = docs[order], scores[order]
+            starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+            rank_in_doc = np.arange(len(docs)) - np.repeat(starts, np.diff(np.r_[starts, len(docs)]))
+            keep = rank_in_doc < top_sentences
+            unique, slot = np.unique(docs[keep], return_inverse=True)
+            total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
+            if doc_weight and len(unique):
+                total = total + doc_weight * (self.index.reconstruct_batch(unique) @ q[qi])
+            best = np.argsort(-total, kind="stable")[:top_k]
+            out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
