@@ -200,22 +200,18 @@ class HierarchicalEncoder(nn.Module):
         """
         if plan is not None:
             vectors = self.lower.embed_plan(plan, autocast_dtype=autocast_dtype)
-            per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
-            if with_contextual:
-                documents, contextual = self.contextualize(per_doc, return_sentences=True)
-                return EncodedBatch(documents, [list(d) for d in units], per_doc, contextual)
-            return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
-        flat = [u for doc in units for u in doc]
-        if unit_ids is None:
-            ids = self.lower.token_ids(flat)
         else:
-            ids = [i for doc in unit_ids for i in doc]
-            todo = [k for k, i in enumerate(ids) if i is None or len(i) > self.lower.max_tokens]
-            for k, i in zip(todo, self.lower.token_ids([flat[k] for k in todo])):
-                ids[k] = i
-        vectors = self.lower.embed_ids(
-            ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
-        )
+            flat = [u for doc in units for u in doc]
+            if unit_ids is None:
+                ids = self.lower.token_ids(flat)
+            else:
+                ids = [i for doc in unit_ids for i in doc]
+                todo = [k for k, i in enumerate(ids) if i is None or len(i) > self.lower.max_tokens]
+                for k, i in zip(todo, self.lower.token_ids([flat[k] for k in todo])):
+                    ids[k] = i
+            vectors = self.lower.embed_ids(
+                ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
+            )
         per_doc = list(torch.split(vectors, [len(doc) for doc in units]))
         if with_contextual:
             documents, contextual = self.contextualize(per_doc, return_sentences=True)
@@ -290,20 +286,13 @@ class HierarchicalEncoder(nn.Module):
         if output == "sentences":
             return self._encode_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
                                            sentence_batch_size, autocast_dtype)
-        langs_ = _as_langs(langs, len(docs))
         vectors, all_units, all_sents = [], [], []
-        with eval_mode(self):
-            steps = range(0, len(docs), max(1, batch_size))
-            for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
-                chunk = docs[start : start + batch_size]
-                ids: list[list] = [[] for _ in chunk]
-                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
-                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
-                                        unit_ids=ids)
-                vectors.append(enc.documents.float().cpu())
-                if return_sentences:
-                    all_units.extend(enc.units)
-                    all_sents.extend(s.float().cpu().numpy() for s in enc.sentences)
+        for enc in self._encoded_chunks(docs, langs, batch_size, show_progress_bar, sentence_batch_size,
+                                        autocast_dtype, with_contextual=False):
+            vectors.append(enc.documents.float().cpu())
+            if return_sentences:
+                all_units.extend(enc.units)
+                all_sents.extend(s.float().cpu().numpy() for s in enc.sentences)
         out = torch.cat(vectors) if vectors else torch.zeros(0, self.dim)
         if normalize_embeddings:
             out = torch.nn.functional.normalize(out, dim=-1)
@@ -311,6 +300,19 @@ class HierarchicalEncoder(nn.Module):
         if return_sentences:
             return array, all_units, all_sents
         return array
+
+    def _encoded_chunks(self, docs, langs, batch_size, show_progress_bar, sentence_batch_size, autocast_dtype,
+                        with_contextual: bool):
+        """``batch_size`` documents at a time: segmented, all their sentences embedded together, in eval mode."""
+        langs_ = _as_langs(langs, len(docs))
+        with eval_mode(self):
+            steps = range(0, len(docs), max(1, batch_size))
+            for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
+                chunk = docs[start : start + batch_size]
+                ids: list[list] = [[] for _ in chunk]
+                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
+                yield self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
+                                        unit_ids=ids, with_contextual=with_contextual)
 
     def _encode_contextual(self, docs, langs, batch_size, show_progress_bar, normalize_embeddings,
                            sentence_batch_size, autocast_dtype) -> list[DocumentSentences]:
@@ -323,20 +325,13 @@ class HierarchicalEncoder(nn.Module):
                                autocast_dtype: torch.dtype | None = None):
         """(document vectors, one :class:`DocumentSentences` per document) from one pass: what a
         multi-vector index stores. ``normalize_embeddings`` normalises the sentence vectors only."""
-        langs_ = _as_langs(langs, len(docs))
         documents, out = [], []
-        with eval_mode(self):
-            steps = range(0, len(docs), max(1, batch_size))
-            for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
-                chunk = docs[start : start + batch_size]
-                ids: list[list] = [[] for _ in chunk]
-                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
-                enc = self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
-                                        unit_ids=ids, with_contextual=True)
-                documents.append(enc.documents.float().cpu())
-                for u, v in zip(enc.units, enc.contextual):
-                    v = torch.nn.functional.normalize(v, dim=-1) if normalize_embeddings else v
-                    out.append(DocumentSentences(u, v.float().cpu().numpy().astype(np.float32)))
+        for enc in self._encoded_chunks(docs, langs, batch_size, show_progress_bar, sentence_batch_size,
+                                        autocast_dtype, with_contextual=True):
+            documents.append(enc.documents.float().cpu())
+            for u, v in zip(enc.units, enc.contextual):
+                v = torch.nn.functional.normalize(v, dim=-1) if normalize_embeddings else v
+                out.append(DocumentSentences(u, v.float().cpu().numpy().astype(np.float32)))
         vectors = torch.cat(documents).numpy().astype(np.float32) if documents else np.zeros((0, self.dim), np.float32)
         return vectors, out
 

@@ -84,6 +84,15 @@ def add_backend_argument(parser, default: str | None = "torch", help_suffix: str
                         + help_suffix)
 
 
+def add_sentence_scoring_arguments(parser, when: str) -> None:
+    """How multi-vector scoring (hmde.multivector) ranks a document; ``when``: where the flags apply."""
+    parser.add_argument("--top-sentences", type=int, default=1, metavar="K",
+                        help=f"{when}: a document scores the sum of its K best sentences' cosines (default 1: its best "
+                        "sentence); search shows these K sentences as evidence")
+    parser.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
+                        help=f"{when}: plus W times the query's cosine with the document vector (default 0)")
+
+
 def check_backend_options(args) -> None:
     """Flags that only the PyTorch backend has, refused before anything is read or loaded."""
     backend = getattr(args, "backend", None) or "torch"

@@ -16,6 +16,7 @@ from ..errors import HmdeError
 from ..length_settings import add_length_arguments
 from .common import (
     add_backend_argument,
+    add_sentence_scoring_arguments,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -120,11 +121,7 @@ def register(sub) -> None:
                    help="score each document by its sentence vectors instead of one vector (hmde.multivector): "
                    "context, HMDE's contextualised sentence vectors (method hmde); lower, the sentence encoder's, "
                    "each sentence out of context")
-    c.add_argument("--top-sentences", type=int, default=1, metavar="K",
-                   help="--multi-vector: a document's score is the sum of its K best sentences' cosines (default 1: "
-                   "the best sentence)")
-    c.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
-                   help="--multi-vector: add W times the query's cosine with the document vector (default 0)")
+    add_sentence_scoring_arguments(c, "--multi-vector")
     c.add_argument("--length-buckets", metavar="N,N,...",
                    help="also report the main measure by the sentence count of each query's relevant document, "
                         "in buckets with these upper bounds (e.g. 8,16,32 -> 1-8, 9-16, 17-32, 33+)")

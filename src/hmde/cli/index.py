@@ -15,6 +15,7 @@ from ..length_settings import add_length_arguments
 from ..registry import DEFAULT_MODEL
 from .common import (
     add_backend_argument,
+    add_sentence_scoring_arguments,
     add_lawdr_fit_arguments,
     add_model_argument,
     autocast_dtype,
@@ -88,11 +89,7 @@ def register(sub) -> None:
                    help="weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=10)
-    s.add_argument("--top-sentences", type=int, default=1, metavar="K",
-                   help="multi-vector index: a document scores the sum of its K best sentences' cosines (default 1: "
-                   "its best sentence); K sentences are shown as evidence")
-    s.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
-                   help="multi-vector index: plus W times the document vector's cosine (default 0)")
+    add_sentence_scoring_arguments(s, "multi-vector index")
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
     s.add_argument("--lang", help="only documents of this language")
