@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import torch
 import torch.nn.functional as F
 
@@ -112,3 +114,25 @@ def test_the_paper_settings_stay_the_defaults():
     assert not build.multi_vector
     clir = build_parser().parse_args(["eval", "clir", "-o", "r.json"])
     assert clir.multi_vector is None
+
+
+@pytest.mark.parametrize("weight", [None, "1.0"])
+def test_recipe_use_passes_the_sentence_loss_only_when_asked(tmp_path, monkeypatch, weight):
+    """`hmde recipe use` reproduces the shipped hmde-use by default (no sentence loss). Steps are recorded."""
+    import hmde.cli.recipe_use as recipe_use
+
+    data, out = tmp_path / "data", tmp_path / "run"
+    for sub in ("parallel", "bible", "eval"):
+        (data / sub).mkdir(parents=True)
+    (out / "hmde-use").mkdir(parents=True)
+    (out / "hmde-use" / "config.json").write_text("{}")  # exported already: nothing loads
+    steps = []
+    monkeypatch.setattr(recipe_use, "_step", lambda name, done, argv: steps.append(argv))
+    monkeypatch.setattr(recipe_use, "build_sentence_tasks", lambda *a, **k: None)
+    extra = ["--use-sentence-loss-weight", weight] if weight else []
+    assert main(["recipe", "use", "--data", str(data), "-o", str(out), "--skip-eval", *extra]) == 0
+    train = next(a for a in steps if a[0] == "train")
+    if weight:
+        assert train[train.index("--sentence-loss-weight") + 1] == weight
+    else:
+        assert "--sentence-loss-weight" not in train

@@ -55,6 +55,9 @@ def add_arguments(p) -> None:
     g.add_argument("--use-max-sentences", type=int, default=32,
                    help="use: training documents cropped to this many sentences (default 32, the paper's)")
     g.add_argument("--use-lr", type=float, default=2e-4, help="use: learning rate of the upper encoder")
+    g.add_argument("--use-sentence-loss-weight", type=float, default=0.0,
+                   help="use: weight of the contextualised-sentence loss (hmde train --sentence-loss-weight; "
+                   "docs/sentences.md); default 0, as the shipped hmde-use was trained")
 
 
 def run_use(args: argparse.Namespace) -> int:
@@ -76,6 +79,7 @@ def run_use(args: argparse.Namespace) -> int:
         "train", LOWER, str(pairs), "--output", str(frozen), "--freeze-lower",
         *([] if args.use_paper_upper else ["--residual-sentences"]),
         "--train-max-sentences", str(args.use_max_sentences), "--query-loss-weight", str(args.query_loss_weight),
+        *(["--sentence-loss-weight", str(args.use_sentence_loss_weight)] if args.use_sentence_loss_weight else []),
         "--batch-size", "64", "--grad-accum", "1", "--lr", str(args.use_lr), "--warmup", "100",
         "--weight-decay", "1e-5", "--epochs", str(args.use_epochs), "--save-every", "100",
         "--validation-pairs", "256", "--no-progress", *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
