@@ -39,7 +39,7 @@ READER = textwrap.dedent("""
 
     path, until = sys.argv[1], float(sys.argv[2])
     seen = 0
-    while time.time() < until:
+    while time.time() < until or seen == 0:  # at least one snapshot, however slowly this interpreter started
         index = DocumentIndex.open(path)
         ids = index.doc_ids()
         rows = index.sentence_rows()
