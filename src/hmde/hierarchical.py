@@ -284,8 +284,8 @@ class HierarchicalEncoder(nn.Module):
         if output not in OUTPUTS:
             raise HmdeError(f"output must be one of {OUTPUTS}, got {output!r}")
         if output == "sentences":
-            return self._encode_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
-                                           sentence_batch_size, autocast_dtype)
+            return self.encode_with_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
+                                               sentence_batch_size, autocast_dtype)[1]
         vectors, all_units, all_sents = [], [], []
         for enc in self._encoded_chunks(docs, langs, batch_size, show_progress_bar, sentence_batch_size,
                                         autocast_dtype, with_contextual=False):
@@ -313,11 +313,6 @@ class HierarchicalEncoder(nn.Module):
                 units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
                 yield self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
                                         unit_ids=ids, with_contextual=with_contextual)
-
-    def _encode_contextual(self, docs, langs, batch_size, show_progress_bar, normalize_embeddings,
-                           sentence_batch_size, autocast_dtype) -> list[DocumentSentences]:
-        return self.encode_with_contextual(docs, langs, batch_size, show_progress_bar, normalize_embeddings,
-                                           sentence_batch_size, autocast_dtype)[1]
 
     @torch.inference_mode()
     def encode_with_contextual(self, docs, langs=None, batch_size: int = 32, show_progress_bar: bool = False,

@@ -81,9 +81,3 @@ def score_documents(query_vectors: np.ndarray, sentences: SentenceMatrix, top: i
         scores = scores + doc_weight * (q @ normalize(np.asarray(doc_vectors, np.float32)).T)
     return scores
 
-
-def best_sentences(query_vector: np.ndarray, vectors: np.ndarray) -> tuple[int, float]:
-    """The row and cosine of the sentence nearest one (normalised) query: a hit's evidence."""
-    sims = vectors @ query_vector
-    j = int(np.argmax(sims))
-    return j, float(sims[j])

@@ -328,9 +328,9 @@ def run_clir(args) -> int:
             warn(f"{name}: {w}")
         qv = enc.queries(topics.texts, topics.lang)
         if args.multi_vector:
+            sentences = enc.sentence_matrix(coll.texts, coll.lang, args.multi_vector)  # context: documents too
             dv = enc.documents(coll.texts, coll.lang) if args.doc_weight else None
-            scores = score_documents(qv, enc.sentence_matrix(coll.texts, coll.lang, args.multi_vector),
-                                     args.top_sentences, dv, args.doc_weight)
+            scores = score_documents(qv, sentences, args.top_sentences, dv, args.doc_weight)
             run = clir.rank_scores(scores, topics.ids, coll.doc_ids)
         else:
             dv = enc.documents(coll.texts, coll.lang)

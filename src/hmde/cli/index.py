@@ -381,14 +381,13 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible
     from ..methods import DocumentVectorizer
+    from ..multivector import check_scoring
     from ..registry import resolve_model_path
 
     if not queries or any(not q.strip() for q in queries):
         raise HmdeError("the query is empty")
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
-    from ..multivector import check_scoring
-
     check_scoring(top_sentences, doc_weight)
     index = DocumentIndex.open(index_dir)
     if hybrid:

@@ -81,9 +81,11 @@ class EvalEncoder:
                 model = self.vectorizer.model
                 if not isinstance(model, HierarchicalEncoder) or self.method != "hmde":
                     raise HmdeError("contextualised sentence vectors need an hmde model (method hmde)")
-                encoded = model.encode_documents(list(texts), langs=lang, output="sentences",
-                                                 sentence_batch_size=o.sentence_batch_size,
-                                                 autocast_dtype=o.autocast_dtype, show_progress_bar=o.show_progress_bar)
+                # one pass gives the document vectors too, with documents()'s own batching: kept for --doc-weight
+                vectors, encoded = model.encode_with_contextual(
+                    list(texts), lang, batch_size=o.batch_size, sentence_batch_size=o.sentence_batch_size,
+                    autocast_dtype=o.autocast_dtype, show_progress_bar=o.show_progress_bar)
+                self._docs.setdefault(key[0], vectors)
                 per_doc = [e.vectors for e in encoded]
             elif kind == "lower":
                 per_doc = self.vectorizer.sentences(list(texts), [lang] * len(texts))[1]

@@ -143,6 +143,12 @@ class HmdeTrainer:
             self.units_cache[doc_id] = units[:limit] if limit else units
         return self.units_cache[doc_id]
 
+    def token_ids_of(self, picks) -> list[list[int]]:
+        """Token ids of (document, unit index) pairs: from the units cache, else tokenised now."""
+        if self.prepared is not None:
+            return [self.prepared.ids[d][i] for d, i in picks]
+        return self.model.lower.token_ids([self.units(d)[i] for d, i in picks])
+
     def unit_ids(self, doc_ids) -> list | None:
         return [self.prepared.ids[d] for d in doc_ids] if self.prepared is not None else None
 
@@ -202,10 +208,8 @@ class HmdeTrainer:
             was = lower.training
             lower.eval()
             with torch.no_grad():
-                if self.prepared is not None:
-                    flat = lower.embed_ids([i for d in missing for i in self.prepared.ids[d]], batch_size=32)
-                else:
-                    flat = lower.embed([u for d in missing for u in self.units(d)], batch_size=32)
+                flat = lower.embed_ids(self.token_ids_of([(d, i) for d in missing for i in range(len(self.units(d)))]),
+                                       batch_size=32)
             lower.train(was)
             for d, v in zip(missing, torch.split(flat, [len(self.units(d)) for d in missing])):
                 self.vector_cache[d] = v.detach()
@@ -225,7 +229,7 @@ class HmdeTrainer:
         picks = [int(torch.randint(len(self.units(d)), (1,))) for d in docs]
         if self.config.freeze_lower:
             return torch.stack([v[i] for v, i in zip(self.frozen_sentence_vectors(docs), picks)])
-        return self.model.lower.embed([self.units(d)[i] for d, i in zip(docs, picks)])
+        return self.model.lower.embed_ids(self.token_ids_of(list(zip(docs, picks))))
 
     def query_loss(self, batch: list[dict], docs_a: torch.Tensor) -> torch.Tensor:
         """Not in the paper (off by default): InfoNCE from a sentence of the translation, through the
