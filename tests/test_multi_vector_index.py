@@ -108,3 +108,8 @@ def test_a_sentence_encoder_and_a_single_vector_index_are_refused(labse_dir, hmd
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "j"), "--no-progress"]) == 0
     hits = search(capsys, tmp_path / "j")  # a single-vector index: evidence is its best lower-encoder sentence
     assert all(len(h["evidence"]) == 1 for h in hits)
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": "b", "text": "Three. Four."}) + "\n")
+    assert main(["index", "build", str(more), "-o", str(tmp_path / "j"), "--add", "--multi-vector"]) == 2
+    assert "stores one vector per document" in capsys.readouterr().err
+    assert json.loads((tmp_path / "j" / "index.json").read_text())["count"] == 1

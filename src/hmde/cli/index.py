@@ -149,6 +149,9 @@ def check_build_output(args: argparse.Namespace):
             raise HmdeError(f"index {args.output} was encoded with --backend {meta.backend}; add to it with that "
                             f"backend (or leave --backend out), not {args.backend}")
         args.backend = meta.backend
+        if args.multi_vector and not meta.multi_vector:
+            raise HmdeError(f"index {args.output} stores one vector per document; --multi-vector needs an index built "
+                            "with it (rebuild, or add without --multi-vector)")
         args.multi_vector = meta.multi_vector
         if args.model is None:
             if not Path(meta.model).exists():
