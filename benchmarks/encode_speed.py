@@ -1,16 +1,23 @@
-"""Encoding speed: hmde vs sentence-transformers on the same sentences vs Longformer.
+"""Encoding speed: hmde vs sentence-transformers on the same sentences, best precision against best, vs Longformer.
 
-A randomly initialised LaBSE-sized model (BERT-base shape: 12 layers, hidden 768) is
-built locally; the same documents are encoded by
+The lower encoder (``--lower``) is either a randomly initialised LaBSE-sized model
+(``labse-shape``: BERT-base shape, 12 layers, hidden 768, built locally) or the bundled
+USE-m port (``use-multilingual-v3``, real weights). The same documents are encoded by
   (a) hmde (segmentation excluded: documents given pre-split, so (a) and (b) see
-      exactly the same sentences),
-  (b) sentence-transformers' encode() on all those sentences,
+      exactly the same sentences), in float32 and, with ``--bf16``, in bf16 (a bf16 copy
+      of the lower encoder's weights, upper encoder in float32);
+  (b) sentence-transformers' encode() on all those sentences, in float32 and, with
+      ``--bf16``, with its weights cast to bf16 (``model.to(torch.bfloat16)``);
   (c) a Hugging Face Longformer of the same width on each document's concatenated
-      text (up to 4,096 tokens, attention window 512).
-Prints documents/s, tokens/s, the ratios, and the fraction of this machine's measured
-float32 matrix-multiply peak reached by (a). Not a test: timings depend on the machine.
+      text (up to 4,096 tokens, attention window 512; labse-shape only).
+(a) and (b) run in alternating rounds (a fp32, b fp32, a bf16, b bf16, a fp32, ...), so
+each round's ratio sees one machine load. Prints documents/s, tokens/s, per-round ratios at
+equal precision, best precision against best precision, the cosine of bf16 document
+vectors to float32, and the fraction of this machine's matmul peak (float32, and bf16 with
+``--bf16``) that (a) reaches (labse-shape). Not a test: timings depend on the machine.
 
-    python benchmarks/encode_speed.py --docs 64 --layers 12
+    python benchmarks/encode_speed.py --docs 48 --bf16 --repeat 5
+    python benchmarks/encode_speed.py --lower use-multilingual-v3 --bf16 --repeat 5
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -90,76 +98,140 @@ def timed(fn, repeat: int, device: str) -> float:
     return best
 
 
+def timed_rounds(systems: dict, repeat: int, device: str) -> tuple[dict[str, list[float]], dict]:
+    """Each system's time per round, systems alternating within every round, after one warm-up
+    run each; and each system's output of its last run."""
+    outputs = {name: fn() for name, fn in systems.items()}
+    times: dict[str, list[float]] = {name: [] for name in systems}
+    for _ in range(repeat):
+        for name, fn in systems.items():
+            sync(device)
+            t0 = time.perf_counter()
+            outputs[name] = fn()
+            sync(device)
+            times[name].append(time.perf_counter() - t0)
+    return times, outputs
+
+
+def cosines(a, b):
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def load_lower(args, sentences: list[str]):
+    """(hmde model, sentence-transformers model of the same folder, forward FLOPs per token or None)."""
+    from sentence_transformers import SentenceTransformer
+
+    from hmde import HierarchicalEncoder
+    from hmde.random_models import build_random_sentence_encoder
+
+    if args.lower == "labse-shape":
+        folder = build_random_sentence_encoder(Path(tempfile.mkdtemp()) / "labse", sentences * 3,
+                                               hidden_size=args.hidden, num_layers=args.layers, num_heads=12,
+                                               vocab_size=8000, style="labse")
+        per_token = 2 * args.layers * (4 * args.hidden**2 + 2 * args.hidden * 4 * args.hidden)
+        st = SentenceTransformer(str(folder), device=args.device)
+    else:
+        from hmde.registry import bundled_folder
+
+        folder = bundled_folder(args.lower)
+        per_token = None
+        st = SentenceTransformer(str(folder), device=args.device, trust_remote_code=True)
+    st.max_seq_length = 128
+    return HierarchicalEncoder.from_sentence_encoder(str(folder)).to(args.device).eval(), st, per_token
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lower", default="labse-shape", choices=["labse-shape", "use-multilingual-v3"])
     parser.add_argument("--docs", type=int, default=48)
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--longformer-docs", type=int, default=8)
-    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--longformer-docs", type=int, default=8, help="0: skip Longformer")
+    parser.add_argument("--bf16", action="store_true", help="also hmde in bf16 and sentence-transformers with bf16 weights")
     parser.add_argument("--sentence-batch-size", type=int, default=None,
                         help="hmde's token budget, in 128-token sentences (default: hmde's, 8 on CPUs, 64 on GPUs)")
     parser.add_argument("--st-batch-size", type=int, default=32, help="sentence-transformers' batch (its default: 32)")
-    parser.add_argument("--repeat", type=int, default=2, help="timed runs per system; the best is kept")
+    parser.add_argument("--repeat", type=int, default=2, help="alternating rounds; the best of each system is kept")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--data", type=Path, default=None,
                         help="Bible JSONL(.gz) with a 'verses' list per chapter (default ../shared/data/bible/eng.jsonl.gz)")
     args = parser.parse_args()
 
-    from sentence_transformers import SentenceTransformer
-    from transformers import LongformerConfig, LongformerModel
+    import copy
 
-    from hmde import HierarchicalEncoder
-    from hmde.random_models import build_random_sentence_encoder
+    import numpy as np
+    from transformers import LongformerConfig, LongformerModel
 
     docs = load_documents(args.docs, args.data)
     sentences = [s for d in docs for s in d]
-    tmp = Path(tempfile.mkdtemp())
-    folder = build_random_sentence_encoder(tmp / "labse", sentences * 3, hidden_size=args.hidden,
-                                           num_layers=args.layers, num_heads=12, vocab_size=8000, style="labse")
-    model = HierarchicalEncoder.from_sentence_encoder(str(folder)).to(args.device).eval()
-    st = SentenceTransformer(str(folder), device=args.device)
-    st.max_seq_length = 128
+    model, st, per_token = load_lower(args, sentences)
     n_tokens = sum(len(x) for x in model.lower.token_ids(sentences))
-    amp = torch.bfloat16 if args.bf16 else None
 
-    t_hmde, t_st, ratios = timed_pair(
-        lambda: model.encode_documents(docs, batch_size=len(docs), autocast_dtype=amp,
-                                       sentence_batch_size=args.sentence_batch_size),
-        lambda: st.encode(sentences, batch_size=args.st_batch_size), args.repeat, args.device)
+    def hmde(dtype):
+        return lambda: model.encode_documents(docs, batch_size=len(docs), autocast_dtype=dtype,
+                                              sentence_batch_size=args.sentence_batch_size)
 
-    lf_docs = [" ".join(d) for d in docs[: args.longformer_docs]]
-    tok = model.lower.tokenizer
-    lf = LongformerModel(LongformerConfig(vocab_size=len(tok), hidden_size=args.hidden, num_hidden_layers=args.layers,
-                                          num_attention_heads=12, intermediate_size=4 * args.hidden,
-                                          attention_window=512, max_position_embeddings=4098, pad_token_id=0))
-    lf = lf.to(args.device).eval()
+    def sentence_transformers(encoder):
+        return lambda: np.asarray(encoder.encode(sentences, batch_size=args.st_batch_size, convert_to_numpy=True),
+                                  dtype=np.float32)
 
-    def run_longformer():
-        with torch.inference_mode():
-            for text in lf_docs:
-                enc = tok(text, truncation=True, max_length=4096, return_tensors="pt").to(args.device)
-                mask = torch.zeros_like(enc["input_ids"])
-                mask[:, 0] = 1
-                lf(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], global_attention_mask=mask)
+    systems = {"hmde fp32": hmde(None), "sentence-transformers fp32": sentence_transformers(st)}
+    if args.bf16:
+        st_bf16 = copy.deepcopy(st).to(torch.bfloat16)
+        systems |= {"hmde bf16": hmde(torch.bfloat16), "sentence-transformers bf16 weights": sentence_transformers(st_bf16)}
+    times, outputs = timed_rounds(systems, args.repeat, args.device)
+    dps = {name: len(docs) / min(t) for name, t in times.items()}
 
-    t_lf = timed(run_longformer, 1, args.device)
-    peak = matmul_peak(args.device)
-    # forward FLOPs of the lower encoder ~ 2 * params_per_layer * tokens (+ attention, small at 128 tokens)
-    per_token = 2 * args.layers * (4 * args.hidden**2 + 2 * args.hidden * 4 * args.hidden)
-    achieved = per_token * n_tokens / t_hmde
-    dps = {"hmde": len(docs) / t_hmde, "sentence-transformers": len(docs) / t_st, "longformer": len(lf_docs) / t_lf}
-    print(f"{len(docs)} documents, {len(sentences)} sentences, {n_tokens} tokens; "
-          f"model {args.layers} layers x {args.hidden}; {args.device}, {torch.get_num_threads()} CPU threads")
+    if args.longformer_docs and args.lower == "labse-shape":
+        lf_docs = [" ".join(d) for d in docs[: args.longformer_docs]]
+        tok = model.lower.tokenizer
+        lf = LongformerModel(LongformerConfig(vocab_size=len(tok), hidden_size=args.hidden,
+                                              num_hidden_layers=args.layers, num_attention_heads=12,
+                                              intermediate_size=4 * args.hidden, attention_window=512,
+                                              max_position_embeddings=4098, pad_token_id=0)).to(args.device).eval()
+
+        def run_longformer():
+            with torch.inference_mode():
+                for text in lf_docs:
+                    enc = tok(text, truncation=True, max_length=4096, return_tensors="pt").to(args.device)
+                    mask = torch.zeros_like(enc["input_ids"])
+                    mask[:, 0] = 1
+                    lf(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], global_attention_mask=mask)
+
+        dps["longformer"] = len(lf_docs) / timed(run_longformer, 1, args.device)
+
+    print(f"{len(docs)} documents, {len(sentences)} sentences, {n_tokens} tokens; lower encoder {args.lower}"
+          + (f" ({args.layers} layers x {args.hidden})" if args.lower == "labse-shape" else "")
+          + f"; {args.device}, {torch.get_num_threads()} CPU threads; {args.repeat} alternating rounds")
     for name, value in dps.items():
-        print(f"  {name:22s} {value:8.2f} documents/s")
-    print(f"  hmde tokens/s {n_tokens / t_hmde:.0f}; sentence-transformers tokens/s {n_tokens / t_st:.0f}")
-    print(f"  hmde / sentence-transformers: {dps['hmde'] / dps['sentence-transformers']:.2f}x best against best "
-          f"(target >= 1.2x); per alternating round: median {ratios[len(ratios) // 2]:.2f}x, "
-          f"range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
-    print(f"  hmde / longformer per document: {dps['hmde'] / dps['longformer']:.2f}x (target >= 3x)")
-    print(f"  float32 matmul peak {peak / 1e9:.1f} GFLOP/s; hmde reached {achieved / 1e9:.1f} GFLOP/s "
-          f"({100 * achieved / peak:.0f}% of peak)")
+        print(f"  {name:36s} {value:8.2f} documents/s" + (f", {value * n_tokens / len(docs):9.0f} tokens/s"
+                                                          if name in times else ""))
+
+    def compare(a: str, b: str, label: str) -> None:
+        ratios = sorted(y / x for x, y in zip(times[a], times[b]))
+        print(f"  {label}: {min(times[b]) / min(times[a]):.2f}x best against best; per round median "
+              f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}-{ratios[-1]:.2f}x")
+
+    compare("hmde fp32", "sentence-transformers fp32", "hmde fp32 / sentence-transformers fp32")
+    if args.bf16:
+        compare("hmde bf16", "sentence-transformers bf16 weights", "hmde bf16 / sentence-transformers bf16 weights")
+        best_hmde = min(("hmde fp32", "hmde bf16"), key=lambda k: min(times[k]))
+        best_st = min(("sentence-transformers fp32", "sentence-transformers bf16 weights"), key=lambda k: min(times[k]))
+        compare(best_hmde, best_st, f"best precision against best ({best_hmde} / {best_st}) [target >= 1.2x]")
+        cos = cosines(outputs["hmde fp32"], outputs["hmde bf16"])
+        print(f"  cosine of hmde bf16 document vectors to fp32: min {cos.min():.5f}, mean {cos.mean():.5f}")
+    if "longformer" in dps:
+        print(f"  hmde / longformer per document: {dps['hmde fp32'] / dps['longformer']:.2f}x (target >= 3x)")
+    if per_token is not None:  # forward FLOPs ~ 2 * params_per_layer * tokens (+ attention, small at 128 tokens)
+        for name, dtype in (("hmde fp32", torch.float32), ("hmde bf16", torch.bfloat16)):
+            if name in times:
+                peak = matmul_peak(args.device, dtype=dtype)
+                achieved = per_token * n_tokens / min(times[name])
+                print(f"  {name}: {achieved / 1e9:.1f} GFLOP/s, {100 * achieved / peak:.0f}% of this machine's "
+                      f"{str(dtype).split('.')[-1]} matmul peak ({peak / 1e9:.1f} GFLOP/s)")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Training throughput of hmde train's joint stage (lower encoder trained): pairs per second, side by side.
 
-Arms, each on the same pairs and a fresh copy of the same model, in alternating rounds:
-- ``in-step``: segmentation and tokenisation inside every step (hmde before the units cache),
-  gradient checkpointing on (the default);
-- ``cached``: units and token ids from PAIRS.units-<key>.parquet, made once (its one-time
-  cost is printed), lower-encoder batches planned by the step loader;
+Arms, each on the same pairs and the same model, loaded afresh in its own process (so each
+arm's peak memory is its own), in alternating rounds:
+- ``before``: hmde before issue 17: segmentation and tokenisation inside every step, dense
+  token-embedding gradients, gradient checkpointing on (the default);
+- ``cached``: the default now: units and token ids from PAIRS.units-<key>.parquet, made once
+  (its one-time cost is printed), lower-encoder batches planned by the step loader, sparse
+  token-embedding gradients summed once per step (:mod:`hmde.training.sparse_embeddings`);
+- ``cached, dense embeddings``: as cached, with dense token-embedding gradients (isolates that change);
 - ``cached, no checkpointing``: as cached, without gradient checkpointing (memory for speed);
 - ``cached, N workers``: as cached, with N DataLoader workers (``--workers``; on a GPU machine).
 
-Prints per round each arm's pairs/s and its ratio to ``in-step``, then best and median.
+Prints per round each arm's pairs/s, peak RSS and ratio to ``before``, then best and median.
 On a GPU it also samples utilisation (``nvidia-smi``) during the cached arm. Not a test:
 
     python benchmarks/train_throughput.py PAIRS.parquet --model hmde-mini --steps 4 --rounds 3
@@ -18,7 +21,6 @@ On a GPU it also samples utilisation (``nvidia-smi``) during the cached arm. Not
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import subprocess
 import sys
@@ -30,18 +32,31 @@ from pathlib import Path
 import torch
 
 
-def load_model(name: str, device: str):
+LABSE_VOCABULARY = 501_153  # rows of LaBSE's token-embedding matrix
+
+
+def model_source(name: str) -> str:
+    """What each arm's process loads: an hmde model name, or a LaBSE-shaped folder built here once
+    (BERT-base, 501,153 embedding rows, CLS -> Dense -> Normalize, random weights)."""
+    if name != "labse-shape":
+        return name
+    from hmde.random_models import build_random_sentence_encoder
+
+    folder = Path(tempfile.mkdtemp()) / "labse-shape"
+    texts = [f"sentence number {i} about topic {i % 17}" for i in range(400)]
+    build_random_sentence_encoder(folder, texts, hidden_size=768, num_layers=12, num_heads=12, vocab_size=4000,
+                                  style="labse", embedding_rows=LABSE_VOCABULARY)
+    return str(folder)
+
+
+def load_model(source: str, device: str, seed: int):
     from hmde import HierarchicalEncoder
 
-    if name == "labse-shape":  # LaBSE's shape (BERT-base, CLS -> Dense -> Normalize), random weights
-        from hmde.random_models import build_random_sentence_encoder
-
-        folder = Path(tempfile.mkdtemp()) / "labse-shape"
-        texts = [f"sentence number {i} about topic {i % 17}" for i in range(400)]
-        build_random_sentence_encoder(folder, texts, hidden_size=768, num_layers=12, num_heads=12, vocab_size=4000,
-                                      style="labse")
-        return HierarchicalEncoder.from_sentence_encoder(str(folder), device=device)
-    return HierarchicalEncoder.from_pretrained(name, device=device)
+    torch.manual_seed(seed)  # the same upper-encoder initialisation in every arm
+    if Path(source).is_dir() and not (Path(source) / "router_config.json").exists() \
+            and not (Path(source) / "lower").is_dir():
+        return HierarchicalEncoder.from_sentence_encoder(source, device=device)
+    return HierarchicalEncoder.from_pretrained(source, device=device)
 
 
 class GpuSampler:
@@ -71,13 +86,22 @@ class GpuSampler:
         return statistics.mean(self.samples) if self.samples else None
 
 
-def run_arm(base, pairs, docs, prepared, args, checkpointing: bool, workers: int) -> tuple[float, float | None]:
+def run_arm(source: str, args, cached: bool, checkpointing: bool, sparse: bool, workers: int) -> dict:
+    """One arm in this (child) process: pairs/s, mean GPU utilisation, peak RSS."""
+    import resource
+
+    from hmde.pretraining.pairs import read_pairs
+    from hmde.pretraining.prepared import prepare_units
     from hmde.pretraining.trainer import HmdeTrainer, PretrainingConfig
 
-    model = copy.deepcopy(base)
+    model = load_model(source, args.device, args.seed)
+    pairs, docs, _ = read_pairs(args.pairs)
+    prepared = prepare_units(args.pairs, docs, model, model.config.max_sentences, show_progress=False) \
+        if cached else None
     config = PretrainingConfig(batch_size=args.batch_size, grad_accum=args.grad_accum, lr=1e-5, warmup=0,
                                max_steps=args.steps, save_every=0, log_every=10**9, bf16="off",
-                               gradient_checkpointing=checkpointing, loader_workers=workers, seed=args.seed)
+                               gradient_checkpointing=checkpointing, sparse_embedding_gradients=sparse,
+                               loader_workers=workers, seed=args.seed)
     with tempfile.TemporaryDirectory() as out:
         trainer = HmdeTrainer(model, pairs, docs, config, out, show_progress=False, prepared=prepared)
         trainer.validate = lambda: {}  # no validation pass inside the timing
@@ -88,7 +112,20 @@ def run_arm(base, pairs, docs, prepared, args, checkpointing: bool, workers: int
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t
-    return args.steps * args.batch_size * args.grad_accum / seconds, gpu.mean
+    return {"rate": args.steps * args.batch_size * args.grad_accum / seconds, "gpu": gpu.mean,
+            "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+
+
+def in_child(source: str, args, *settings) -> dict:
+    """run_arm in a fresh spawned process; a killed child (out of memory) reads as None."""
+    import concurrent.futures
+    import multiprocessing
+
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(run_arm, source, args, *settings).result()
+        except concurrent.futures.process.BrokenProcessPool:
+            return None
 
 
 def main() -> int:
@@ -106,32 +143,46 @@ def main() -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
-    torch.manual_seed(args.seed)
-    base = load_model(args.model, args.device)
+    source = model_source(args.model)
     pairs, docs, _ = read_pairs(args.pairs)
     t = time.perf_counter()
-    prepared = prepare_units(args.pairs, docs, base, base.config.max_sentences, show_progress=False)
+    model = load_model(source, "cpu", args.seed)
+    prepared = prepare_units(args.pairs, docs, model, model.config.max_sentences, show_progress=False)
+    del model  # each arm loads its own
     print(f"units cache: {'built' if prepared.built else 'read'} in {time.perf_counter() - t:.1f} s "
           f"({len(prepared.units)} documents) -> {prepared.path}")
-    arms = {"in-step": (None, True, 0), "cached": (prepared, True, 0), "cached, no checkpointing": (prepared, False, 0)}
+    # arm: (units cache, gradient checkpointing, sparse embedding gradients, loader workers)
+    arms = {"before": (False, True, False, 0), "cached": (True, True, True, 0),
+            "cached, dense embeddings": (True, True, False, 0), "cached, no checkpointing": (True, False, True, 0)}
     if args.workers:
-        arms[f"cached, {args.workers} workers"] = (prepared, True, args.workers)
+        arms[f"cached, {args.workers} workers"] = (True, True, True, args.workers)
     rates: dict[str, list[float]] = {a: [] for a in arms}
     print(f"{args.model} on {args.device}, {torch.get_num_threads()} threads; {args.steps} steps of "
           f"{args.batch_size} x {args.grad_accum} pairs per arm and round")
     for r in range(args.rounds):
         row = []
-        for arm, (prep, checkpointing, workers) in arms.items():
-            rate, gpu = run_arm(base, pairs, docs, prep, args, checkpointing, workers)
-            rates[arm].append(rate)
-            row.append(f"{arm} {rate:.2f} pairs/s" + (f" (GPU {gpu:.0f}%)" if gpu is not None else ""))
-        base_rate = rates["in-step"][-1]
+        for arm, settings in arms.items():
+            result = in_child(source, args, *settings)
+            if result is None:
+                rates[arm].append(float("nan"))
+                row.append(f"{arm}: killed (out of memory?)")
+                continue
+            rates[arm].append(result["rate"])
+            row.append(f"{arm} {result['rate']:.3f} pairs/s, peak RSS {result['rss_gb']:.1f} GB"
+                       + (f", GPU {result['gpu']:.0f}%" if result["gpu"] is not None else ""))
+        base_rate = rates["before"][-1]
         print(f"round {r + 1}: " + "; ".join(row) + " | ratios: " +
-              ", ".join(f"{a} {rates[a][-1] / base_rate:.2f}x" for a in arms if a != "in-step"), flush=True)
+              ", ".join(f"{a} {rates[a][-1] / base_rate:.2f}x" for a in arms if a != "before"), flush=True)
     for arm in arms:
-        ratios = [x / y for x, y in zip(rates[arm], rates["in-step"])]
-        print(f"{arm}: best {max(rates[arm]):.2f} pairs/s, median {statistics.median(rates[arm]):.2f}; vs in-step "
-              f"best/best {max(rates[arm]) / max(rates['in-step']):.2f}x, per-round median {statistics.median(ratios):.2f}x")
+        ok = [x for x in rates[arm] if x == x]  # rounds whose process was not killed
+        ratios = [x / y for x, y in zip(rates[arm], rates["before"]) if x == x and y == y]
+        base = [x for x in rates["before"] if x == x]
+        if not ok:
+            print(f"{arm}: killed in every round")
+            continue
+        print(f"{arm}: best {max(ok):.3f} pairs/s, median {statistics.median(ok):.3f}" + (
+            f"; vs before best/best {max(ok) / max(base):.2f}x, per-round median {statistics.median(ratios):.2f}x"
+            if base and ratios else ""))
     return 0
 
 

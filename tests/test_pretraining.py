@@ -354,3 +354,56 @@ def test_units_cache_follows_the_segmentation_settings(labse_dir, pairs_file, tm
     assert prepare_units(pairs_file, docs, model, 32, show_progress=False).path not in (first.path, cropped.path)
     for doc_id, (text, lang) in docs.items():  # the step's own tokenisation, exactly
         assert first.ids[doc_id] == model.lower.token_ids(first.units[doc_id])
+
+
+def test_sparse_embedding_gradients_train_as_dense_ones(labse_dir, pairs_file, tmp_path, monkeypatch):
+    """Issue 17: token-embedding gradients accumulate sparsely over a step's passes and are summed into
+    one dense gradient before clipping and AdamW: the weights equal dense training's to float rounding."""
+    import hmde.pretraining.trainer as trainer_module
+    from hmde.training.sparse_embeddings import densify
+
+    seen = []
+
+    def recording_densify(params):
+        params = list(params)
+        seen.append(sum(p.grad is not None and p.grad.is_sparse for p in params))
+        densify(params)
+        assert not any(p.grad is not None and p.grad.is_sparse for p in params)
+
+    monkeypatch.setattr(trainer_module, "densify", recording_densify)
+    initial = HierarchicalEncoder.from_sentence_encoder(str(labse_dir)).state_dict()
+    models = {}
+    for sparse in (True, False):
+        trainer = _run(labse_dir, pairs_file, tmp_path / str(sparse))
+        trainer.config.sparse_embedding_gradients = sparse
+        models[sparse] = trainer.train()
+    assert seen[:4] == [3] * 4  # word, position and token-type embeddings: sparse in each of the 4 steps
+    assert seen[4:] == [0] * 4
+    for sparse, model in models.items():  # the setting is restored after training
+        assert not any(m.sparse for m in model.modules() if isinstance(m, torch.nn.Embedding))
+    a, b = models[True].state_dict(), models[False].state_dict()
+    key = next(k for k in a if k.endswith("word_embeddings.weight"))
+    assert not torch.allclose(a[key], initial[key])  # the embeddings did train
+    for k in a:  # a key bias has no true gradient (softmax ignores a shift); AdamW scales its rounding noise to lr
+        x, y = a[k], b[k]
+        if k.endswith("key.bias"):
+            continue
+        if k.endswith("in_proj_bias"):
+            third = len(x) // 3
+            x, y = torch.cat([x[:third], x[2 * third:]]), torch.cat([y[:third], y[2 * third:]])
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=k)
+
+
+def test_sparse_embedding_gradients_leave_frozen_embeddings_alone():
+    from hmde.training.sparse_embeddings import sparse_embedding_gradients
+
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Embedding(10, 4, sparse=True), torch.nn.Embedding(10, 4))
+    model[2].weight.requires_grad_(False)
+    with sparse_embedding_gradients(model) as changed:
+        assert changed == [model[0]] and [m.sparse for m in model] == [True, True, False]
+    assert [m.sparse for m in model] == [False, True, False]  # a user's own sparse setting is kept
+    with sparse_embedding_gradients(model, enabled=False) as changed:
+        assert changed == [] and not model[0].sparse
+    extra = torch.nn.Embedding(5, 4)  # requires a gradient but is not the optimizer's: its gradients stay dense
+    with sparse_embedding_gradients([model, extra], trained=list(model.parameters())) as changed:
+        assert changed == [model[0]] and not extra.sparse

@@ -56,12 +56,16 @@ def build_random_sentence_encoder(
     style: str = "labse",
     seed: int = 0,
     max_seq_length: int = 128,
+    embedding_rows: int | None = None,
 ) -> Path:
     """Save a random BERT sentence encoder at ``path`` and return the path.
 
     ``style``: ``labse`` (CLS -> Dense(tanh) -> Normalize, as the LaBSE checkpoint),
     ``mean`` (mean pooling, sentence-transformers form) or ``hf`` (a plain Hugging
-    Face model folder with no sentence-transformers modules).
+    Face model folder with no sentence-transformers modules). ``embedding_rows``: rows of the
+    token-embedding matrix when more than the tokenizer's vocabulary (LaBSE: 501,153), so
+    that benchmarks pay for a real vocabulary's embedding gradients and optimizer state;
+    the extra rows are never looked up.
     """
     from sentence_transformers import SentenceTransformer
     from transformers import BertConfig, BertModel
@@ -72,7 +76,7 @@ def build_random_sentence_encoder(
     torch.manual_seed(seed)
     tokenizer = train_wordpiece_tokenizer(texts, vocab_size)
     config = BertConfig(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), embedding_rows or 0),
         hidden_size=hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,

@@ -149,6 +149,7 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
     Returns accuracy per target language, the training history and the chosen epoch.
     """
     from ..methods import DocumentVectorizer
+    from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 
     vectorizer = model if isinstance(model, DocumentVectorizer) else DocumentVectorizer(model, "hmde")
     import copy
@@ -195,31 +196,33 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
 
     best_loss, best_state, best_epoch, bad, history = float("inf"), None, 0, 0, []
     rng = np.random.default_rng(cfg.seed)
-    for epoch in range(cfg.max_epochs):
-        train_mode(True)
-        order = rng.permutation(len(train))
-        micro = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
-        for m, idx in enumerate(tqdm(micro, desc=f"finetune epoch {epoch + 1}", disable=not show_progress)):
-            gold = torch.tensor([label_id[train.labels[i]] for i in idx], device=lower.device)
-            loss = torch.nn.functional.cross_entropy(logits_of(train, idx), gold) / cfg.accumulation
-            loss.backward()
-            if (m + 1) % cfg.accumulation == 0 or m + 1 == len(micro):
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-        dev_loss, dev_pred = evaluate(dev)
-        dev_acc = float(accuracy_score(dev.labels, dev_pred))
-        history.append({"epoch": epoch + 1, "dev_loss": dev_loss, "dev_accuracy": dev_acc})
-        if log:
-            log(history[-1])
-        if dev_loss < best_loss:
-            best_loss, best_epoch, bad = dev_loss, epoch + 1, 0
-            best_state = state()
-        else:
-            bad += 1
-            if bad >= cfg.patience:
-                break
+    with sparse_embedding_gradients(modules, params):  # one dense embedding gradient per step
+        for epoch in range(cfg.max_epochs):
+            train_mode(True)
+            order = rng.permutation(len(train))
+            micro = [order[i:i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+            for m, idx in enumerate(tqdm(micro, desc=f"finetune epoch {epoch + 1}", disable=not show_progress)):
+                gold = torch.tensor([label_id[train.labels[i]] for i in idx], device=lower.device)
+                loss = torch.nn.functional.cross_entropy(logits_of(train, idx), gold) / cfg.accumulation
+                loss.backward()
+                if (m + 1) % cfg.accumulation == 0 or m + 1 == len(micro):
+                    densify(params)
+                    torch.nn.utils.clip_grad_norm_(params, 1.0)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+            dev_loss, dev_pred = evaluate(dev)
+            dev_acc = float(accuracy_score(dev.labels, dev_pred))
+            history.append({"epoch": epoch + 1, "dev_loss": dev_loss, "dev_accuracy": dev_acc})
+            if log:
+                log(history[-1])
+            if dev_loss < best_loss:
+                best_loss, best_epoch, bad = dev_loss, epoch + 1, 0
+                best_state = state()
+            else:
+                bad += 1
+                if bad >= cfg.patience:
+                    break
     if best_state is not None:
         for m, s in zip((*modules, head), best_state):
             m.load_state_dict(s)

@@ -25,6 +25,7 @@ from ..errors import HmdeError
 from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from ..training import distributed
+from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 from .loss import cached_backward, contrastive_loss
 
 CHECKPOINT_DIR = "checkpoint"
@@ -47,6 +48,7 @@ class PretrainingConfig:
     freeze_lower: bool = False
     cache_chunk: int | None = None  # GradCache: one contrastive batch of batch_size*grad_accum pairs
     gradient_checkpointing: bool = True
+    sparse_embedding_gradients: bool = True  # same gradients, one dense sum per step (hmde.training.sparse_embeddings)
     bf16: str = "auto"
     save_every: int = 500
     log_every: int = 10
@@ -359,33 +361,35 @@ class HmdeTrainer:
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen = time.time(), 0
-        for item in self.step_loader(batches, step, total, rank, world):
-            global_batch = item.batch
-            optimizer.zero_grad(set_to_none=True)
-            with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
-                loss = self.train_step(global_batch, step, rank, world, item.plans)
-            distributed.average_gradients(params)
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            seen += len(global_batch)
-            bar.update(1)
-            if main and (step % cfg.log_every == 0 or step == total):
-                rate = seen / max(time.time() - t0, 1e-9)
-                log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
-                bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.1f}")
-            if (cfg.save_every and step % cfg.save_every == 0) or step in (total, stop_at_step):
-                if main:
-                    if self.validation:
-                        log.write(event="validation", step=step, **self.validate())
-                    save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                           "scheduler": scheduler.state_dict(), "step": step, "total": total,
-                                           "config": dataclasses.asdict(cfg)})
-                if stop_at_step is not None and step >= stop_at_step and step < total:
-                    bar.close()
-                    self.stopped_at = step
-                    return model
+        with sparse_embedding_gradients(model.lower, params, enabled=cfg.sparse_embedding_gradients and not cfg.freeze_lower):
+            for item in self.step_loader(batches, step, total, rank, world):
+                global_batch = item.batch
+                optimizer.zero_grad(set_to_none=True)
+                with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
+                    loss = self.train_step(global_batch, step, rank, world, item.plans)
+                densify(params)
+                distributed.average_gradients(params)
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                optimizer.step()
+                scheduler.step()
+                step += 1
+                seen += len(global_batch)
+                bar.update(1)
+                if main and (step % cfg.log_every == 0 or step == total):
+                    rate = seen / max(time.time() - t0, 1e-9)
+                    log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
+                    bar.set_postfix(loss=f"{loss:.3f}", pairs_s=f"{rate:.1f}")
+                if (cfg.save_every and step % cfg.save_every == 0) or step in (total, stop_at_step):
+                    if main:
+                        if self.validation:
+                            log.write(event="validation", step=step, **self.validate())
+                        save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                               "scheduler": scheduler.state_dict(), "step": step, "total": total,
+                                               "config": dataclasses.asdict(cfg)})
+                    if stop_at_step is not None and step >= stop_at_step and step < total:
+                        bar.close()
+                        self.stopped_at = step
+                        return model
         bar.close()
         model.eval()
         if main:
