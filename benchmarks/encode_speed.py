@@ -73,16 +73,8 @@ def timed_pair(fn_a, fn_b, repeat: int, device: str) -> tuple[float, float, list
     Alternating rounds see the same machine load, so their ratios are steadier on a shared
     machine than two best-of runs taken one after the other.
     """
-    fn_a(), fn_b()  # warm-up
-    times_a, times_b = [], []
-    for _ in range(repeat):
-        for fn, out in ((fn_a, times_a), (fn_b, times_b)):
-            sync(device)
-            t0 = time.perf_counter()
-            fn()
-            sync(device)
-            out.append(time.perf_counter() - t0)
-    return min(times_a), min(times_b), sorted(b / a for a, b in zip(times_a, times_b))
+    times, _ = timed_rounds({"a": fn_a, "b": fn_b}, repeat, device)
+    return min(times["a"]), min(times["b"]), sorted(b / a for a, b in zip(times["a"], times["b"]))
 
 
 def timed(fn, repeat: int, device: str) -> float:

@@ -49,12 +49,12 @@ def model_source(name: str) -> str:
     return str(folder)
 
 
-def load_model(source: str, device: str, seed: int):
+def load_model(source: str, device: str, seed: int, sentence_encoder: bool):
+    """``sentence_encoder``: ``source`` is a bare sentence encoder (labse-shape), given a new upper encoder."""
     from hmde import HierarchicalEncoder
 
     torch.manual_seed(seed)  # the same upper-encoder initialisation in every arm
-    if Path(source).is_dir() and not (Path(source) / "router_config.json").exists() \
-            and not (Path(source) / "lower").is_dir():
+    if sentence_encoder:
         return HierarchicalEncoder.from_sentence_encoder(source, device=device)
     return HierarchicalEncoder.from_pretrained(source, device=device)
 
@@ -94,7 +94,7 @@ def run_arm(source: str, args, cached: bool, checkpointing: bool, sparse: bool, 
     from hmde.pretraining.prepared import prepare_units
     from hmde.pretraining.trainer import HmdeTrainer, PretrainingConfig
 
-    model = load_model(source, args.device, args.seed)
+    model = load_model(source, args.device, args.seed, args.model == "labse-shape")
     pairs, docs, _ = read_pairs(args.pairs)
     prepared = prepare_units(args.pairs, docs, model, model.config.max_sentences, show_progress=False) \
         if cached else None
@@ -146,7 +146,7 @@ def main() -> int:
     source = model_source(args.model)
     pairs, docs, _ = read_pairs(args.pairs)
     t = time.perf_counter()
-    model = load_model(source, "cpu", args.seed)
+    model = load_model(source, "cpu", args.seed, args.model == "labse-shape")
     prepared = prepare_units(args.pairs, docs, model, model.config.max_sentences, show_progress=False)
     del model  # each arm loads its own
     print(f"units cache: {'built' if prepared.built else 'read'} in {time.perf_counter() - t:.1f} s "
