@@ -226,6 +226,19 @@ class SentenceEncoder(nn.Module):
             return forward_cls_last_layer(model, features)["sentence_embedding"]
         return model(features)["sentence_embedding"]
 
+    def low_precision_pays(self) -> bool:
+        """Whether a bf16/fp16 copy is faster than float32 here. A first module may name the
+        device types where it is (``low_precision_devices``; the USE-m port: GPUs only, its bf16
+        convolutions ran at 0.6x float32 on CPUs); elsewhere inference stays float32, said once."""
+        devices = getattr(self.model[0], "low_precision_devices", None)
+        if devices is None or self.device.type in devices:
+            return True
+        if not self.__dict__.get("_said_float32"):
+            logger.warning("%s runs in float32 on %s: its low-precision copy is slower there",
+                           type(self.model[0]).__name__, self.device.type)
+            object.__setattr__(self, "_said_float32", True)
+        return False
+
     def low_precision_copy(self, dtype: torch.dtype):
         """The modules with ``dtype`` weights, for inference: autocast alone re-casts every fp32
         weight at every call, which on CPUs cost more than bf16 saved (0.74 vs 4.08 documents/s
@@ -320,6 +333,8 @@ class SentenceEncoder(nn.Module):
         # activations between them); with gradients, autocast over the fp32 weights, as training needs
         low = autocast_dtype in (torch.bfloat16, torch.float16) and not torch.is_grad_enabled() \
             and not self.model.training
+        if low and not self.low_precision_pays():
+            low, autocast_dtype = False, None
         model = self.low_precision_copy(autocast_dtype) if low else None
         with autocast_context(self.device.type, autocast_dtype):
             for features in tqdm(plan.batches, desc="sentences", unit="batch", disable=not show_progress_bar):

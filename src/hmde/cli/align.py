@@ -12,6 +12,7 @@ from .common import (
     add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
+    BF16_HELP,
     autocast_dtype,
     lawdr_fit_options,
     load_model,
@@ -39,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
     p.add_argument("--device", default="auto")
-    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(p)
     p.add_argument("--no-progress", action="store_true")
     add_length_arguments(p)

@@ -17,6 +17,7 @@ from .common import (
     add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
+    BF16_HELP,
     autocast_dtype,
     lawdr_fit_options,
     load_model,
@@ -62,7 +63,7 @@ def register(sub) -> None:
     p.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     p.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on GPUs and on CPUs with AMX)")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_length_arguments(p)
     p.set_defaults(func=run)

@@ -19,6 +19,7 @@ from .common import (
     add_sentence_scoring_arguments,
     add_lawdr_fit_arguments,
     add_model_argument,
+    BF16_HELP,
     autocast_dtype,
     lawdr_fit_options,
     load_model,
@@ -53,7 +54,7 @@ def _common(p, methods=True) -> None:
     p.add_argument("--output", "-o", required=True, help="result JSON")
     add_length_arguments(p)
     p.add_argument("--device", default="auto")
-    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(p)
     p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")
     p.add_argument("--seed", type=int, default=0)

@@ -18,6 +18,7 @@ from .common import (
     add_sentence_scoring_arguments,
     add_lawdr_fit_arguments,
     add_model_argument,
+    BF16_HELP,
     autocast_dtype,
     lawdr_fit_options,
     load_model,
@@ -64,7 +65,7 @@ def register(sub) -> None:
     b.add_argument("--id-field", default="doc_id")
     b.add_argument("--lang-field", default="lang")
     b.add_argument("--device", default="auto")
-    b.add_argument("--bf16", action="store_true")
+    b.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
     b.add_argument("--no-progress", action="store_true")
     add_length_arguments(b)

@@ -44,6 +44,11 @@ class UseMultilingual(InputModule):
     config_file_name = CONFIG_FILE
     config_keys = ["max_seq_length"]
     save_in_root = True
+    # where a bf16/fp16 copy runs inference faster than float32 (hmde.SentenceEncoder reads it):
+    # on CPUs the bf16 convolutions over ~12-token sentences ran at 0.6x float32's speed
+    # (benchmarks/use_speed.py; also 0.53x through encode_speed.py), with sentence cosines down
+    # to 0.994, so --bf16 keeps float32 there
+    low_precision_devices = ("cuda",)
 
     def __init__(self, max_seq_length: int | None = None, network: UseMultilingualNetwork | None = None,
                  tokenizer=None):
