@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+import torch
 
 from hmde import HierarchicalEncoder
 from hmde.cli.main import main
-from hmde.errors import ModelLoadError
+from hmde.errors import HmdeError, ModelLoadError
 
 pytest.importorskip("onnxruntime", reason="ONNX export needs the onnx extra: pip install 'hmde[onnx]'")
 
@@ -28,6 +29,8 @@ def test_onnx_matches_pytorch_and_int8_is_close(hmde_dir, tmp_path):
     assert (tmp_path / "onnx" / "lower.int8.onnx").stat().st_size < (tmp_path / "onnx" / "lower.onnx").stat().st_size / 2
     with pytest.raises(ModelLoadError, match="no config.json"):
         OnnxHierarchicalEncoder(tmp_path)
+    with pytest.raises(HmdeError, match="runs in the precision it was exported in"):
+        onnx.encode_documents(DOCS[:1], autocast_dtype=torch.bfloat16)
 
 
 def test_encode_cli_onnx_backend_equals_torch(hmde_dir, tmp_path):

@@ -118,9 +118,22 @@ def _real_sentences(n=300):
     return out
 
 
-def test_bf16_inference_runs_bf16_weights_close_to_fp32(labse_dir):
+@pytest.fixture
+def bf16_measured(monkeypatch):
+    """Pins this machine's measured float32 / bf16 product speeds (GFLOP/s) for a test."""
+    from hmde import precision
+
+    def pin(fp32: float, bf16: float) -> None:
+        monkeypatch.setitem(precision._measured, torch.bfloat16, (fp32, bf16))
+
+    monkeypatch.delenv(precision.POLICY_VARIABLE, raising=False)
+    return pin
+
+
+def test_bf16_inference_runs_bf16_weights_close_to_fp32(labse_dir, bf16_measured):
     """Issue 17, item 1: --bf16 inference uses a bf16 copy of the weights (autocast alone re-cast
     the fp32 weights at every call); vectors stay within cosine 0.999 of fp32."""
+    bf16_measured(60.0, 250.0)  # a CPU with native bf16
     enc = SentenceEncoder.load(str(labse_dir), device="cpu")
     sentences = _real_sentences()
     fp32 = enc.encode(sentences)
@@ -134,6 +147,43 @@ def test_bf16_inference_runs_bf16_weights_close_to_fp32(labse_dir):
     with torch.no_grad():
         next(enc.model.parameters()).add_(0.01)  # the fp32 weights changed (training): a new copy
     assert enc.low_precision_copy(torch.bfloat16) is not low
+
+
+def test_bf16_keeps_float32_where_bf16_products_are_slower(labse_dir, bf16_measured, monkeypatch, caplog):
+    """Issue 17: bf16 copies only where faster. An AVX512 CPU without bf16 units ran bf16
+    products at 63 GFLOP/s against float32's 259: there --bf16 stays float32, says why once,
+    and HMDE_LOW_PRECISION=always overrides."""
+    bf16_measured(259.0, 63.0)
+    enc = SentenceEncoder.load(str(labse_dir), device="cpu")
+    sentences = _real_sentences(20)
+    fp32 = enc.encode(sentences)
+    with caplog.at_level("WARNING", logger="hmde.sentence_encoder"):
+        kept = enc.encode(sentences, autocast_dtype=torch.bfloat16)
+        enc.encode(sentences[:2], autocast_dtype=torch.bfloat16)
+    np.testing.assert_allclose(kept, fp32, atol=1e-6)
+    assert "_low_precision" not in enc.__dict__
+    assert [r.getMessage() for r in caplog.records] == [
+        "--bf16: inference stays float32 (bfloat16 products ran at 63 GFLOP/s here, float32 at 259; "
+        "HMDE_LOW_PRECISION=always overrides)"]
+    monkeypatch.setenv("HMDE_LOW_PRECISION", "always")
+    forced = enc.encode(sentences, autocast_dtype=torch.bfloat16)
+    assert np.abs(forced - fp32).max() > 1e-4 and "_low_precision" in enc.__dict__
+    monkeypatch.setenv("HMDE_LOW_PRECISION", "sometimes")
+    with pytest.raises(HmdeError, match="HMDE_LOW_PRECISION='sometimes': expected 'measure' or 'always'"):
+        enc.encode(sentences, autocast_dtype=torch.bfloat16)
+
+
+def test_product_speeds_are_measured_once_without_touching_the_random_state(monkeypatch):
+    from hmde import precision
+
+    monkeypatch.setattr(precision, "_measured", {})
+    torch.manual_seed(3)
+    expected = torch.rand(3)
+    torch.manual_seed(3)
+    fp32, bf16 = precision.product_speeds(torch.bfloat16)
+    assert torch.equal(torch.rand(3), expected)
+    assert fp32 > 0 and bf16 > 0 and precision.product_speeds(torch.bfloat16) == (fp32, bf16)
+    assert precision.low_precision_is_faster(torch.device("cpu"), torch.bfloat16)[0] == (bf16 > fp32)
 
 
 def test_training_with_bf16_autocast_keeps_fp32_weights_and_gradients(labse_dir):

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from .cls_last_layer import forward_cls_last_layer, supports_cls_last_layer
 from .eval_mode import eval_mode
-from .precision import autocast_context
+from .precision import POLICY_VARIABLE, autocast_context, low_precision_forced, low_precision_is_faster
 from .errors import ModelLoadError, unreachable_model_message
 
 logger = logging.getLogger(__name__)
@@ -226,16 +226,24 @@ class SentenceEncoder(nn.Module):
             return forward_cls_last_layer(model, features)["sentence_embedding"]
         return model(features)["sentence_embedding"]
 
-    def low_precision_pays(self) -> bool:
-        """Whether a bf16/fp16 copy is faster than float32 here. A first module may name the
-        device types where it is (``low_precision_devices``; the USE-m port: GPUs only, its bf16
-        convolutions ran at 0.6x float32 on CPUs); elsewhere inference stays float32, said once."""
-        devices = getattr(self.model[0], "low_precision_devices", None)
-        if devices is None or self.device.type in devices:
+    def low_precision_pays(self, dtype: torch.dtype) -> bool:
+        """Whether a ``dtype`` copy of the weights is faster than float32 here; if not, inference
+        stays float32 and says why, once. Two reasons to keep float32: the first module names the
+        device types where its copy pays (``low_precision_devices``; the USE-m port: GPUs only, its
+        bf16 convolutions ran at 0.53-0.67x float32 on CPUs), or this machine's ``dtype`` matrix
+        products are slower than float32's (:func:`hmde.precision.low_precision_is_faster`).
+        ``HMDE_LOW_PRECISION=always`` runs the copy regardless."""
+        if low_precision_forced():
             return True
+        devices = getattr(self.model[0], "low_precision_devices", None)
+        if devices is not None and self.device.type not in devices:
+            why = f"{type(self.model[0]).__name__}'s low-precision copy is slower on {self.device.type}"
+        else:
+            faster, why = low_precision_is_faster(self.device, dtype)
+            if faster:
+                return True
         if not self.__dict__.get("_said_float32"):
-            logger.warning("%s runs in float32 on %s: its low-precision copy is slower there",
-                           type(self.model[0]).__name__, self.device.type)
+            logger.warning("--bf16: inference stays float32 (%s; %s=always overrides)", why, POLICY_VARIABLE)
             object.__setattr__(self, "_said_float32", True)
         return False
 
@@ -331,10 +339,10 @@ class SentenceEncoder(nn.Module):
         outputs: list[torch.Tensor] = []
         # inference in bf16/fp16 runs a copy with low-precision weights (autocast still casts the
         # activations between them); with gradients, autocast over the fp32 weights, as training needs
-        low = autocast_dtype in (torch.bfloat16, torch.float16) and not torch.is_grad_enabled() \
-            and not self.model.training
-        if low and not self.low_precision_pays():
+        low = autocast_dtype in (torch.bfloat16, torch.float16) and not torch.is_grad_enabled()
+        if low and not self.low_precision_pays(autocast_dtype):
             low, autocast_dtype = False, None
+        low = low and not self.model.training
         model = self.low_precision_copy(autocast_dtype) if low else None
         with autocast_context(self.device.type, autocast_dtype):
             for features in tqdm(plan.batches, desc="sentences", unit="batch", disable=not show_progress_bar):

@@ -104,7 +104,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
         inputs = {k: features[k].cpu().numpy().astype(np.int64) for k in ("input_ids", "attention_mask")}
         return torch.from_numpy(self.session.run(None, inputs)[0])
 
-    def low_precision_copy(self, dtype: torch.dtype):
+    def low_precision_pays(self, dtype: torch.dtype) -> bool:
         raise HmdeError("an ONNX model runs in the precision it was exported in: bf16 applies to --backend torch")
 
     def save(self, path) -> None:
