@@ -4,15 +4,12 @@ decides whether a low-precision weight copy is worth running on this machine at 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 
 import torch
 
 from .errors import HmdeError
-
-logger = logging.getLogger(__name__)
 
 POLICY_VARIABLE = "HMDE_LOW_PRECISION"  # "measure" (default) or "always"
 # one sentence batch's product (512 tokens x hidden 768 x 768): what an encoder's layers run

@@ -39,9 +39,10 @@ def pick_device(name: str | None) -> str:
     return name
 
 
-BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights; the upper encoder and the "
-             "vectors stay float32 (cosine >= 0.999). Faster on GPUs and on most CPUs; the USE-m port "
-             "keeps float32 on CPUs, where its bf16 copy is slower")
+BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "
+             "bf16, and CPUs whose bf16 products measure faster than float32 (else float32, said once; "
+             "HMDE_LOW_PRECISION=always forces the copy; the USE-m port: GPUs only); the upper encoder and the vectors stay float32 "
+             "(cosine >= 0.999)")
 
 
 def autocast_dtype(bf16: bool):
