@@ -41,8 +41,8 @@ def pick_device(name: str | None) -> str:
 
 BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "
              "bf16, and CPUs whose bf16 products measure faster than float32 (else float32, said once; "
-             "HMDE_LOW_PRECISION=always forces the copy; the USE-m port: GPUs only); the upper encoder and the vectors stay float32 "
-             "(cosine >= 0.999)")
+             "HMDE_LOW_PRECISION=always forces the copy; the USE-m port: GPUs only); the upper encoder "
+             "and the vectors stay float32 (cosine >= 0.999)")
 
 
 def autocast_dtype(bf16: bool):
