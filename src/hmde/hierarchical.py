@@ -350,6 +350,7 @@ class HierarchicalEncoder(nn.Module):
             show_progress_bar=show_progress_bar,
             normalize_embeddings=normalize_embeddings,
             autocast_dtype=autocast_dtype,
+            prompt_name="query",
         )
 
 

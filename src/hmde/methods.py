@@ -74,7 +74,8 @@ def encode_query_texts(model: HierarchicalEncoder | SentenceEncoder, texts: Sequ
 
     lower = model.lower if isinstance(model, HierarchicalEncoder) else model
     vectors = lower.encode([flat_text(t) for t in texts], batch_size=batch_size, show_progress_bar=show_progress_bar,
-                           normalize_embeddings=normalize_embeddings, autocast_dtype=autocast_dtype)
+                           normalize_embeddings=normalize_embeddings, autocast_dtype=autocast_dtype,
+                           prompt_name="query")
     vectors[[i for i, t in enumerate(texts) if is_empty_text(t)]] = 0.0
     return vectors
 

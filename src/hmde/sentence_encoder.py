@@ -282,12 +282,39 @@ class SentenceEncoder(nn.Module):
     def save(self, path: str | os.PathLike) -> None:
         self.model.save(str(path))
 
+    # -- prompts ------------------------------------------------------------------------
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The folder's prompts (``config_sentence_transformers.json``), e.g. multilingual-e5-small's
+        ``{"query": "query: ", "document": "passage: "}``; empty for most encoders."""
+        return dict(getattr(self.model, "prompts", None) or {})
+
+    @property
+    def document_prompt(self) -> str:
+        """The prefix of every sentence, window and segment of a document: the folder's default prompt
+        (as plain ``SentenceTransformer.encode`` applies it), else its ``document`` prompt, else none."""
+        prompts = self.prompts
+        default = getattr(self.model, "default_prompt_name", None)
+        if default is not None and default in prompts:
+            return prompts[default]
+        return prompts.get("document", "")
+
+    def prompt_for(self, prompt_name: str | None) -> str:
+        """The prefix for ``prompt_name`` (``query`` for CLIR queries); the document prompt when the
+        folder has no such prompt or the name is None."""
+        if prompt_name is not None and prompt_name in self.prompts:
+            return self.prompts[prompt_name]
+        return self.document_prompt
+
     # -- tokenization -----------------------------------------------------------------
-    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids with special tokens, truncated to ``max_tokens``."""
+    def token_ids(self, texts: Sequence[str], prompt: str | None = None) -> list[list[int]]:
+        """Token ids with special tokens, truncated to ``max_tokens`` (prefix included). ``prompt``:
+        a prefix for every text; None takes :attr:`document_prompt`."""
         if not texts:
             return []
-        enc = self.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=self.max_tokens)
+        prompt = self.document_prompt if prompt is None else prompt
+        texts = [prompt + t for t in texts] if prompt else list(texts)
+        enc = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=self.max_tokens)
         return [list(ids) for ids in enc["input_ids"]]
 
     def _features(self, batch: list[list[int]]) -> dict[str, torch.Tensor]:
@@ -351,8 +378,8 @@ class SentenceEncoder(nn.Module):
         embedded = torch.cat(outputs)
         return embedded[plan.gather.to(embedded.device)]
 
-    def embed(self, texts: Sequence[str], **kwargs) -> torch.Tensor:
-        return self.embed_ids(self.token_ids(texts), **kwargs)
+    def embed(self, texts: Sequence[str], prompt: str | None = None, **kwargs) -> torch.Tensor:
+        return self.embed_ids(self.token_ids(texts, prompt=prompt), **kwargs)
 
     @torch.inference_mode()
     def encode(
@@ -362,11 +389,14 @@ class SentenceEncoder(nn.Module):
         show_progress_bar: bool = False,
         normalize_embeddings: bool = False,
         autocast_dtype: torch.dtype | None = None,
+        prompt_name: str | None = None,
     ) -> np.ndarray:
-        """Embed texts (truncated to ``max_tokens``) and return a float32 numpy array."""
+        """Embed texts (truncated to ``max_tokens``) and return a float32 numpy array.
+        ``prompt_name``: ``query`` for queries; None embeds them as document sentences are embedded."""
         with eval_mode(self):
             vectors = self.embed(
-                list(texts), batch_size=batch_size, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype
+                list(texts), prompt=self.prompt_for(prompt_name), batch_size=batch_size,
+                show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype
             )
         if normalize_embeddings:
             vectors = torch.nn.functional.normalize(vectors, dim=-1)

@@ -166,6 +166,14 @@ def router_files(lower_dir: Path, lower_name: str) -> dict[str, Any]:
     types[ROOT_ID] = DOCUMENT_MODULE_TYPE
     from sentence_transformers import __version__ as st_version
 
+    # the query route is the lower encoder alone, so it takes the lower encoder's query prompt
+    # (multilingual-e5-small: "query: "); document sentences get theirs inside hmde's module
+    try:
+        lower_prompts = json.loads((lower_dir / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+        query_prompt = (lower_prompts.get("prompts") or {}).get(QUERY_ROUTE, "")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        query_prompt = ""
+
     return {
         "modules.json": [{"idx": 0, "name": "0", "path": "", "type": f"{Router.__module__}.{Router.__name__}"}],
         ROUTER_CONFIG: {"types": types, "structure": {QUERY_ROUTE: query, DOCUMENT_ROUTE: [ROOT_ID]},
@@ -173,7 +181,8 @@ def router_files(lower_dir: Path, lower_name: str) -> dict[str, Any]:
                                        "route_mappings": {}}},
         "config_sentence_transformers.json": {"model_type": "SentenceTransformer",
                                               "__version__": {"sentence_transformers": st_version},
-                                              "prompts": {}, "default_prompt_name": None,
+                                              "prompts": {QUERY_ROUTE: query_prompt} if query_prompt else {},
+                                              "default_prompt_name": None,
                                               "similarity_fn_name": "cosine"},
     }
 

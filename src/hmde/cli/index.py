@@ -403,7 +403,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
-    vectors = lower.encode(queries)
+    vectors = lower.encode(queries, prompt_name="query")
 
     def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
         return DocumentVectorizer(model, "mean").sentences(texts, langs)

@@ -65,7 +65,8 @@ class EvalEncoder:
     def queries(self, texts: Sequence[str], lang: str | None = None) -> np.ndarray:
         """Queries and sentences go through the lower encoder alone (the CLIR protocol)."""
         o = self.vectorizer.options
-        return self.model.lower.encode(list(texts), batch_size=o.sentence_batch_size, autocast_dtype=o.autocast_dtype)
+        return self.model.lower.encode(list(texts), batch_size=o.sentence_batch_size, autocast_dtype=o.autocast_dtype,
+                                       prompt_name="query")
 
     def sentence_matrix(self, texts: Sequence, lang: str | None, kind: str):
         """Every document's sentence vectors for multi-vector scoring (:mod:`hmde.multivector`):

@@ -71,6 +71,8 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
         tok.save_pretrained(str(tmp / "tokenizer"))
         meta = {"format": FORMAT, "dim": model.dim, "config": model.config.to_dict(), "int8": int8,
                 "source": getattr(model, "source", None)}
+        if model.lower.prompts:  # e.g. multilingual-e5-small's query:/passage: prefixes travel with the graph
+            meta["prompts"], meta["document_prompt"] = model.lower.prompts, model.lower.document_prompt
         (tmp / "config.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return Path(output)
 
@@ -79,15 +81,25 @@ class OnnxSentenceEncoder(SentenceEncoder):
     """The lower encoder on ONNX Runtime: :class:`~hmde.sentence_encoder.SentenceEncoder`'s tokenization,
     deduplication and token-budget batching, with the exported graph in place of the PyTorch modules."""
 
-    def __init__(self, session, tokenizer, dim: int, max_tokens: int, max_batch_tokens: int):
+    def __init__(self, session, tokenizer, dim: int, max_tokens: int, max_batch_tokens: int,
+                 prompts: dict | None = None, document_prompt: str = ""):
         nn.Module.__init__(self)
         self.session, self._tokenizer, self._dim = session, tokenizer, dim
         self.max_tokens, self.max_batch_tokens = max_tokens, max_batch_tokens
+        self._prompts, self._document_prompt = dict(prompts or {}), document_prompt
         self.cls_last_layer = False  # the exported graph already is whatever hmde ran
 
     @property
     def tokenizer(self):
         return self._tokenizer
+
+    @property
+    def prompts(self) -> dict[str, str]:
+        return dict(self._prompts)
+
+    @property
+    def document_prompt(self) -> str:
+        return self._document_prompt
 
     @property
     def dim(self) -> int:
@@ -153,7 +165,8 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
         self.config = HierarchicalConfig.from_dict(meta["config"])
         tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
         self.lower = OnnxSentenceEncoder(ort.InferenceSession(str(lower_file), options, providers=providers),
-                                         tokenizer, int(meta["dim"]), self.config.max_sentence_tokens, max_batch_tokens)
+                                         tokenizer, int(meta["dim"]), self.config.max_sentence_tokens, max_batch_tokens,
+                                         meta.get("prompts"), meta.get("document_prompt", ""))
         self.upper = OnnxUpper(ort.InferenceSession(str(path / "upper.onnx"), options, providers=providers))
         self.source = str(path)
         self.eval()

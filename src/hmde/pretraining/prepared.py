@@ -43,14 +43,17 @@ def _tokenizer_fingerprint(tokenizer) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def cache_key(docs_file: Path, tokenizer, config, limit: int, presplit: bool) -> str:
-    """What the units depend on: the documents file, the tokenizer, the segmentation settings and the crop."""
+def cache_key(docs_file: Path, tokenizer, config, limit: int, presplit: bool, prompt: str = "") -> str:
+    """What the units depend on: the documents file, the tokenizer, the sentences' prompt, the
+    segmentation settings and the crop."""
     from ..evaluation.provenance import file_sha256
 
     settings = {"format": FORMAT, "docs": file_sha256(docs_file), "tokenizer": _tokenizer_fingerprint(tokenizer),
                 "segmentation": config.segmentation, "max_sentence_tokens": config.max_sentence_tokens,
                 "long_sentences": config.long_sentences, "default_language": config.default_language,
                 "limit": limit, "presplit": presplit}
+    if prompt:  # only encoders with a document prompt (e5), so that earlier keys stay valid
+        settings["prompt"] = prompt
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
@@ -69,7 +72,8 @@ def prepare_units(pairs_path: str | Path, docs: dict, model, limit: int, prespli
 
     pairs_path = Path(pairs_path)
     docs_file = pairs_path.with_name(pairs_path.name[: -len(".parquet")] + ".docs.parquet")
-    path = cache_path(pairs_path, cache_key(docs_file, model.lower.tokenizer, model.config, limit, presplit))
+    path = cache_path(pairs_path, cache_key(docs_file, model.lower.tokenizer, model.config, limit, presplit,
+                                             model.lower.document_prompt))
     with FileLock(str(path) + ".lock"):
         if path.exists():
             prepared = read_units(path)
