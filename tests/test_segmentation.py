@@ -64,3 +64,26 @@ def test_chunks_of_the_whole_document(tokenizer):
     chunks = chunk_document(text, tokenizer, 16)
     assert all(len(tokenizer(c)["input_ids"]) <= 16 for c in chunks)
     assert " ".join(chunks).split() == text.split()
+
+
+# -- scripts without sentence punctuation (hmde.script_sentences) ----------------------------
+
+
+def test_thai_paragraph_is_split_into_sentences_by_pythainlp():
+    text = "แมวนอนอยู่บนโซฟา ฝนตกข้างนอก เด็กๆ กำลังเล่นในบ้าน วันนี้อากาศดีมาก"
+    assert split_sentences(text, "tha") == ["แมวนอนอยู่บนโซฟา", "ฝนตกข้างนอก", "เด็กๆ กำลังเล่นในบ้าน", "วันนี้อากาศดีมาก"]
+
+
+def test_lao_spaces_end_sentences_except_after_the_repetition_mark_and_at_numbers():
+    text = "ແມວນອນຢູ່ເທິງໂຊຟາ ຝົນຕົກຢູ່ນອກ ເດັກໆ ຫຼິ້ນຢູ່ໃນເຮືອນ ປີ 2024 ດີຫຼາຍ"
+    assert split_sentences(text, "lao") == ["ແມວນອນຢູ່ເທິງໂຊຟາ", "ຝົນຕົກຢູ່ນອກ", "ເດັກໆ ຫຼິ້ນຢູ່ໃນເຮືອນ", "ປີ 2024 ດີຫຼາຍ"]
+
+
+def test_khmer_khan_and_bariyoosan_end_sentences():
+    text = "ឆ្មាកំពុងដេកលើសាឡុង។ ភ្លៀងកំពុងធ្លាក់នៅខាងក្រៅ។ចប់៕"
+    assert split_sentences(text, "khm") == ["ឆ្មាកំពុងដេកលើសាឡុង។", "ភ្លៀងកំពុងធ្លាក់នៅខាងក្រៅ។", "ចប់៕"]
+
+
+def test_myanmar_section_mark_ends_sentences():
+    text = "ကြောင်သည် ဆိုဖာပေါ်တွင် အိပ်နေသည်။ အပြင်မှာ မိုးရွာနေသည်။"
+    assert split_sentences(text, "mya") == ["ကြောင်သည် ဆိုဖာပေါ်တွင် အိပ်နေသည်။", "အပြင်မှာ မိုးရွာနေသည်။"]

@@ -1,7 +1,8 @@
 """Split documents into the units the lower encoder embeds.
 
 Sentence splitting uses `sentencex`, a maintained rule-based splitter with
-per-language abbreviation lists and CJK, Thai, Arabic and Latin punctuation. Token
+per-language abbreviation lists and CJK, Arabic and Latin punctuation; Thai, Lao and
+Khmer, whose sentences it cannot see, go to :mod:`hmde.script_sentences`. Token
 budgets (long sentences, 128-token chunks, sliding windows) are handled here too, on
 the lower encoder's own tokenizer, so that every unit fits the sentence encoder.
 """
@@ -28,6 +29,7 @@ ISO3_TO_ISO1 = {
     "tha": "th", "tir": "ti", "tur": "tr", "ukr": "uk", "urd": "ur", "uzb": "uz", "vie": "vi",
     "wol": "wo", "xho": "xh", "yor": "yo", "yue": "zh", "zho": "zh", "cmn": "zh", "zul": "zu",
     "ewe": "ee", "lin": "ln", "lug": "lg", "que": "qu", "tat": "tt", "uig": "ug", "kur": "ku",
+    "lao": "lo",
 }
 
 
@@ -43,7 +45,10 @@ def split_sentences(text: str, lang: str | None = None, default_language: str = 
     """Split ``text`` into sentences; whitespace-only pieces are dropped."""
     if not text or not text.strip():
         return []
-    pieces = _sentencex_segment(splitter_language(lang, default_language), text)
+    from .script_sentences import SPLITTERS
+
+    code = splitter_language(lang, default_language)
+    pieces = SPLITTERS[code](text) if code in SPLITTERS else _sentencex_segment(code, text)
     return [p.strip() for p in pieces if p and p.strip()]
 
 
