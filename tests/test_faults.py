@@ -353,3 +353,90 @@ def test_a_read_only_place_is_refused_before_encoding(tmp_path, hmde_dir, capsys
         err = capsys.readouterr().err.strip()
         assert err.startswith("hmde: error: ") and f"no permission to write in {shelf}" in err and "\n" not in err
     assert list(shelf.iterdir()) == []
+
+
+# -- issue 29: numbers that cannot work are refused before any work (argparse: exit 2, one line) --------
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["index", "build", "hmde-mini", "d.jsonl", "-o", "IDX", "--type", "hnsw", "--hnsw-m", "-4"], "--hnsw-m: must be between"),
+    (["index", "build", "hmde-mini", "d.jsonl", "-o", "IDX", "--type", "hnsw", "--hnsw-m", "0"], "--hnsw-m: must be between"),
+    (["index", "build", "hmde-mini", "d.jsonl", "-o", "IDX", "--type", "ivf", "--ivf-lists", "0"], "--ivf-lists: must be >= 1"),
+    (["search", "IDX", "q", "--doc-weight", "nan"], "--doc-weight: 'nan' is not a finite number"),
+    (["search", "IDX", "q", "--doc-weight", "inf"], "--doc-weight: 'inf' is not a finite number"),
+    (["search", "IDX", "q", "--nprobe", "-1"], "--nprobe: must be >= 1"),
+    (["search", "IDX", "q", "--ef-search", "0"], "--ef-search: must be >= 1"),
+    (["search", "IDX", "q", "--rrf-k", "-1"], "--rrf-k: must be >= 0"),
+    (["align", "hmde-mini", "a.tsv", "b.tsv", "-o", "out.tsv", "--threshold", "nan"], "--threshold: 'nan' is not a finite"),
+    (["train", "hmde-mini", "pairs.parquet", "-o", "RUN", "--temperature", "0"], "--temperature: must be > 0"),
+    (["train", "hmde-mini", "pairs.parquet", "-o", "RUN", "--lr=-1e-5"], "--lr: must be > 0"),
+    (["train", "hmde-mini", "pairs.parquet", "-o", "RUN", "--batch-size", "0"], "--batch-size: must be >= 1"),
+])
+def test_impossible_numbers_are_refused_with_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_hybrid_weights_both_zero_are_refused(tmp_path, capsys):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcat\n", encoding="utf-8")
+    assert main(["search", str(tmp_path / "IDX"), "--queries", str(queries), "--hybrid", "--hybrid-weights", "0,0"]) == 2
+    assert "not both 0" in capsys.readouterr().err
+
+
+# -- issue 29: no command overwrites its own input; repeated query ids are refused ----------------------
+
+
+def test_align_refuses_to_write_over_its_input(tmp_path, capsys):
+    src, tgt = tmp_path / "en.tsv", tmp_path / "fr.tsv"
+    src.write_text("a\tHello there.\n", encoding="utf-8")
+    tgt.write_text("b\tBonjour.\n", encoding="utf-8")
+    assert main(["align", "hmde-mini", str(src), str(tgt), "-o", str(src)]) == 2
+    assert "is also an input" in capsys.readouterr().err
+    assert src.read_text(encoding="utf-8") == "a\tHello there.\n"
+
+
+def test_search_refuses_a_run_file_that_is_its_queries_file(tmp_path, capsys):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcat\n", encoding="utf-8")
+    assert main(["search", str(tmp_path / "IDX"), "--queries", str(queries), "--run", str(queries)]) == 2
+    assert "is also an input" in capsys.readouterr().err and queries.read_text(encoding="utf-8") == "q1\tcat\n"
+
+
+def test_repeated_query_ids_are_refused_naming_file_line_and_field(tmp_path, capsys):
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tcat\nq2\tdog\nq1\tbird\n", encoding="utf-8")
+    assert main(["search", str(tmp_path / "IDX"), "--queries", str(queries)]) == 2
+    err = capsys.readouterr().err
+    assert f"{queries}, line 3, field 'qid': query id 'q1' repeats line 1" in err
+
+
+# -- issue 29: a mistyped model name fails at once, offline, naming the bundled model ---------------
+
+
+@pytest.mark.parametrize("typo, meant", [("hmde_use", "hmde-use"), ("HMDE-mini", "hmde-mini"),
+                                         ("multilingual_e5_small", "multilingual-e5-small"), ("hmde-usee", "hmde-use")])
+def test_a_near_miss_of_a_bundled_name_suggests_it_without_asking_the_hub(typo, meant, tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_hub)
+    assert main(["encode", typo, str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy")]) == 2
+    assert f"did you mean '{meant}'" in capsys.readouterr().err
+
+
+# -- issue 29: a UTF-8 byte-order mark is read, not refused or kept in the first id ----------------------
+
+
+def test_byte_order_mark_is_read_in_jsonl_and_tsv(tmp_path):
+    from hmde.io.documents import read_documents
+
+    jsonl, tsv = tmp_path / "d.jsonl", tmp_path / "d.tsv"
+    jsonl.write_bytes(b'\xef\xbb\xbf{"doc_id": "a", "text": "Hallo Welt.", "lang": "deu"}\n')
+    tsv.write_bytes(b"\xef\xbb\xbfa\tHallo Welt.\n")
+    assert [r.doc_id for r in read_documents(jsonl)] == ["a"]
+    assert [r.doc_id for r in read_documents(tsv)] == ["a"]

@@ -48,6 +48,21 @@ def bundled_folder(name: str) -> Path | None:
     return folder if _is_model_folder(folder) else None
 
 
+def close_bundled_name(name: str) -> str | None:
+    """The bundled model name that ``name`` is a near miss of (``hmde_use`` -> ``hmde-use``), or None."""
+    import difflib
+
+    if "/" in name:
+        return None
+    names = bundled_models()
+    folded = {n.replace("-", "").replace("_", "").lower(): n for n in names}
+    key = name.replace("-", "").replace("_", "").replace(" ", "").lower()
+    if key in folded:
+        return folded[key]
+    match = difflib.get_close_matches(name.lower(), names, n=1, cutoff=0.8)
+    return match[0] if match else None
+
+
 def resolve_model_path(name_or_path: str) -> Path:
     """Return the local folder of a model name, downloading hub ids when possible."""
     path = Path(name_or_path).expanduser()
@@ -63,6 +78,10 @@ def resolve_model_path(name_or_path: str) -> Path:
         )
     if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist")
+    close = close_bundled_name(str(name_or_path))
+    if close is not None:  # a typo of a bundled name: say so at once instead of waiting on the hub
+        raise ModelLoadError(f"'{name_or_path}' is neither a folder nor a model bundled with hmde; did you mean "
+                             f"'{close}'? (bundled: {', '.join(bundled_models())})")
     try:
         from huggingface_hub import snapshot_download
 

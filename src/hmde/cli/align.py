@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .arg_types import finite_float
 from ..atomic import write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
@@ -35,7 +36,7 @@ def register(sub) -> None:
                    help="forward: each source's best; backward: each target's best; intersection: both agree; "
                    "max: best pairs of both directions, each document used once (default)")
     p.add_argument("--candidates", type=int, default=16, help="FAISS candidates re-scored per document")
-    p.add_argument("--threshold", type=float, help="keep pairs scoring at least this")
+    p.add_argument("--threshold", type=finite_float, help="keep pairs scoring at least this")
     add_lawdr_fit_arguments(p)
     p.add_argument("--src-lang")
     p.add_argument("--tgt-lang")
@@ -51,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     from ..io.documents import read_documents
     from ..methods import DocumentVectorizer, MethodOptions
     from ..similarity import align
+    from .preflight import check_output_file
 
+    check_output_file(args.output, (args.src, args.tgt))
     src = list(read_documents(args.src))
     tgt = list(read_documents(args.tgt))
     for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding

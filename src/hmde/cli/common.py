@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from .arg_types import finite_float
 from ..errors import HmdeError
 from ..registry import DEFAULT_MODEL, resolve_model_path
 
@@ -95,7 +96,7 @@ def add_sentence_scoring_arguments(parser, when: str) -> None:
     parser.add_argument("--top-sentences", type=int, default=1, metavar="K",
                         help=f"{when}: a document scores the sum of its K best sentences' cosines (default 1: its best "
                         "sentence); search shows these K sentences as evidence")
-    parser.add_argument("--doc-weight", type=float, default=0.0, metavar="W",
+    parser.add_argument("--doc-weight", type=finite_float, default=0.0, metavar="W",
                         help=f"{when}: plus W times the query's cosine with the document vector (default 0)")
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .arg_types import positive_float, positive_int
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments
 from .common import (
@@ -134,9 +135,9 @@ def register(sub) -> None:
     d.add_argument("--targets", default="fra", help="target languages (default fra)")
     d.add_argument("--mldoc", nargs="*", help="MLDoc files as SPLIT:LANG=PATH (train:eng=..., dev:eng=..., test:fra=...)")
     d.add_argument("--protocol", choices=["finetune", "frozen", "both"], default="both")
-    d.add_argument("--lr", type=float, default=2e-5)
+    d.add_argument("--lr", type=positive_float, default=2e-5)
     d.add_argument("--warmup", type=int, default=200)
-    d.add_argument("--batch-size", type=int, default=4)
+    d.add_argument("--batch-size", type=positive_int, default=4)
     d.add_argument("--accumulation", type=int, default=8)
     d.add_argument("--max-epochs", type=int, default=50)
     d.add_argument("--patience", type=int, default=7)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from .arg_types import bounded_int, nonnegative_int, positive_int
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
 from ..length_settings import add_length_arguments
@@ -47,8 +49,8 @@ def register(sub) -> None:
     b.add_argument("--type", choices=["flat", "hnsw", "ivf", "ivfpq"], default="flat",
                    help="flat: exact (default); hnsw or ivf: approximate, for large collections; ivfpq: approximate "
                    "and compressed to --pq-m bytes per vector, for collections whose vectors exceed memory")
-    b.add_argument("--hnsw-m", type=int, default=32)
-    b.add_argument("--ivf-lists", type=int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
+    b.add_argument("--hnsw-m", type=bounded_int(2, 256), default=32, help="HNSW: links per node (2-256)")
+    b.add_argument("--ivf-lists", type=positive_int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
     b.add_argument("--pq-m", type=int, default=96,
                    help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
     b.add_argument("--multi-vector", action="store_true",
@@ -88,7 +90,7 @@ def register(sub) -> None:
                    "by reciprocal rank fusion: strong on monolingual long documents")
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
                    help="weights of the two rankings in the fusion (default 1,1)")
-    s.add_argument("--rrf-k", type=int, default=60, help="reciprocal rank fusion constant (default 60)")
+    s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=10)
     add_sentence_scoring_arguments(s, "multi-vector index")
     s.add_argument("--single-vector", action="store_true",
@@ -98,8 +100,8 @@ def register(sub) -> None:
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
     s.add_argument("--device", default="auto")
     add_backend_argument(s, default=None, help_suffix="; default: the one the index was built with")
-    s.add_argument("--ef-search", type=int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
-    s.add_argument("--nprobe", type=int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
+    s.add_argument("--ef-search", type=positive_int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
+    s.add_argument("--nprobe", type=positive_int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
     s.set_defaults(func=run_search)
 
 
@@ -432,13 +434,14 @@ def run_search(args: argparse.Namespace) -> int:
         raise InputError("no query has relevance judgements: check that the qrels and the query ids match",
                          path=str(args.qrels))
     if args.run:
-        check_output_file(args.run)
+        check_output_file(args.run, (args.queries, args.qrels))
     try:
         weights = tuple(float(w) for w in args.hybrid_weights.split(","))
     except ValueError:
         weights = ()
-    if len(weights) != 2 or min(weights) < 0:
-        raise HmdeError(f"--hybrid-weights takes two numbers >= 0, DENSE,BM25; got '{args.hybrid_weights}'")
+    if len(weights) != 2 or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) == 0:
+        raise HmdeError(f"--hybrid-weights takes two finite numbers >= 0, not both 0, DENSE,BM25; "
+                        f"got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
                         args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
                         False if args.single_vector else None, args.top_sentences, args.doc_weight)

@@ -64,8 +64,13 @@ def check_pq(dim: int, args) -> None:
         raise HmdeError(f"--pq-m must divide the model's dimension {dim}, got {args.pq_m}")
 
 
-def check_output_file(output: str | Path) -> None:
-    """The output's folder must be writable (a read-only place is found now, not after encoding)."""
+def check_output_file(output: str | Path, inputs: tuple = ()) -> None:
+    """The output's folder must be writable (a read-only place is found now, not after encoding), and
+    the output must not be one of the command's ``inputs`` (``align en.tsv fr.tsv -o en.tsv`` replaced
+    its own input)."""
     check_writable_parent(output)
     if Path(output).is_dir():
         raise HmdeError(f"{output}: is a folder; name a file")
+    for given in inputs:
+        if given and Path(output).exists() and Path(given).exists() and Path(output).samefile(given):
+            raise HmdeError(f"{output}: is also an input of this command; name another output file")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .arg_types import positive_float, positive_int
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments, apply_length_overrides, length_overrides
 from .common import add_model_argument, pick_device
@@ -18,16 +19,16 @@ def register(sub) -> None:
     add_model_argument(p)
     p.add_argument("pairs", metavar="PAIRS")
     p.add_argument("--output", "-o", required=True)
-    p.add_argument("--batch-size", type=int, default=2, help="pairs per micro-batch (paper: 2)")
+    p.add_argument("--batch-size", type=positive_int, default=2, help="pairs per micro-batch (paper: 2)")
     p.add_argument("--grad-accum", type=int, default=64, help="micro-batches per optimizer step (paper: 64)")
     p.add_argument("--cache-chunk", type=int, help="GradCache: one contrastive batch of batch-size x grad-accum "
                    "pairs, encoded in chunks of this many documents")
-    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--lr", type=positive_float, default=1e-5)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max-steps", type=int)
-    p.add_argument("--temperature", type=float, default=0.05)
+    p.add_argument("--temperature", type=positive_float, default=0.05)
     p.add_argument("--symmetric", action="store_true", help="public code's loss: both directions")
     p.add_argument("--negatives-across-processes", action="store_true",
                    help="multi-process runs: a micro-batch's anchors also contrast with every other process's pairs "

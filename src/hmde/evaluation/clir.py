@@ -92,8 +92,9 @@ def write_run(path: str | Path, run: dict[str, dict[str, float]], tag: str = "hm
 
 
 def read_topics(path: str | Path, lang: str | None = None) -> Topics:
-    """Topics as TSV (``qid<TAB>text``) or JSONL (``qid``/``text`` or ``title``+``description``)."""
-    ids, texts = [], []
+    """Topics as TSV (``qid<TAB>text``) or JSONL (``qid``/``text`` or ``title``+``description``).
+    A repeated query id is refused: a run holds one ranking per id, so the first would be lost."""
+    ids, texts, first_line = [], [], {}
     with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -112,6 +113,10 @@ def read_topics(path: str | Path, lang: str | None = None) -> Topics:
                 if len(cols) < 2:
                     raise InputError("expected qid<TAB>text", str(path), line_no)
                 qid, text = cols[0], " ".join(cols[1:])
+            if str(qid) in first_line:
+                raise InputError(f"query id '{qid}' repeats line {first_line[str(qid)]}: ids must be unique",
+                                 str(path), line_no, "qid")
+            first_line[str(qid)] = line_no
             ids.append(str(qid))
             texts.append(text)
     return Topics(ids, texts, lang, [str(path)])

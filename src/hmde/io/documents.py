@@ -62,6 +62,8 @@ class CheckedLines:
         except OSError as exc:
             raise InputError(f"cannot read ({exc.strerror or exc})", str(self.path), self.line + 1) from None
         self.line += 1
+        if self.line == 1 and text.startswith("\ufeff"):  # a UTF-8 byte-order mark (Windows tools write one)
+            text = text[1:]
         return text[:-2] + "\n" if text.endswith("\r\n") else text
 
     def read(self) -> str:
