@@ -440,3 +440,20 @@ def test_byte_order_mark_is_read_in_jsonl_and_tsv(tmp_path):
     tsv.write_bytes(b"\xef\xbb\xbfa\tHallo Welt.\n")
     assert [r.doc_id for r in read_documents(jsonl)] == ["a"]
     assert [r.doc_id for r in read_documents(tsv)] == ["a"]
+
+
+# -- issue 29: an index build never deletes what hmde did not write --------------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--add", "--overwrite"])
+def test_a_users_file_in_an_index_folder_survives_add_and_overwrite(flag, tmp_path, hmde_dir):
+    docs, index = _docs(tmp_path / "d.jsonl"), tmp_path / "IDX"
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index)]) == 0
+    (index / "my-notes.txt").write_text("keep me", encoding="utf-8")
+    (index / "runs").mkdir()
+    (index / "runs" / "q.run").write_text("q1 Q0 a 1 1.0 x\n", encoding="utf-8")
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": "new", "text": "Noch ein Dokument.", "lang": "deu"}) + "\n", encoding="utf-8")
+    assert main(["index", "build", str(hmde_dir), str(more if flag == "--add" else docs), "-o", str(index), flag]) == 0
+    assert (index / "my-notes.txt").read_text(encoding="utf-8") == "keep me"
+    assert (index / "runs" / "q.run").read_text(encoding="utf-8") == "q1 Q0 a 1 1.0 x\n"

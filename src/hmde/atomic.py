@@ -85,3 +85,22 @@ def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+def carry_foreign_entries(old: str | os.PathLike, new: str | os.PathLike, own: set[str]) -> list[str]:
+    """Copy into ``new`` every entry of the folder ``old`` that hmde did not write (not in ``own``),
+    before ``new`` replaces ``old``: a user's notes in an index folder survive ``--add`` and
+    ``--overwrite``. Copied, not moved, so a failed swap still leaves them in ``old``."""
+    old, new = Path(old), Path(new)
+    if not old.is_dir():
+        return []
+    carried = []
+    for entry in sorted(old.iterdir()):
+        if entry.name in own or (new / entry.name).exists():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True)
+        else:
+            shutil.copy2(entry, new / entry.name, follow_symlinks=False)
+        carried.append(entry.name)
+    return carried

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_dir
+from ..atomic import atomic_dir, carry_foreign_entries
 from ..errors import HmdeError, InputError
 from ..locks import exclusive_writer, reading
 from ..similarity import normalize
@@ -238,6 +238,7 @@ class DocumentIndex:
                 faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
             np.save(tmp / "sentences.npy", np.concatenate(sent_parts) if sent_parts else np.zeros((0, meta.dim), np.float32))
             (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+            carry_foreign_entries(path, tmp, INDEX_ENTRIES)
         return cls.open(path)
 
     # -- reading ---------------------------------------------------------------------------
@@ -494,6 +495,8 @@ HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
 
 
 SENTENCE_INDEX = "sentences.faiss"
+# everything an index build writes: any other entry of an index folder is the user's and is kept
+INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", SENTENCE_INDEX, "bm25"}
 SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
 
 
