@@ -407,3 +407,19 @@ def test_sparse_embedding_gradients_leave_frozen_embeddings_alone():
     extra = torch.nn.Embedding(5, 4)  # requires a gradient but is not the optimizer's: its gradients stay dense
     with sparse_embedding_gradients([model, extra], trained=list(model.parameters())) as changed:
         assert changed == [model[0]] and not extra.sparse
+
+
+def test_a_second_run_into_a_finished_run_needs_resume_or_overwrite(labse_dir, pairs_file, tmp_path, capsys):
+    """Issue 29: ``train -o RUN`` over a finished run replaced its model and checkpoint and mixed the logs."""
+    out = tmp_path / "run"
+    args = ["train", str(labse_dir), str(pairs_file), "-o", str(out), *[a if a != "6" else "2" for a in TRAIN_ARGS]]
+    assert main(args) == 0
+    before = (out / "model.safetensors").read_bytes()
+    log_lines = len((out / "train_log.jsonl").read_text().splitlines())
+    assert main(args) == 2
+    assert "pass --overwrite (or --resume to continue it)" in capsys.readouterr().err
+    assert (out / "model.safetensors").read_bytes() == before
+    (out / "notes.txt").write_text("mine")
+    assert main([*args, "--overwrite"]) == 0
+    assert len((out / "train_log.jsonl").read_text().splitlines()) == log_lines  # one run's log, not two
+    assert (out / "notes.txt").read_text() == "mine"

@@ -74,6 +74,8 @@ def register(sub) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint with the same arguments: "
                    "the result equals an uninterrupted run, bit for bit")
+    p.add_argument("--overwrite", action="store_true", help="replace the model, checkpoint and log of an earlier run "
+                   "in OUTPUT (without it, an OUTPUT holding a run needs --resume)")
     p.add_argument("--stop-at-step", type=int, metavar="N", help="stop after step N of the planned run (writing a "
                    "checkpoint there); continue later with --resume")
     p.add_argument("--no-progress", action="store_true")
@@ -88,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
     from ..registry import resolve_model_path
 
+    check_run_output(Path(args.output), args.resume, args.overwrite)
     if (args.query_loss_weight or args.sentence_loss_weight) and args.cache_chunk:
         raise HmdeError("--query-loss-weight and --sentence-loss-weight are not available with --cache-chunk; use "
                         "--batch-size/--grad-accum")
@@ -141,3 +144,32 @@ def run(args: argparse.Namespace) -> int:
     elif is_main():
         print(f"saved the trained hmde model to {output}")
     return 0
+
+
+RUN_ENTRIES = ("checkpoint", "train_log.jsonl", "training_config.json")  # what a run writes besides the model
+
+
+def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
+    """Before any work: an OUTPUT that holds an earlier run (a model or a checkpoint) is continued with
+    --resume or replaced with --overwrite, never silently mixed with a new run (it replaced the model
+    and checkpoint and interleaved the two runs' logs). --overwrite removes only what a run writes."""
+    import shutil
+
+    from ..hierarchical import is_hmde_folder
+    from ..output_dirs import check_replaceable
+
+    if resume and overwrite:
+        raise HmdeError("--resume continues the run in OUTPUT and --overwrite replaces it: pass one")
+    if resume:
+        return
+    if output.is_dir() and {e.name for e in output.iterdir()} <= {"train_log.jsonl", "training_config.json"}:
+        return  # a run killed before its first checkpoint: nothing to resume, nothing to replace (recipes rerun)
+    check_replaceable(output, "hmde training run", lambda p: is_hmde_folder(p) or (p / "checkpoint").exists(),
+                      overwrite, flag="--overwrite (or --resume to continue it)")
+    if overwrite and output.is_dir():
+        for name in RUN_ENTRIES:
+            target = output / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
