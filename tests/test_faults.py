@@ -457,3 +457,42 @@ def test_a_users_file_in_an_index_folder_survives_add_and_overwrite(flag, tmp_pa
     assert main(["index", "build", str(hmde_dir), str(more if flag == "--add" else docs), "-o", str(index), flag]) == 0
     assert (index / "my-notes.txt").read_text(encoding="utf-8") == "keep me"
     assert (index / "runs" / "q.run").read_text(encoding="utf-8") == "q1 Q0 a 1 1.0 x\n"
+
+
+# -- issue 29: SIGTERM is handled like Ctrl-C; a killed writer's temporaries are removed next time --------
+
+
+def test_sigterm_during_encode_leaves_no_trace_and_the_old_output(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    docs = tmp_path / "many.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": str(i), "text": f"Satz {i}. " * 40, "lang": "deu"}) + "\n"
+                            for i in range(4000)), encoding="utf-8")
+    out = tmp_path / "v.npy"
+    out.write_bytes(b"old vectors")
+    proc = subprocess.Popen([sys.executable, "-m", "hmde.cli.main", "encode", "hmde-mini", str(docs), "-o", str(out),
+                             "--no-progress"], stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob(".v.npy.*.tmp")) and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "encode ended before it was signalled: make the input larger"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "hmde: terminated" in err
+    assert out.read_bytes() == b"old vectors"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_killed_writers_temporaries_are_removed_by_the_next_encode(tmp_path):
+    out = tmp_path / "v.npy"
+    stale = [tmp_path / ".v.npy.k1ll3d00.tmp", tmp_path / ".v.ids.txt.k1ll3d00.tmp"]
+    for s in stale:
+        s.write_bytes(b"half-written by a process that got SIGKILL")
+    mine = tmp_path / ".v.npy.notes.txt"
+    mine.write_text("not hmde's")
+    assert main(["encode", "hmde-mini", str(_docs(tmp_path / "d.jsonl")), "-o", str(out), "--no-progress"]) == 0
+    assert not any(s.exists() for s in stale) and mine.read_text() == "not hmde's"
+    assert out.exists()

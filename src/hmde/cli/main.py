@@ -7,7 +7,10 @@ Every command module exposes ``register(subparsers)``; errors the user can fix a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 
 from .. import __version__
 from ..errors import HmdeError
@@ -29,6 +32,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what timeout, systemd, docker and SLURM send), raised where Ctrl-C would be, so that
+    every ``finally`` that removes a temporary runs and the old output stays intact."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises :class:`Terminated` (main thread, default handler only)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -39,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_libraries()
     try:
-        check_backend_options(args)
-        return int(args.func(args) or 0)
+        with sigterm_as_interrupt():
+            check_backend_options(args)
+            return int(args.func(args) or 0)
     except HmdeError as exc:
         print(f"hmde: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("hmde: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("hmde: interrupted", file=sys.stderr)
         return 130
