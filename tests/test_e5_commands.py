@@ -1,0 +1,73 @@
+"""multilingual-e5-small is a lower encoder like any other: every command takes its name, and an
+HMDE built on it keeps its prompts in its saved folder, its Router folder and its ONNX export."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hmde.cli.main import main
+
+DOCS = [{"doc_id": "cat", "text": "Die Katze schläft auf dem Sofa. Draußen regnet es.", "lang": "deu"},
+        {"doc_id": "tax", "text": "Η κυβέρνηση μειώνει τους φόρους. Ο προϋπολογισμός παρουσιάστηκε.", "lang": "ell"},
+        {"doc_id": "match", "text": "Timu ilishinda fainali. Mashabiki walisherehekea usiku kucha.", "lang": "swh"}]
+
+
+@pytest.fixture()
+def docs_file(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("method", ["mean", "first", "seg"])
+def test_encode_by_name_and_search_in_languages_use_m_lacks(method, e5_folder, docs_file, tmp_path, capsys):
+    index = tmp_path / "idx"
+    assert main(["index", "build", "multilingual-e5-small", str(docs_file), "-o", str(index), "--method", method,
+                 "--no-progress"]) == 0
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tthe cat is sleeping\nq2\ttax cuts in the budget\nq3\twho won the final?\n", encoding="utf-8")
+    run = tmp_path / "run.txt"
+    assert main(["search", str(index), "--queries", str(queries), "--run", str(run), "--top-k", "1"]) == 0
+    top = {line.split()[0]: line.split()[2] for line in run.read_text().splitlines()}
+    assert top == {"q1": "cat", "q2": "tax", "q3": "match"}
+
+
+def test_encode_queries_take_the_query_prompt_and_documents_the_default(e5_folder, docs_file, tmp_path):
+    from hmde.sentence_encoder import SentenceEncoder
+
+    lower = SentenceEncoder.load("multilingual-e5-small")
+    out = tmp_path / "q.npy"
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tthe cat is sleeping\n", encoding="utf-8")
+    assert main(["encode", "multilingual-e5-small", str(queries), "-o", str(out), "--queries", "--no-progress"]) == 0
+    expected = lower.embed(["the cat is sleeping"], prompt="query: ").detach().numpy()
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-5)
+    unprefixed = lower.embed(["the cat is sleeping"], prompt="").detach().numpy()
+    assert not np.allclose(np.load(out), unprefixed, atol=1e-3)
+
+
+def test_an_hmde_on_e5_keeps_its_prompts_in_the_router_folder_and_the_onnx_export(e5_folder, tmp_path):
+    pytest.importorskip("onnxruntime")
+    from sentence_transformers import SentenceTransformer
+
+    from hmde import HierarchicalEncoder
+    from hmde.export.onnx import OnnxHierarchicalEncoder, export_onnx
+
+    model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small")
+    model.save_pretrained(tmp_path / "hmde-e5")
+    st = SentenceTransformer(str(tmp_path / "hmde-e5"), trust_remote_code=True)
+    query, doc = ["the cat sleeps"], ["Die Katze schläft. Es regnet."]
+    np.testing.assert_allclose(st.encode_query(query), model.encode_queries(query), atol=1e-5)
+    np.testing.assert_allclose(st.encode_document(doc), model.encode_documents(doc), atol=1e-5)
+    export_onnx(model, tmp_path / "onnx", int8=True)
+    for int8, tolerance in ((False, 0.9999), (True, 0.98)):
+        onnx = OnnxHierarchicalEncoder(tmp_path / "onnx", int8=int8)
+        a = onnx.encode_queries(query, normalize_embeddings=True)
+        b = model.encode_queries(query, normalize_embeddings=True)
+        assert float((a * b).sum()) > tolerance
+        c = onnx.encode_documents(doc, normalize_embeddings=True)
+        d = model.encode_documents(doc, normalize_embeddings=True)
+        assert float((c * d).sum()) > tolerance
