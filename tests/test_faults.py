@@ -487,12 +487,22 @@ def test_sigterm_during_encode_leaves_no_trace_and_the_old_output(tmp_path):
 
 
 def test_a_killed_writers_temporaries_are_removed_by_the_next_encode(tmp_path):
+    import subprocess
+    import sys
+
+    from hmde.stale_files import writer_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid now names a process that is gone
+    host_pid = writer_tag().rsplit("-", 1)[0]
     out = tmp_path / "v.npy"
-    stale = [tmp_path / ".v.npy.k1ll3d00.tmp", tmp_path / ".v.ids.txt.k1ll3d00.tmp"]
+    stale = [tmp_path / f".v.npy.k1ll3d00{host_pid}-{dead.pid}.tmp", tmp_path / f".v.ids.txt.k1ll3d00{host_pid}-{dead.pid}.tmp"]
     for s in stale:
         s.write_bytes(b"half-written by a process that got SIGKILL")
+    live = tmp_path / f".v.npy.l1ve0000{writer_tag()}.tmp"  # this process is alive: never removed
+    live.write_bytes(b"being written")
     mine = tmp_path / ".v.npy.notes.txt"
     mine.write_text("not hmde's")
     assert main(["encode", "hmde-mini", str(_docs(tmp_path / "d.jsonl")), "-o", str(out), "--no-progress"]) == 0
-    assert not any(s.exists() for s in stale) and mine.read_text() == "not hmde's"
-    assert out.exists()
+    assert not any(s.exists() for s in stale) and live.exists() and mine.read_text() == "not hmde's"
+    assert out.exists() and not list(tmp_path.glob("*.lock"))

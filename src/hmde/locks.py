@@ -43,25 +43,19 @@ def _can_lock(path: Path) -> bool:
 
 def stale_temporaries(path: str | os.PathLike) -> list[Path]:
     """Temporaries that :func:`hmde.atomic.atomic_dir` makes for ``path``: ``.NAME.XXXXXXXX.tmp``
-    (the new folder being written) and ``.NAME.old.PID`` (the old one being removed); and the
-    file temporaries of :func:`hmde.atomic.atomic_path`, ``.NAME.XXXXXXXX[SUFFIX].tmp``."""
+    (the new folder being written) and ``.NAME.old.PID`` (the old one being removed)."""
     path = Path(path).absolute()
     name = re.escape(path.name)
-    folders = re.compile(rf"^\.{name}\.(?:[a-z0-9_]{{8}}\.tmp|old\.\d+)$")
-    files = re.compile(rf"^\.{name}\.[a-z0-9_]{{8}}[^/]*\.tmp$")
+    pattern = re.compile(rf"^\.{name}\.(?:[a-z0-9_]{{8}}\.tmp|old\.\d+)$")
     if not path.parent.is_dir():
         return []
-    return sorted(p for p in path.parent.iterdir()
-                  if (folders.match(p.name) and p.is_dir()) or (files.match(p.name) and p.is_file()))
+    return sorted(p for p in path.parent.iterdir() if pattern.match(p.name) and p.is_dir())
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> None:
     """Call with the writer lock held: every temporary of ``path`` then belongs to a dead writer."""
     for stale in stale_temporaries(path):
-        if stale.is_dir():
-            shutil.rmtree(stale, ignore_errors=True)
-        else:
-            stale.unlink(missing_ok=True)
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -226,15 +226,13 @@ class VectorWriter:
         self.output, self.count, self.row, self.dim = Path(output), count, 0, None
 
     def __enter__(self) -> "VectorWriter":
-        from ..locks import exclusive_writer
+        from ..stale_files import remove_dead_writers_temporaries, writer_tag
 
         self._stack = contextlib.ExitStack()
-        # one writer per output at a time; under its lock, the temporaries of a writer killed earlier
-        # (SIGKILL leaves .OUT.npy.XXXXXXXX.tmp behind) are removed
-        for path in (self.output, ids_path_for(self.output)):
-            self._stack.enter_context(exclusive_writer(path))
-        self._npy = self._stack.enter_context(atomic_path(self.output))
-        self._ids_path = self._stack.enter_context(atomic_path(ids_path_for(self.output)))
+        for path in (self.output, ids_path_for(self.output)):  # SIGKILL leaves .v.npy.XXXXXXXX.HOST-PID.tmp
+            remove_dead_writers_temporaries(path)
+        self._npy = self._stack.enter_context(atomic_path(self.output, suffix=writer_tag()))
+        self._ids_path = self._stack.enter_context(atomic_path(ids_path_for(self.output), suffix=writer_tag()))
         self._ids = open(self._ids_path, "w", encoding="utf-8")
         self._array = None
         return self

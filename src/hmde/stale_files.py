@@ -1,0 +1,50 @@
+"""Temporaries that name their writer, so that a later run can tell a dead writer's leftovers.
+
+A writer killed by SIGKILL (or the kernel's OOM killer) runs no cleanup, and its temporary
+``.v.npy.XXXXXXXX.tmp`` stayed beside the output forever. A lock beside every output would let
+the next writer know that nobody else is writing, but it leaves a lock file beside every result.
+Instead, the temporaries of streamed outputs carry ``HOST-PID`` (``.v.npy.XXXXXXXX.HOST-PID.tmp``):
+the next writer of the same output on the same host removes those whose process is gone. A live
+writer's temporary is never touched, nor one written from another host on a shared filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from pathlib import Path
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:64] or "host"
+
+
+def writer_tag() -> str:
+    """The suffix that names this process in a temporary's name (before ``.tmp``)."""
+    return f".{_host()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_dead_writers_temporaries(output: str | os.PathLike) -> list[Path]:
+    """Remove ``.NAME.XXXXXXXX.HOST-PID.tmp`` beside ``output`` written by a dead process of this host."""
+    output = Path(output).absolute()
+    if not output.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^\.{re.escape(output.name)}\.[a-z0-9_]{{8}}\.{re.escape(_host())}-(\d+)\.tmp$")
+    removed = []
+    for entry in output.parent.iterdir():
+        match = pattern.match(entry.name)
+        if match and entry.is_file() and not _alive(int(match.group(1))):
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
