@@ -63,6 +63,14 @@ def close_bundled_name(name: str) -> str | None:
     return match[0] if match else None
 
 
+def refuse_near_miss(name: str) -> None:
+    """A typo of a bundled name is refused at once, naming the model, instead of waiting on the hub."""
+    close = close_bundled_name(name)
+    if close is not None:
+        raise ModelLoadError(f"'{name}' is neither a folder nor a model bundled with hmde; did you mean "
+                             f"'{close}'? (bundled: {', '.join(bundled_models())})")
+
+
 def resolve_model_path(name_or_path: str) -> Path:
     """Return the local folder of a model name, downloading hub ids when possible."""
     path = Path(name_or_path).expanduser()
@@ -78,10 +86,7 @@ def resolve_model_path(name_or_path: str) -> Path:
         )
     if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist")
-    close = close_bundled_name(str(name_or_path))
-    if close is not None:  # a typo of a bundled name: say so at once instead of waiting on the hub
-        raise ModelLoadError(f"'{name_or_path}' is neither a folder nor a model bundled with hmde; did you mean "
-                             f"'{close}'? (bundled: {', '.join(bundled_models())})")
+    refuse_near_miss(str(name_or_path))
     try:
         from huggingface_hub import snapshot_download
 

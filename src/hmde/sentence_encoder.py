@@ -100,15 +100,14 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
     """
     from sentence_transformers import SentenceTransformer
 
-    from .registry import bundled_folder, bundled_models, close_bundled_name
+    from .registry import bundled_folder, refuse_near_miss
 
     path = Path(name_or_path)
     if not path.is_dir() and (bundled := bundled_folder(str(name_or_path))) is not None:
         path = bundled
     is_local = path.is_dir()
-    if not is_local and (close := close_bundled_name(str(name_or_path))) is not None:
-        raise ModelLoadError(f"'{name_or_path}' is neither a folder nor a model bundled with hmde; did you mean "
-                             f"'{close}'? (bundled: {', '.join(bundled_models())})")
+    if not is_local:
+        refuse_near_miss(str(name_or_path))
     if not is_local and (path.exists() or str(name_or_path).startswith((".", "/", "~"))):
         raise ModelLoadError(f"model folder '{name_or_path}' does not exist or is not a folder")
     if pooling is not None and pooling not in POOLING_MODES:

@@ -54,5 +54,4 @@ def bounded_int(low: int, high: int):
             raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
         return value
 
-    parse.__name__ = f"integer from {low} to {high}"
     return parse

