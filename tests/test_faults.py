@@ -506,3 +506,28 @@ def test_a_killed_writers_temporaries_are_removed_by_the_next_encode(tmp_path):
     assert main(["encode", "hmde-mini", str(_docs(tmp_path / "d.jsonl")), "-o", str(out), "--no-progress"]) == 0
     assert not any(s.exists() for s in stale) and live.exists() and mine.read_text() == "not hmde's"
     assert out.exists() and not list(tmp_path.glob("*.lock"))
+
+
+@pytest.mark.parametrize("kind", ["not-parquet", "no-columns", "docs-no-columns"])
+def test_train_refuses_a_pairs_file_it_cannot_read_in_one_line(kind, tmp_path, capsys):
+    """Issue 29: a pairs file that is not Parquet, or lacks columns, gave a pyarrow traceback (exit 1)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pairs = tmp_path / "pairs.parquet"
+    docs = tmp_path / "pairs.docs.parquet"
+    meta = {b"hmde": json.dumps({"format": "hmde-pairs/1"}).encode()}
+    if kind == "not-parquet":
+        pairs.write_text("doc_a,doc_b\nx,y\n")
+    else:
+        columns = {"pair_id": [0], "doc_a": ["x"], "doc_b": ["y"]}
+        if kind == "docs-no-columns":
+            columns |= {"neg_a": [None], "neg_b": [None]}
+        pq.write_table(pa.table(columns).replace_schema_metadata(meta), pairs)
+        pq.write_table(pa.table({"doc_id": ["x", "y"], "lang": ["eng", "fra"]}), docs)
+    assert main(["train", "model", str(pairs), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    assert {"not-parquet": f"{pairs}: not a Parquet pairs file", "no-columns": f"{pairs}: lacks the column(s) neg_a, neg_b",
+            "docs-no-columns": f"{docs}: lacks the column(s) text"}[kind] in err
+    assert not (tmp_path / "run").exists()

@@ -245,7 +245,7 @@ def test_recipe_preset_paper_reaches_every_hmde_train_and_eval_step(tmp_path, mo
     (out / "hmde-mini").mkdir()
     (out / "hmde-mini" / "config.json").write_text("{}")
     steps = []
-    monkeypatch.setattr(recipe, "_step", lambda name, done, argv: steps.append(argv))
+    monkeypatch.setattr(recipe, "run_step", lambda name, done, argv: steps.append(argv))
     monkeypatch.setattr(recipe, "write_model_card", lambda *a, **k: None)
     assert main(["recipe", "mini", "--data", str(data), "-o", str(out), "--preset", "paper", "--device", "cpu"]) == 0
     hmde_steps = [a for a in steps if a[0] in ("train", "eval") and a[:2] != ["eval", "report"]]

@@ -127,7 +127,7 @@ def test_recipe_use_passes_the_sentence_loss_only_when_asked(tmp_path, monkeypat
     (out / "hmde-use").mkdir(parents=True)
     (out / "hmde-use" / "config.json").write_text("{}")  # exported already: nothing loads
     steps = []
-    monkeypatch.setattr(recipe_use, "_step", lambda name, done, argv: steps.append(argv))
+    monkeypatch.setattr(recipe_use, "run_step", lambda name, done, argv: steps.append(argv))
     monkeypatch.setattr(recipe_use, "build_sentence_tasks", lambda *a, **k: None)
     extra = ["--use-sentence-loss-weight", weight] if weight else []
     assert main(["recipe", "use", "--data", str(data), "-o", str(out), "--skip-eval", *extra]) == 0

@@ -45,9 +45,11 @@ def _st_modules():
 
 def hmde_module_classes() -> dict[str, type]:
     """The modules.json types that hmde itself provides (loaded without ``trust_remote_code``)."""
+    from .e5.module import MODULE_TYPE as E5_TYPE
+    from .e5.module import E5Transformer
     from .usem.module import MODULE_TYPE, UseMultilingual
 
-    return {MODULE_TYPE: UseMultilingual}
+    return {MODULE_TYPE: UseMultilingual, E5_TYPE: E5Transformer}
 
 
 def _load_with_hmde_modules(path: Path, entries: list, device: str | None):

@@ -55,3 +55,13 @@ def bounded_int(low: int, high: int):
         return value
 
     return parse
+
+
+def lower_trainable(text: str) -> str:
+    """``hmde train --lower-trainable``: all, no-embeddings or top-N (hmde.pretraining.lower_parts)."""
+    from ..pretraining.lower_parts import parse_lower_trainable
+
+    try:
+        return parse_lower_trainable(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import time
 from pathlib import Path
 
 from ..errors import HmdeError
+from .recipe_steps import install, run_step
 
 BIBLE_LANGUAGES = "eng,spa,por,zho,epo,fin"  # the six full Bibles: 15 language pairs x 1,189 chapters
 TATOEBA_ALIASES = {"zho": "cmn", "msa": "zsm", "fas": "pes", "swa": "swh", "nor": "nob"}
@@ -33,8 +32,9 @@ METHOD_ROWS = ("hmde", "first", "seg", "mean", "lawdr")
 def register(sub) -> None:
     p = sub.add_parser("recipe", help="rebuild a bundled model from the shared open data",
                        description="mini: hmde-mini, a sentence encoder trained here plus HMDE; use: hmde-use, "
-                       "HMDE on the frozen USE multilingual v3 encoder (see hmde.cli.recipe_use)")
-    p.add_argument("name", choices=["mini", "use"])
+                       "HMDE on the frozen USE multilingual v3 encoder (see hmde.cli.recipe_use); e5: hmde-e5, HMDE trained "
+                       "jointly with multilingual-e5-small (see hmde.cli.recipe_e5)")
+    p.add_argument("name", choices=["mini", "use", "e5"])
     p.add_argument("--data", default="../shared/data", help="the shared data folder (parallel/, bible/, eval/)")
     p.add_argument("--output", "-o", help="run folder (default: runs/NAME)")
     p.add_argument("--lower-epochs", type=float, default=0.6, help="epochs of the sentence-encoder stage")
@@ -56,24 +56,11 @@ def register(sub) -> None:
                    "training and evaluation step (see hmde train --preset)")
     p.add_argument("--install", action="store_true", help="copy the exported model into the package (hmde-NAME)")
     p.add_argument("--device", default="auto")
-    from .recipe_use import add_arguments
+    from . import recipe_e5, recipe_use
 
-    add_arguments(p)
+    recipe_use.add_arguments(p)
+    recipe_e5.add_arguments(p)
     p.set_defaults(func=run)
-
-
-def _step(name: str, done: bool, argv: list[str]) -> None:
-    from .main import main
-
-    if done:
-        print(f"[recipe] {name}: done already, skipped")
-        return
-    print(f"[recipe] {name}: hmde {' '.join(argv)}", flush=True)
-    t0 = time.time()
-    status = main(argv)
-    if status:
-        raise HmdeError(f"recipe step '{name}' failed (exit status {status})")
-    print(f"[recipe] {name}: {time.time() - t0:.0f} s", flush=True)
 
 
 def training_pairs(lower_dir: Path) -> dict[str, int]:
@@ -107,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         from .recipe_use import run_use
 
         return run_use(args)
+    if args.name == "e5":
+        from .recipe_e5 import run_e5
+
+        return run_e5(args)
     data, out = Path(args.data), Path(args.output)
     for sub in ("parallel", "bible", "eval"):
         if not (data / sub).is_dir():
@@ -115,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     lower, pairs, frozen, joint = out / "lower", out / "bible-pairs.parquet", out / "hmde-frozen", out / "hmde"
     dev = ["--device", args.device]
     lengths = ["--preset", args.preset] if args.preset else []  # train and eval steps; not the sentence encoder
-    _step("sentence encoder", (lower / "modules.json").exists(), [
+    run_step("sentence encoder", (lower / "modules.json").exists(), [
         "train-sentence-encoder", str(data / "parallel"), "--min-pairs", "200", "--output", str(lower),
         "--tokenizer-model", "bpe", "--vocab-size", "16000", "--hidden", "256", "--heads", "4", "--ffn", "1024",
         "--train-max-length", str(args.lower_max_length), "--batch-size", str(args.lower_batch_size), "--warmup", "500",
@@ -124,19 +115,19 @@ def run(args: argparse.Namespace) -> int:
         "--save-every", "250", "--tokenizer-sentences-per-language", "3000", "--no-progress",
         *(["--resume"] if (lower / "checkpoint").exists() else []), *dev])
     news = out / "wmt-documents.jsonl.gz"
-    _step("news pseudo-documents", news.exists(), [
+    run_step("news pseudo-documents", news.exists(), [
         "pseudo-documents", *sorted(str(p) for p in (data / "parallel" / "wmt").glob("*.tsv.gz")),
         "--output", str(news), "--lines", "5", "--max-documents", "400"])
-    _step("pairs", pairs.exists(), [
+    run_step("pairs", pairs.exists(), [
         "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in BIBLE_LANGUAGES.split(",")], str(news),
         "--output", str(pairs), "--no-progress"])
-    _step("hmde, frozen lower", (frozen / "config.json").exists(), [
+    run_step("hmde, frozen lower", (frozen / "config.json").exists(), [
         "train", str(lower), str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", str(args.frozen_max_sentences),
         "--query-loss-weight", str(args.query_loss_weight),
         "--batch-size", "64", "--grad-accum", "1", "--lr", "2e-4", "--warmup", "100", "--weight-decay", "1e-5",
         "--epochs", str(args.frozen_epochs), "--save-every", "200", "--validation-pairs", "256", "--no-progress",
         *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev, *lengths])
-    _step("hmde, joint", (joint / "config.json").exists(), [
+    run_step("hmde, joint", (joint / "config.json").exists(), [
         "train", str(frozen), str(pairs), "--output", str(joint), "--train-max-sentences", "8",
         "--batch-size", "16", "--grad-accum", "1", "--lr", "2e-5", "--warmup", "10", "--weight-decay", "1e-5",
         "--max-steps", str(args.joint_steps), "--save-every", "20", "--no-gradient-checkpointing", "--no-progress",
@@ -144,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
         *(["--resume"] if (joint / "checkpoint").exists() else []), *dev, *lengths])
     export = out / "hmde-mini"
     if not (export / "config.json").exists():
-        from ..hierarchical import HierarchicalEncoder
-
         import torch
+
+        from ..hierarchical import HierarchicalEncoder
 
         HierarchicalEncoder.from_pretrained(joint, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (fp16)")
@@ -158,22 +149,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def install(export: Path, name: str) -> None:
-    """Copy an exported model into the package as the bundled model ``name`` (no checkpoints or logs)."""
-    from ..registry import PACKAGE_MODELS
-
-    target = PACKAGE_MODELS / name
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
-    print(f"[recipe] installed into {target}")
-
-
 def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]) -> None:
     ev = data / "eval"
     trained = trained_languages(lower)
     tatoeba = top_languages(lower, ev / "tatoeba")
-    _step("eval xsr", (results / "xsr.json").exists(), [
+    run_step("eval xsr", (results / "xsr.json").exists(), [
         "eval", "xsr", str(model), "--data", str(ev / "tatoeba"), "--langs", ",".join(tatoeba),
         "-o", str(results / "xsr.json"), "--no-progress", *dev])
     pud = sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz"))
@@ -182,22 +162,22 @@ def evaluate(model: Path, data: Path, results: Path, lower: Path, dev: list[str]
                    if {"ar": "ara", "de": "deu", "el": "ell", "es": "spa", "hi": "hin", "ro": "ron", "ru": "rus",
                        "th": "tha", "tr": "tur", "vi": "vie", "zh": "zho"}[c] in trained]
     for method in METHOD_ROWS:
-        _step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
+        run_step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
             "eval", "align", str(model), "--data", str(ev / "pud"), "--langs", ",".join(pud_langs),
             "--method", method, "-o", str(results / f"pud.{method}.json"), "--no-progress", *dev])
-        _step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
+        run_step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
             "eval", "clir", str(model), "--xquad", str(ev / "xquad"),
             "--pairs", ",".join([f"{c}-en" for c in xquad_langs] + [f"en-{c}" for c in xquad_langs]),
             "--method", method, "-o", str(results / f"xquad.{method}.json"), "--no-progress", *dev])
-        _step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
+        run_step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
             "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
             "--protocol", "frozen", "--method", method, "-o", str(results / f"masakhanews.frozen.{method}.json"),
             "--no-progress", *dev])
-    _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
+    run_step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
         "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
         "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
         "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
-    _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
+    run_step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
                             "-o", str(results.parent / "report.md"), "--plot", str(results.parent / "report.png")])
 
 

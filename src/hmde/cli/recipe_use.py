@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 
 from ..errors import HmdeError
-from .recipe import _step, install
+from .recipe_steps import install, run_step
 
 LOWER = "use-multilingual-v3"
 BIBLE_LANGUAGES = ("eng", "spa", "por", "zho")
@@ -69,13 +69,13 @@ def run_use(args: argparse.Namespace) -> int:
     wmt = data / "parallel" / "wmt"
     news, pairs, frozen = out / "wmt-documents.jsonl.gz", out / "bible-pairs.parquet", out / "hmde-frozen"
     dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
-    _step("news pseudo-documents", news.exists(), [
+    run_step("news pseudo-documents", news.exists(), [
         "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in WMT_FILES], "--output", str(news), "--lines", "5",
         "--max-documents", str(args.use_news_documents)])
-    _step("pairs", pairs.exists(), [
+    run_step("pairs", pairs.exists(), [
         "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in BIBLE_LANGUAGES], str(news),
         "--output", str(pairs), "--no-progress"])
-    _step("hmde, frozen USE-m", (frozen / "config.json").exists(), [
+    run_step("hmde, frozen USE-m", (frozen / "config.json").exists(), [
         "train", LOWER, str(pairs), "--output", str(frozen), "--freeze-lower",
         *([] if args.use_paper_upper else ["--residual-sentences"]),
         "--train-max-sentences", str(args.use_max_sentences), "--query-loss-weight", str(args.query_loss_weight),
@@ -103,7 +103,7 @@ def run_use(args: argparse.Namespace) -> int:
 def build_sentence_tasks(data: Path, out: Path, news: Path) -> None:
     wmt, bible = data / "parallel" / "wmt", data / "bible"
     long_news = out / "wmt-long.jsonl.gz"
-    _step("long news documents", long_news.exists(), [
+    run_step("long news documents", long_news.exists(), [
         "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in ("deu-eng", "eng-rus", "eng-zho", "eng-tur", "eng-fra")],
         "--output", str(long_news), "--lines", "30"])
     for task in SENTENCE_TASKS:
@@ -111,7 +111,7 @@ def build_sentence_tasks(data: Path, out: Path, news: Path) -> None:
         folder = out / f"sq-{task}"
         files = ([str(bible / f"{q}.jsonl.gz"), str(bible / f"{d}.jsonl.gz")] if source == "bible"
                  else [str(long_news), "--exclude", str(news)])
-        _step(f"sentence queries {task}", (folder / "documents.jsonl").exists(), [
+        run_step(f"sentence queries {task}", (folder / "documents.jsonl").exists(), [
             "sentence-queries", *files, "--query-lang", q, "--doc-lang", d, "-o", str(folder), "--max-queries", "1000"])
 
 
@@ -119,33 +119,33 @@ def evaluate(model: Path, data: Path, out: Path, dev: list[str]) -> None:
     """hmde-use's rows, then the baselines on USE-m itself; results/*.json and report.md."""
     ev, results = data / "eval", out / "results"
     rows = [(str(model), "hmde")] + [(LOWER, m) for m in BASELINES]
-    _step("eval xsr", (results / "xsr.json").exists(), [
+    run_step("eval xsr", (results / "xsr.json").exists(), [
         "eval", "xsr", LOWER, "--data", str(ev / "tatoeba"), "--langs", TATOEBA, "-o", str(results / "xsr.json"),
         "--no-progress", *dev])
     for name, method in rows:
         common = ["--method", method, "--no-progress", *dev]
-        _step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
+        run_step(f"eval align {method}", (results / f"pud.{method}.json").exists(), [
             "eval", "align", name, "--data", str(ev / "pud"), "--langs", PUD, "-o", str(results / f"pud.{method}.json"),
             *common])
-        _step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
+        run_step(f"eval clir {method}", (results / f"xquad.{method}.json").exists(), [
             "eval", "clir", name, "--xquad", str(ev / "xquad"), "--pairs", XQUAD, "--length-buckets", LENGTH_BUCKETS,
             "-o", str(results / f"xquad.{method}.json"), *common])
         # a one-language collection cannot choose LAWDR's m by language classification: use PUD's choice
         single = ["--lawdr-m", str(lawdr_m(results / "pud.lawdr.json"))] if method == "lawdr" else []
         for task in SENTENCE_TASKS:
             folder, lang = out / f"sq-{task}", task.split("-")[-1]
-            _step(f"eval {task} {method}", (results / f"sq-{task}.{method}.json").exists(), [
+            run_step(f"eval {task} {method}", (results / f"sq-{task}.{method}.json").exists(), [
                 "eval", "clir", name, "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
                 "--documents", str(folder / "documents.jsonl"), "--query-lang", "eng", "--doc-lang", lang,
                 "--length-buckets", LENGTH_BUCKETS, "-o", str(results / f"sq-{task}.{method}.json"), *common, *single])
-        _step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
+        run_step(f"eval xldc frozen {method}", (results / f"masakhanews.frozen.{method}.json").exists(), [
             "eval", "xldc", name, "--masakhanews", str(ev / "masakhanews"), "--targets", "fra", "--protocol", "frozen",
             "-o", str(results / f"masakhanews.frozen.{method}.json"), *common])
-    _step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
+    run_step("eval xldc finetune", (results / "masakhanews.finetune.hmde.json").exists(), [
         "eval", "xldc", str(model), "--masakhanews", str(ev / "masakhanews"), "--targets", "fra",
         "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
         "--max-sentences", "8", "-o", str(results / "masakhanews.finetune.hmde.json"), "--no-progress", *dev])
-    _step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
+    run_step("report", False, ["eval", "report", *sorted(str(p) for p in results.glob("*.json")),
                             "-o", str(out / "report.md")])
 
 
@@ -203,7 +203,7 @@ def results_tables(out: Path) -> str:
         lines.append(f"| {task} | " + " | ".join(_fmt(row.get(m)) for m in methods) + " |")
     xsr = results / "xsr.json"
     if xsr.exists():
-        lines.append(f"| Tatoeba P@1 (14 languages; sentence level, the same for every method) | "
+        lines.append("| Tatoeba P@1 (14 languages; sentence level, the same for every method) | "
                      + " | ".join([_fmt(json.loads(xsr.read_text(encoding="utf-8"))["metrics"]["average"])] * len(methods))
                      + " |")
     finetune = results / "masakhanews.finetune.hmde.json"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arg_types import positive_float, positive_int
+from .arg_types import lower_trainable, positive_float, positive_int
+from ..pretraining.lower_parts import CHOICES_HELP
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments, apply_length_overrides, length_overrides
 from .common import add_model_argument, pick_device
@@ -39,6 +40,8 @@ def register(sub) -> None:
                    "language is anchor and candidate; a: always the pair's first page (lang_a < lang_b), as earlier hmde did")
     p.add_argument("--no-hard-negatives", action="store_true")
     p.add_argument("--freeze-lower", action="store_true", help="train the upper encoder only (paper ablation)")
+    p.add_argument("--lower-trainable", type=lower_trainable, default="all", metavar="PARTS",
+                   help="joint runs: which lower-encoder weights learn: " + CHOICES_HELP)
     p.add_argument("--no-gradient-checkpointing", action="store_true")
     p.add_argument("--bf16", choices=["auto", "on", "off"], default="auto")
     p.add_argument("--save-every", type=int, default=500)
@@ -123,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
         symmetric=args.symmetric, anchor_side=args.anchor_side,
         negatives_across_processes=args.negatives_across_processes, hard_negatives=not args.no_hard_negatives, freeze_lower=args.freeze_lower,
+        lower_trainable=args.lower_trainable,
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight,

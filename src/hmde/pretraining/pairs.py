@@ -201,6 +201,24 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
     return summary
 
 
+PAIR_COLUMNS = ("pair_id", "doc_a", "doc_b", "neg_a", "neg_b")
+DOC_COLUMNS = ("doc_id", "lang", "text")
+
+
+def _read_rows(pq, path: Path, columns: Sequence[str]) -> list[dict]:
+    """A Parquet file's rows, refused in one line when it is damaged or lacks a column hmde reads."""
+    import pyarrow as pa
+
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"cannot read it as Parquet ({str(exc).splitlines()[0]})", str(path)) from None
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise InputError(f"lacks the column(s) {', '.join(missing)}; rebuild it with `hmde build-pairs`", str(path))
+    return table.to_pylist()
+
+
 def read_pairs(path: str | Path, presplit: bool = False):
     """Load a pairs file and its documents; checks the format version.
 
@@ -211,15 +229,48 @@ def read_pairs(path: str | Path, presplit: bool = False):
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", str(path))
-    meta = (pq.read_metadata(path).metadata or {}).get(b"hmde")
-    info = json.loads(meta) if meta else {}
+    import pyarrow as pa
+
+    try:
+        meta = (pq.read_metadata(path).metadata or {}).get(b"hmde")
+        info = json.loads(meta) if meta else {}
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"not a Parquet pairs file ({str(exc).splitlines()[0]}); build one with `hmde build-pairs`",
+                         str(path)) from None
     if info.get("format") != PAIRS_FORMAT:
         raise InputError(f"not a pairs file of this hmde version (format {info.get('format')!r}, expected "
                          f"{PAIRS_FORMAT!r}); rebuild it with `hmde build-pairs`", str(path))
     docs_path = path.with_name(path.name[: -len(".parquet")] + ".docs.parquet")
     if not docs_path.exists():
         raise InputError("its documents file is missing", str(docs_path))
-    pairs = pq.read_table(path).to_pylist()
+    pairs = _read_rows(pq, path, PAIR_COLUMNS)
     docs = {r["doc_id"]: (r.get("sentences") if presplit and r.get("sentences") else r["text"], r["lang"])
-            for r in pq.read_table(docs_path).to_pylist()}
+            for r in _read_rows(pq, docs_path, DOC_COLUMNS)}
     return pairs, docs, info
+
+
+def merge_pairs(inputs: Sequence[str | Path], output: str | Path) -> int:
+    """One pairs file from several (e.g. Bible pairs sampled with p^alpha over ~1,000 language pairs,
+    and news pairs with a budget of their own, so that neither drowns the other). Pair ids are
+    renumbered in input order; documents shared by two inputs are kept once. Returns the pair count."""
+    import duckdb
+
+    output = Path(output)
+    if not output.name.endswith(".parquet"):
+        raise HmdeError(f"the merged pairs file must end in .parquet, got '{output}'")
+    for path in inputs:
+        read_pairs(path)  # checks the format of each input before anything is written
+    docs = [Path(p).with_name(Path(p).name[: -len(".parquet")] + ".docs.parquet") for p in inputs]
+    con = duckdb.connect()
+    union = " UNION ALL ".join(f"SELECT *, {i} AS part FROM read_parquet('{p}')" for i, p in enumerate(inputs))
+    n = con.execute(f"SELECT count(*) FROM ({union})").fetchone()[0]
+    meta = json.dumps({"format": PAIRS_FORMAT, "merged": [str(p) for p in inputs], "summary": {"pairs": n}})
+    docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
+    doc_union = " UNION ".join(f"SELECT doc_id, lang, text, sentences FROM read_parquet('{d}')" for d in docs)
+    with atomic_path(docs_out) as tmp_docs:
+        con.execute(f"COPY ({doc_union}) TO '{tmp_docs}' (FORMAT parquet)")
+    with atomic_path(output) as tmp:
+        con.execute(f"""COPY (SELECT row_number() OVER (ORDER BY part, pair_id) - 1 AS pair_id, concept, lang_a, lang_b,
+                                     doc_a, doc_b, neg_a, neg_b FROM ({union}) ORDER BY 1)
+                        TO '{tmp}' (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
+    return n

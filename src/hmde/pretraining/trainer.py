@@ -25,6 +25,7 @@ from ..errors import HmdeError
 from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from ..training import distributed
+from .lower_parts import freeze_lower_parts
 from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 from .loss import cached_backward, contrastive_loss
 
@@ -48,6 +49,9 @@ class PretrainingConfig:
     anchor_side: str = "random"  # random: each pair's anchor side drawn per step (seeded); "a": always doc_a
     hard_negatives: bool = True
     freeze_lower: bool = False
+    # which lower-encoder weights a joint run updates: "all" (the paper), "no-embeddings" (token, position
+    # and type embeddings frozen) or "top-N" (the last N transformer layers only); see lower_parts.py
+    lower_trainable: str = "all"
     cache_chunk: int | None = None  # GradCache: one contrastive batch of batch_size*grad_accum pairs
     gradient_checkpointing: bool = True
     sparse_embedding_gradients: bool = True  # same gradients, one dense sum per step (hmde.training.sparse_embeddings)
@@ -330,6 +334,8 @@ class HmdeTrainer:
         if cfg.freeze_lower:
             for p in model.lower.parameters():
                 p.requires_grad_(False)
+        else:
+            freeze_lower_parts(model.lower.model, cfg.lower_trainable)
         if cfg.gradient_checkpointing and not cfg.freeze_lower:
             auto = getattr(model.lower.model[0], "auto_model", None)
             if auto is not None and getattr(auto, "supports_gradient_checkpointing", False):

