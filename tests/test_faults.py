@@ -531,3 +531,77 @@ def test_train_refuses_a_pairs_file_it_cannot_read_in_one_line(kind, tmp_path, c
     assert {"not-parquet": f"{pairs}: not a Parquet pairs file", "no-columns": f"{pairs}: lacks the column(s) neg_a, neg_b",
             "docs-no-columns": f"{docs}: lacks the column(s) text"}[kind] in err
     assert not (tmp_path / "run").exists()
+
+
+def test_saved_model_files_get_the_umask_mode_like_every_other_file(tmp_path, labse_dir):
+    """Issue 29: model.safetensors was written 0600 (safetensors replaces the temporary file hmde made)
+    while config.json got the umask's 0644: a model saved for a team could not be read by it."""
+    from hmde import HierarchicalEncoder
+
+    old = os.umask(0o022)
+    try:
+        HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu").save_pretrained(tmp_path / "m")
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(tmp_path / "m").as_posix(): p.stat().st_mode & 0o777
+             for p in (tmp_path / "m").rglob("*") if p.is_file()}
+    assert modes["model.safetensors"] == modes["config.json"] == 0o644
+    assert not {k for k, v in modes.items() if v != 0o644}
+
+
+def _mini_index(tmp_path):
+    docs = _docs(tmp_path / "d.jsonl")
+    index = tmp_path / "idx"
+    assert main(["index", "build", "hmde-mini", str(docs), "-o", str(index), "--no-progress"]) == 0
+    return index
+
+
+def test_an_index_records_a_bundled_models_name_not_its_folder(tmp_path):
+    """Issue 29: the index recorded the bundled model's absolute folder, so after hmde was reinstalled
+    elsewhere search failed with no hint. It records the name and the hash; an index written the old way
+    (a folder that is gone) still searches, the hash telling whether the vectors are the same."""
+    from hmde.evaluation.provenance import model_hash
+    from hmde.registry import bundled_folder, recorded_model
+
+    index = _mini_index(tmp_path)
+    meta = json.loads((index / "index.json").read_text())
+    assert meta["model"] == "hmde-mini" and meta["model_sha256"] == model_hash(bundled_folder("hmde-mini"))
+    meta["model"] = "/old/site-packages/hmde/models/hmde-mini"  # where an earlier install was
+    (index / "index.json").write_text(json.dumps(meta))
+    assert recorded_model(meta["model"]) == "hmde-mini"
+    assert main(["search", str(index), "cat on a mat", "--top-k", "1"]) == 0
+    docs2 = tmp_path / "d2.jsonl"
+    docs2.write_text(json.dumps({"doc_id": "c", "text": "Le chat dort.", "lang": "fra"}) + "\n")
+    assert main(["index", "build", str(docs2), "-o", str(index), "--add", "--no-progress"]) == 0
+
+
+def test_an_index_of_hmde_mini_before_its_float32_declaration_still_opens(tmp_path, capsys):
+    """hmde-mini's lower/config.json now declares float32 (its hash changed, its vectors did not):
+    indexes that recorded the earlier hash are accepted; a truly different hash is still refused."""
+    index = _mini_index(tmp_path)
+    meta = json.loads((index / "index.json").read_text())
+    meta["model_sha256"] = "537ae7d623765d4102a6ad7ebb91bc0fe53d388c7b30c4516639ae2e41e046e3"
+    (index / "index.json").write_text(json.dumps(meta))
+    assert main(["search", str(index), "cat on a mat", "--top-k", "1"]) == 0
+    meta["model_sha256"] = "0" * 64
+    (index / "index.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert main(["search", str(index), "cat on a mat", "--top-k", "1"]) == 2
+    assert "was built with another model" in capsys.readouterr().err
+
+
+def test_plain_sentence_transformers_loads_hmde_mini_in_float32_as_hmde_does():
+    """Issue 29: its lower encoder's config.json said float16 (the stored precision), so plain
+    sentence-transformers ran it in float16 on CPUs (a warning; vectors 1.4e-3 from hmde's)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from hmde import HierarchicalEncoder
+    from hmde.registry import bundled_folder
+
+    st = SentenceTransformer(str(bundled_folder("hmde-mini")), trust_remote_code=True, device="cpu")
+    assert {p.dtype for p in st.parameters()} == {torch.float32}
+    queries = ["the cat sleeps", "Die Katze schläft auf dem Sofa."]
+    np.testing.assert_allclose(st.encode_query(queries), HierarchicalEncoder.from_pretrained("hmde-mini").encode_queries(queries),
+                               atol=1e-6)

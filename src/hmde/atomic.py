@@ -39,6 +39,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     apply_umask(tmp_path)
     try:
         yield tmp_path
+        apply_umask(tmp_path)  # again: writers that replace the file they are given (safetensors) make it 0600
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -74,6 +75,9 @@ def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
         apply_umask(tmp, directory=True)
         try:
             yield tmp
+            for entry in tmp.rglob("*"):  # what hmde's writers made inside: safetensors leaves its files 0600
+                if not entry.is_symlink() and (entry.stat().st_mode & 0o777) == (0o700 if entry.is_dir() else 0o600):
+                    apply_umask(entry, directory=entry.is_dir())
             old = None
             with swapping(path) if lock else contextlib.nullcontext():
                 if path.exists():

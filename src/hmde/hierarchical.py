@@ -152,6 +152,7 @@ class HierarchicalEncoder(nn.Module):
                 finally:
                     self.lower.model.float()
                     self.lower.model.load_state_dict(original)
+                declare_float32(lower_dir)
             else:
                 self.lower.save(lower_dir)
         write_sentence_transformers_files(path)
@@ -404,6 +405,22 @@ def write_upper(path: Path, upper: nn.Module, config: HierarchicalConfig, hidden
         "config": config.to_dict(),
     }
     write_text_atomic(path / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def declare_float32(folder: Path) -> None:
+    """Weights stored in half precision, computed in float32: config.json says float32, so that plain
+    sentence-transformers / transformers load them as hmde does (cast up on load) instead of running
+    float16 on a CPU (slow, a warning, and vectors 1e-3 away from hmde's)."""
+    config = folder / "config.json"
+    if not config.exists():
+        return
+    data = json.loads(config.read_text(encoding="utf-8"))
+    changed = False
+    for key in ("dtype", "torch_dtype"):
+        if data.get(key) not in (None, "float32"):
+            data[key], changed = "float32", True
+    if changed:
+        write_text_atomic(config, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def write_sentence_transformers_files(path: Path) -> None:

@@ -93,3 +93,49 @@ def resolve_model_path(name_or_path: str) -> Path:
         return Path(snapshot_download(str(name_or_path)))
     except Exception as exc:  # hub errors come in many types; all mean "not available"
         raise ModelLoadError(unreachable_model_message(str(name_or_path))) from exc
+
+
+# A bundled model whose files changed in a way that leaves every vector as it was keeps its earlier
+# hashes here (current hash -> earlier ones), so indexes built before still open with it.
+# hmde-mini: lower/config.json declares float32 instead of float16 (issue 29: plain sentence-transformers
+# loaded it in float16); hmde computes in float32 from the same fp16 weights either way.
+SAME_VECTORS = {
+    "0d8ef40193ddb3f7040d7926a7aa9492c882d9e85d68234a78f71829ffa39897": {
+        "537ae7d623765d4102a6ad7ebb91bc0fe53d388c7b30c4516639ae2e41e046e3"},
+}
+
+
+def same_model_hash(recorded: str | None, current: str | None) -> bool:
+    """Whether a recorded model hash and the current one name the same vectors (unknown counts as same)."""
+    return not recorded or not current or recorded == current or recorded in SAME_VECTORS.get(current, set())
+
+
+def recorded_name(name_or_path: str) -> str:
+    """What an index records as its model: a bundled model's name (its folder moves when hmde is
+    reinstalled, or lives in a cache), else the model's resolved folder."""
+    path = Path(name_or_path).expanduser()
+    if not path.is_dir() and bundled_folder(str(name_or_path)) is not None:
+        return str(name_or_path)
+    folder = resolve_model_path(name_or_path).resolve()
+    for name in bundled_models():
+        if name not in _derived_models() and (PACKAGE_MODELS / name).resolve() == folder:
+            return name
+    from .cache import cache_root
+
+    for name in _derived_models():  # built into hmde's cache (e.g. multilingual-e5-small-<sha>-v2)
+        if folder.parent == cache_root().resolve() and folder.name.startswith(f"{name}-"):
+            return name
+    return str(folder)
+
+
+def recorded_model(recorded: str) -> str:
+    """The model to load for what an index recorded. Indexes of earlier hmde versions recorded a bundled
+    model's absolute folder, gone after a reinstall elsewhere: that folder's name is the bundled name."""
+    path = Path(recorded)
+    if path.is_absolute() and not path.exists():
+        if path.parent.name == "models" and path.name in bundled_models():
+            return path.name
+        for name in _derived_models():
+            if path.name.startswith(f"{name}-"):
+                return name
+    return recorded

@@ -125,6 +125,7 @@ def check_build_output(args: argparse.Namespace):
     """
     from ..index.store import DocumentIndex
     from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+    from ..registry import bundled_folder, recorded_model
 
     check_writable_parent(args.output)
     if args.multi_vector and args.type not in ("flat", "hnsw"):
@@ -157,10 +158,11 @@ def check_build_output(args: argparse.Namespace):
                             "with it (rebuild, or add without --multi-vector)")
         args.multi_vector = meta.multi_vector
         if args.model is None:
-            if not Path(meta.model).exists():
+            model = recorded_model(meta.model)
+            if not Path(model).exists() and bundled_folder(model) is None:
                 raise HmdeError(f"index {args.output} was built with {meta.model}, which is not there any more: "
                                 "name the model to add with")
-            args.model = meta.model
+            args.model = model
         check_same_model(index, args.model)
         if args.method == "lawdr" and not args.lawdr_stats:
             raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
@@ -191,10 +193,10 @@ def check_multi_vector_model(args: argparse.Namespace) -> None:
 def check_same_model(index, name: str) -> None:
     """The model's files hash as the index's did (hashing reads files; no model is loaded)."""
     from ..evaluation.provenance import model_hash
-    from ..registry import resolve_model_path
+    from ..registry import resolve_model_path, same_model_hash
 
     sha = model_hash(resolve_model_path(name))
-    if index.meta.model_sha256 and sha and sha != index.meta.model_sha256:
+    if not same_model_hash(index.meta.model_sha256, sha):
         raise HmdeError(f"index {index.path} was built with another model ({index.meta.model}, sha256 "
                         f"{index.meta.model_sha256[:12]}…) than {name}; add with that model, or leave the model out")
 
@@ -244,8 +246,9 @@ def scan_for_index(args: argparse.Namespace, existing) -> int:
 
 
 def load_index_model(args: argparse.Namespace, existing):
-    """The model, its method, path and dimension, checked against --pq-m and, on --add, the index."""
-    from ..registry import resolve_model_path
+    """The model, its method, the name the index records for it (hmde.registry.recorded_name) and its
+    dimension, checked against --pq-m and, on --add, the index."""
+    from ..registry import recorded_name
     from .preflight import check_pq
 
     kind, model = load_model(args.model, pick_device(args.device), args=args)
@@ -254,7 +257,7 @@ def load_index_model(args: argparse.Namespace, existing):
     check_pq(dim, args)
     if existing is not None and existing.meta.dim != dim:
         raise HmdeError(f"index {args.output} holds {existing.meta.dim}-dimensional vectors, {args.model} gives {dim}")
-    return model, method, str(resolve_model_path(args.model)), dim
+    return model, method, recorded_name(args.model), dim
 
 
 def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> int:
@@ -265,6 +268,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentBatch, DocumentIndex
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
+    from ..registry import resolve_model_path
     from .encode import input_chunks
 
     model, method, path, dim = load_index_model(args, existing)
@@ -289,7 +293,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
             if sum(len(b.doc_ids) for b in first) >= need:
                 break
         train = np.concatenate([b.doc_vectors for b in first])[:need]
-    meta = index_meta(args, path, model_hash(path), dim, method)
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
     index = DocumentIndex.write_batches(args.output, meta, itertools.chain(first, batches), add=args.add,
                                         train_vectors=train)
     bar.close()
@@ -304,6 +308,7 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
+    from ..registry import resolve_model_path
     from .preflight import check_index_size, check_lawdr_inputs
 
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
@@ -315,7 +320,7 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
                             **lawdr_fit_options(args))
     doc_vectors, units, sents = DocumentVectorizer(model, method, options).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
-    meta = index_meta(args, path, model_hash(path), int(doc_vectors.shape[1]), method)
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(doc_vectors.shape[1]), method)
     texts = [flat_text(r.text) for r in records]
     index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
                                 doc_vectors, units, sents, add=args.add)
@@ -337,7 +342,9 @@ def run_build_ray(args: argparse.Namespace) -> int:
     manifest = encode_with_ray(spec, [args.input], vectors_dir, device=pick_device(args.device),
                                options=ray_options(args), show_progress=not args.no_progress)
     shards = input_shards([args.input])
-    meta = index_meta(args, spec.model, spec.model_sha256, int(manifest.data["dim"]), spec.method)
+    from ..registry import recorded_name
+
+    meta = index_meta(args, recorded_name(args.model), spec.model_sha256, int(manifest.data["dim"]), spec.method)
     train = None
     if args.type in ("ivf", "ivfpq") and not args.add:  # a sample from the first shards
         parts, need = [], args.ivf_lists * IVF_TRAIN_PER_LIST
@@ -388,7 +395,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     from ..index.store import DocumentIndex, check_compatible
     from ..methods import DocumentVectorizer
     from ..multivector import check_scoring
-    from ..registry import resolve_model_path
+    from ..registry import recorded_model, resolve_model_path
 
     if not queries or any(not q.strip() for q in queries):
         raise HmdeError("the query is empty")
@@ -401,7 +408,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         multi_vector = False if multi_vector is None else multi_vector
     if multi_vector and not index.meta.multi_vector:
         raise HmdeError(f"index {index_dir} stores one vector per document: build it with --multi-vector")
-    name = model_name or index.meta.model
+    name = model_name or recorded_model(index.meta.model)
     kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)

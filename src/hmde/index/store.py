@@ -551,6 +551,8 @@ def check_compatible(meta: IndexMeta, model_sha256: str | None, dim: int, path: 
     if meta.dim != dim:
         raise HmdeError(f"index {path} was built with {meta.dim}-dimensional vectors, this model gives {dim}: "
                         f"use the index's model ({meta.model})")
-    if meta.model_sha256 and model_sha256 and meta.model_sha256 != model_sha256:
+    from ..registry import same_model_hash
+
+    if not same_model_hash(meta.model_sha256, model_sha256):
         raise HmdeError(f"index {path} was built with another model ({meta.model}, sha256 {meta.model_sha256[:12]}…); "
                         "search it with that model or rebuild the index")
