@@ -181,7 +181,7 @@ def _bad_inputs(tmp_path):
 def test_undecodable_or_broken_inputs_are_one_line_errors(tmp_path, hmde_dir, capsys):
     for name, (where, what) in _bad_inputs(tmp_path).items():
         out = tmp_path / f"{name}.npy"
-        assert main(["encode", str(hmde_dir), str(tmp_path / name), "-o", str(out), "--no-progress"]) == 2, name
+        assert main(["encode", str(hmde_dir), str(tmp_path / name), "-o", str(out) + ".npy", "--no-progress"]) == 2, name
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and name in err and where in err and what in err, err
         assert not out.exists()
@@ -605,3 +605,91 @@ def test_plain_sentence_transformers_loads_hmde_mini_in_float32_as_hmde_does():
     queries = ["the cat sleeps", "Die Katze schläft auf dem Sofa."]
     np.testing.assert_allclose(st.encode_query(queries), HierarchicalEncoder.from_pretrained("hmde-mini").encode_queries(queries),
                                atol=1e-6)
+
+
+CONFIG_FAULTS = {  # issue 29: each gave a traceback (exit 1)
+    "heads-string": ("config", lambda m: m["config"].update(num_heads="eight"), "field 'num_heads' must be an integer"),
+    "heads-null": ("config", lambda m: m["config"].update(num_heads=None), "field 'num_heads' must be an integer"),
+    "heads-7": ("config", lambda m: m["config"].update(num_heads=7), "7 heads do not divide"),
+    "heads-0": ("config", lambda m: m["config"].update(num_heads=0), "num_heads must be >= 1"),
+    "dropout-string": ("config", lambda m: m["config"].update(dropout="0.1"), "field 'dropout' must be a number"),
+    "activation": ("config", lambda m: m["config"].update(activation="swish"), "activation must be one of"),
+    "layers-float": ("config", lambda m: m["config"].update(num_layers=2.5), "field 'num_layers' must be an integer"),
+    "bool-string": ("config", lambda m: m["config"].update(position_embeddings="yes"), "true or false"),
+    "config-missing": ("root", lambda m: m.pop("config"), "field 'config' is missing"),
+    "config-list": ("root", lambda m: m.update(config=[1, 2]), "'config' must be an object"),
+    "hidden-string": ("root", lambda m: m.update(hidden_size="768"), "field 'hidden_size'"),
+    "lower-path": ("root", lambda m: m.update(lower_encoder="../../etc"), "field 'lower_encoder'"),
+}
+
+
+@pytest.mark.parametrize("case", [*CONFIG_FAULTS, "top-list", "latin-1"])
+def test_a_damaged_model_config_is_one_line_naming_file_and_field(case, tmp_path, hmde_dir, capsys):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(hmde_dir, model)
+    config = model / "config.json"
+    if case == "top-list":
+        config.write_text("[1, 2]")
+        expected = "expected a JSON object"
+    elif case == "latin-1":
+        config.write_bytes(config.read_text().replace('"en"', '"fr\\u00e9"').encode().replace(b"\\u00e9", b"\xe9"))
+        expected = "not UTF-8 text"
+    else:
+        _, change, expected = CONFIG_FAULTS[case]
+        meta = json.loads(config.read_text())
+        change(meta)
+        config.write_text(json.dumps(meta))
+    out = tmp_path / "v"
+    assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(out) + ".npy", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert str(config) in err and expected in err, err
+    assert not list(tmp_path.glob("v*"))
+
+
+LOWER_FAULTS = {
+    "heads-string": lambda c: c.update(num_attention_heads="eight"),
+    "heads-7": lambda c: c.update(num_attention_heads=7),
+    "activation": lambda c: c.update(hidden_act="swishy"),
+    "vocab-null": lambda c: c.update(vocab_size=None),
+    "hidden-string": lambda c: c.update(hidden_size="32"),
+}
+
+
+@pytest.mark.parametrize("case", LOWER_FAULTS)
+def test_a_damaged_lower_encoder_config_is_one_line(case, tmp_path, hmde_dir, capsys):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(hmde_dir, model)
+    config = model / "lower" / "config.json"
+    data = json.loads(config.read_text())
+    LOWER_FAULTS[case](data)
+    config.write_text(json.dumps(data))
+    assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err, err
+    assert str(model / "lower") in err, err
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (os.system, ("touch HMDE_PICKLE_RAN",))
+
+
+def test_a_crafted_pickle_is_refused_in_one_line_and_never_run(tmp_path, hmde_dir, capsys, monkeypatch):
+    """Issue 29: weights_only refused the file but the user got 70 lines suggesting weights_only=False."""
+    import pickle
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(hmde_dir, model)
+    (model / "lower" / "model.safetensors").unlink()
+    (model / "lower" / "pytorch_model.bin").write_bytes(pickle.dumps({"weight": _RunsCode()}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "never unpickles" in err and "model.safetensors" in err, err
+    assert "weights_only=False" not in err and not (tmp_path / "HMDE_PICKLE_RAN").exists()

@@ -18,6 +18,20 @@ LONG_SENTENCE_MODES = ("split", "truncate")
 LONG_DOCUMENT_MODES = ("windows", "truncate")
 
 
+ACTIVATIONS = ("gelu", "relu")  # what torch.nn.TransformerEncoderLayer takes by name
+
+
+def _is_type(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN refused
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+_TYPE_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "an object"}
+
+
 @dataclass
 class HierarchicalConfig:
     """Settings of the upper (document-level) encoder and of document segmentation.
@@ -76,6 +90,11 @@ class HierarchicalConfig:
         self.validate()
 
     def validate(self) -> None:
+        for f in dataclasses.fields(self):  # types first: config.json may hold a string or null anywhere
+            value, kind = getattr(self, f.name), _FIELD_TYPES.get(f.name)
+            if kind is not None and not _is_type(value, kind):
+                raise HmdeError(f"invalid hmde configuration: field '{f.name}' must be {_TYPE_WORDS[kind]}, "
+                                f"got {value!r}")
         checks = [
             (self.segmentation in SEGMENTATION_MODES, f"segmentation must be one of {SEGMENTATION_MODES}"),
             (self.long_sentences in LONG_SENTENCE_MODES, f"long_sentences must be one of {LONG_SENTENCE_MODES}"),
@@ -83,6 +102,10 @@ class HierarchicalConfig:
             (self.max_sentences >= 1, "max_sentences must be >= 1"),
             (self.max_sentence_tokens >= 4, "max_sentence_tokens must be >= 4"),
             (self.num_layers >= 0, "num_layers must be >= 0"),
+            (self.num_heads >= 1, "num_heads must be >= 1"),
+            (self.ffn_size >= 1, "ffn_size must be >= 1"),
+            (self.layer_norm_eps > 0, "layer_norm_eps must be > 0"),
+            (self.activation in ACTIVATIONS, f"activation must be one of {ACTIVATIONS}"),
             (0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
         ]
         for ok, message in checks:
@@ -94,6 +117,8 @@ class HierarchicalConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HierarchicalConfig":
+        if not isinstance(data, dict):
+            raise HmdeError(f"invalid hmde configuration: 'config' must be an object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -106,3 +131,9 @@ class HierarchicalConfig:
 
 # ways of turning the lower encoder into a document encoder (see hmde.methods)
 DOCUMENT_METHODS = ("hmde", "first", "seg", "mean", "lawdr", "longformer")
+
+
+_FIELD_TYPES = {"num_layers": int, "num_heads": int, "ffn_size": int, "dropout": float, "layer_norm_eps": float,
+                "activation": str, "max_sentences": int, "position_embeddings": bool, "mean_includes_doc_token": bool,
+                "long_documents": str, "segmentation": str, "max_sentence_tokens": int, "long_sentences": str,
+                "default_language": str, "residual_sentences": bool, "extra": dict}

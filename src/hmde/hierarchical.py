@@ -369,11 +369,30 @@ def parse_model_config(config_path: Path) -> dict:
         meta = json.loads(config_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ModelLoadError(f"{config_path}: invalid JSON ({exc.msg}, line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise ModelLoadError(f"{config_path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON") from exc
+    if not isinstance(meta, dict):
+        raise ModelLoadError(f"{config_path}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("model_type") != MODEL_TYPE:
         raise ModelLoadError(
             f"'{config_path.parent}' is not an hmde model (config.json model_type={meta.get('model_type')!r}); "
             "for a sentence encoder use HierarchicalEncoder.from_sentence_encoder or `--queries`"
         )
+    if "config" not in meta:
+        raise ModelLoadError(f"{config_path}: field 'config' is missing")
+    hidden = meta.get("hidden_size")
+    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
+        raise ModelLoadError(f"{config_path}, field 'hidden_size': must be a positive integer, got {hidden!r}")
+    lower = meta.get("lower_encoder", LOWER_DIR)
+    if lower is not None and (not isinstance(lower, str) or not lower or "/" in lower or lower.startswith(".")):
+        raise ModelLoadError(f"{config_path}, field 'lower_encoder': must name a folder beside it, got {lower!r}")
+    try:
+        config = HierarchicalConfig.from_dict(meta["config"])
+    except HmdeError as exc:
+        raise ModelLoadError(f"{config_path}: {exc}") from None
+    if hidden % config.num_heads:
+        raise ModelLoadError(f"{config_path}, field 'config.num_heads': {config.num_heads} heads do not divide the "
+                             f"hidden size {hidden}")
     return meta
 
 
@@ -437,6 +456,13 @@ def is_hmde_folder(path: str | os.PathLike) -> bool:
     if not config_path.exists():
         return False
     try:
-        return json.loads(config_path.read_text(encoding="utf-8")).get("model_type") == MODEL_TYPE
-    except (OSError, json.JSONDecodeError):
+        raw = config_path.read_bytes()
+    except OSError:
         return False
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):  # damaged: if it was hmde's, parse_model_config says how
+        return b'"model_type"' in raw and b'"hmde"' in raw
+    if not isinstance(meta, dict):
+        return (Path(path) / LOWER_DIR).is_dir()
+    return meta.get("model_type") == MODEL_TYPE

@@ -93,6 +93,23 @@ def _hmde_module_entries(path: Path) -> list | None:
         raise ModelLoadError(f"{entries_path}: invalid JSON ({exc})") from exc
 
 
+def load_failure_message(folder: Path, exc: Exception) -> str:
+    """One line for a local folder that would not load. A pickled checkpoint that torch's weights-only
+    loader refuses is named as refused, with the way to a safetensors file, instead of torch's
+    advice to retry with ``weights_only=False`` (which would run whatever the file holds)."""
+    import pickle
+
+    text = str(exc).strip()
+    if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return (f"{folder}: its pytorch_model.bin holds Python objects besides tensors; hmde never unpickles those "
+                "(they can run code). If you trust its source, convert it to model.safetensors (transformers: "
+                "AutoModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)) and remove the .bin")
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, KeyError):
+        first = f"unknown value {first} in its config.json"
+    return f"cannot load the sentence encoder in '{folder}': {first or type(exc).__name__}"
+
+
 def load_sentence_transformer(name_or_path: str, pooling: str | None = None, device: str | None = None):
     """Load a sentence encoder from a hub id, a local folder or a name hmde bundles.
 
@@ -136,9 +153,9 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
                                     model_kwargs={"dtype": torch.float32})
     except ModelLoadError:
         raise
-    except (OSError, ValueError, EnvironmentError, SafetensorError) as exc:
+    except Exception as exc:  # noqa: BLE001 - transformers reports a bad config.json as TypeError, KeyError, ...
         if is_local:
-            raise ModelLoadError(f"cannot load the sentence encoder in '{name_or_path}': {exc}") from exc
+            raise ModelLoadError(load_failure_message(path, exc)) from exc
         raise ModelLoadError(unreachable_model_message(str(name_or_path))) from exc
     if pooling is not None:
         logger.warning("pooling=%r ignored: '%s' defines its own pooling in modules.json", pooling, name_or_path)
