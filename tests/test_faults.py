@@ -693,3 +693,91 @@ def test_a_crafted_pickle_is_refused_in_one_line_and_never_run(tmp_path, hmde_di
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "never unpickles" in err and "model.safetensors" in err, err
     assert "weights_only=False" not in err and not (tmp_path / "HMDE_PICKLE_RAN").exists()
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "other-vocabulary", "params"])
+def test_a_damaged_bm25_index_is_one_line_for_search_and_add(damage, tmp_path, capsys):
+    """Issue 29: a missing or damaged bm25/ file gave a traceback on --hybrid search, and --add onto it
+    went through as if the index were whole."""
+    index = tmp_path / "idx"
+    assert main(["index", "build", "hmde-mini", str(_docs(tmp_path / "d.jsonl")), "-o", str(index), "--bm25",
+                 "--no-progress"]) == 0
+    bm25 = index / "bm25"
+    if damage == "missing":
+        (bm25 / "indptr.csc.index.npy").unlink()
+    elif damage == "garbage":
+        (bm25 / "data.csc.index.npy").write_bytes(b"\x93NUMPY garbage")
+    elif damage == "other-vocabulary":
+        (bm25 / "vocab.index.json").write_text(json.dumps({"x": 0, "": 1}))
+    else:
+        params = json.loads((bm25 / "params.index.json").read_text())
+        (bm25 / "params.index.json").write_text(json.dumps(params | {"num_docs": 7}))
+    before = {p.name: p.read_bytes() for p in bm25.iterdir()}
+    capsys.readouterr()
+    assert main(["search", str(index), "cat", "--hybrid"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err and str(bm25) in err and "--bm25 --overwrite" in err, err
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": "c", "text": "Le chat dort.", "lang": "fra"}) + "\n")
+    assert main(["index", "build", str(more), "-o", str(index), "--add", "--no-progress"]) == 2
+    assert "--bm25 --overwrite" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in bm25.iterdir()} == before
+    assert json.loads((index / "index.json").read_text())["count"] == 2
+
+
+@pytest.mark.parametrize("device, message", [("tpu", "is not a device"), ("cuda:x", "is not a device"),
+                                             ("cuda:0", "no CUDA GPU"), ("meta", "runs on cpu, cuda or mps")])
+def test_an_invalid_device_is_one_line_before_anything_loads(device, message, tmp_path, capsys):
+    """Issue 29: --device tpu gave a traceback from deep inside sentence-transformers."""
+    assert main(["encode", "hmde-mini", str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy"),
+                 "--device", device]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err
+    assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.parametrize("measures", ["BOGUS", "AP,nDCG@x", ","])
+def test_unknown_measures_are_one_line_before_the_model_loads(measures, tmp_path, capsys, monkeypatch):
+    """Issue 29: search --measures BOGUS ranked every query, then died in ir-measures with a NameError."""
+    import hmde.cli.index as index_cli
+
+    index = _mini_index(tmp_path)
+    (tmp_path / "q.tsv").write_text("q1\tcat\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\n")
+    monkeypatch.setattr(index_cli, "search_index", lambda *a, **k: pytest.fail("searched before checking"))
+    capsys.readouterr()
+    assert main(["search", str(index), "--queries", str(tmp_path / "q.tsv"), "--qrels", str(tmp_path / "qrels.txt"),
+                 "--measures", measures]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--measures" in err, err
+
+
+def test_a_write_refused_by_the_system_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    """Issue 29: writing into a read-only folder (or a full disk) ended in a traceback. Where the
+    check before the work cannot see it (root ignores modes, a disk fills), the error is still one line."""
+    import errno
+
+    import hmde.cli.align as align_cli
+
+    (tmp_path / "en.tsv").write_text("a\tThe cat sat.\n")
+    (tmp_path / "fr.tsv").write_text("x\tLe chat.\n")
+
+    def refuse(args):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "out.tsv"))
+
+    monkeypatch.setattr(align_cli, "run", refuse)  # the parser is built per call: align's func is this
+    assert main(["align", str(tmp_path / "en.tsv"), str(tmp_path / "fr.tsv"), "-o", str(tmp_path / "out.tsv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"hmde: error: {tmp_path / 'out.tsv'}: Read-only file system"
+
+
+def test_align_refuses_an_unwritable_output_folder_before_encoding(tmp_path, capsys, monkeypatch):
+    import hmde.output_dirs as output_dirs
+
+    (tmp_path / "en.tsv").write_text("a\tThe cat sat.\n")
+    (tmp_path / "fr.tsv").write_text("x\tLe chat.\n")
+    (tmp_path / "ro").mkdir()
+    monkeypatch.setattr(output_dirs.os, "access", lambda path, mode: Path(path) != tmp_path / "ro")
+    assert main(["align", str(tmp_path / "en.tsv"), str(tmp_path / "fr.tsv"), "-o", str(tmp_path / "ro" / "o.tsv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "cannot write there" in err and str(tmp_path / "ro") in err

@@ -296,9 +296,9 @@ def run_clir(args) -> int:
     check_scoring(args.top_sentences, args.doc_weight)
     if args.multi_vector and args.first_stage:
         raise HmdeError("--multi-vector ranks the whole collection; it does not re-rank a --first-stage run")
+    measures = clir.parse_measures(args.measures)  # before the model loads
     _seed(args)
     enc, model_path, method = _setup(args)
-    measures = [m for m in args.measures.split(",") if m]
     tasks = []  # (name, topics, collection, qrels)
     if args.xquad:
         langs = sorted(p.name.split(".")[1] for p in Path(args.xquad).glob("xquad.*.json"))

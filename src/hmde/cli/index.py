@@ -164,6 +164,8 @@ def check_build_output(args: argparse.Namespace):
                                 "name the model to add with")
             args.model = model
         check_same_model(index, args.model)
+        if meta.bm25:
+            index.require_bm25()  # a damaged BM25 index is refused like any damaged file of the index
         if args.method == "lawdr" and not args.lawdr_stats:
             raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
     except BaseException:
@@ -437,6 +439,7 @@ def run_search(args: argparse.Namespace) -> int:
             raise HmdeError("the query is empty: give one or more queries, or --queries FILE")
         ids, texts = [str(i) for i in range(1, len(args.query) + 1)], list(args.query)
     qrels = clir.read_qrels(args.qrels) if args.qrels else None  # checked before any model is loaded
+    measures = clir.parse_measures(args.measures) if qrels is not None else []
     if qrels is not None and not set(qrels) & set(ids):
         raise InputError("no query has relevance judgements: check that the qrels and the query ids match",
                          path=str(args.qrels))
@@ -463,7 +466,7 @@ def run_search(args: argparse.Namespace) -> int:
         unasked = sorted(set(qrels) - set(ids))
         if unasked:
             warn(f"the qrels judge {len(unasked)} query id(s) not asked (e.g. '{unasked[0]}'); they score 0")
-        scores = clir.score_run(qrels, run, [m for m in args.measures.split(",") if m])
+        scores = clir.score_run(qrels, run, measures)
         judged = sum(1 for q in ids if q in qrels)
         print(f"{judged} of {len(ids)} queries judged: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items()))
     return 0

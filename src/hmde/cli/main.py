@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import signal
 import sys
 import threading
@@ -30,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(f"{__package__}.{name.replace('-', '_')}").register(sub)
     # `hmde search` is registered by the index module (it shares its helpers)
     return parser
+
+
+# write faults a user fixes (permissions, a full or read-only disk): one line naming the file, exit 2
+USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
 
 
 class Terminated(KeyboardInterrupt):
@@ -61,15 +66,23 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .common import check_backend_options, quiet_libraries
+    from .common import check_backend_options, pick_device, quiet_libraries
 
     quiet_libraries()
     try:
         with sigterm_as_interrupt():
             check_backend_options(args)
+            if isinstance(getattr(args, "device", None), str):
+                pick_device(args.device)  # a device string that cannot be is refused before anything is read
             return int(args.func(args) or 0)
     except HmdeError as exc:
         print(f"hmde: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno not in USER_FIXABLE_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hmde: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except Terminated:
         print("hmde: terminated", file=sys.stderr)

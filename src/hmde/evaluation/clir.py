@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import HmdeError, InputError
 from ..io.documents import open_text, read_documents
 from ..similarity import knn
 
@@ -319,6 +319,22 @@ def check_qrels(qrels: dict[str, dict[str, int]], query_ids: Sequence[str], doc_
     if not set(qrels) & known_q:
         raise InputError("no query of the topics has relevance judgements: check that qrels and topics match")
     return warnings
+
+
+def parse_measures(text: str) -> list[str]:
+    """``--measures``: comma-separated ir-measures names, checked before any model loads."""
+    import ir_measures
+
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    if not names:
+        raise HmdeError("--measures names no measure (e.g. AP,RR,nDCG@10)")
+    for name in names:
+        try:
+            ir_measures.parse_measure(name)
+        except (NameError, ValueError, TypeError, SyntaxError) as exc:
+            raise HmdeError(f"--measures: '{name}' is not an ir-measures measure ({exc}); e.g. AP, RR, nDCG@10, "
+                            "P@5, R@100") from None
+    return names
 
 
 def score_run(qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]],

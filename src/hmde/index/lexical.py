@@ -38,11 +38,51 @@ def build_bm25(texts: Sequence[str], folder: str | Path) -> None:
     retriever.save(str(folder), show_progress=False)
 
 
-def bm25_search(folder: str | Path, queries: Sequence[str], k: int, n_docs: int) -> list[list[tuple[int, float]]]:
-    """Per query, up to ``k`` (row, BM25 score) pairs, best first (rows scoring 0 are left out)."""
+BM25_FILES = ("params.index.json", "vocab.index.json", "data.csc.index.npy", "indices.csc.index.npy",
+              "indptr.csc.index.npy")
+
+
+def load_bm25(folder: str | Path, n_docs: int):
+    """The BM25 index in ``folder``, checked: a missing or damaged file, or one built over another
+    number of documents than the index holds, is a one-line error naming the file."""
+    import json
+
     import bm25s
 
-    retriever = bm25s.BM25.load(str(folder), show_progress=False, verbosity=0)
+    from ..errors import InputError
+
+    folder = Path(folder)
+    for name in BM25_FILES:
+        if not (folder / name).is_file():
+            raise InputError(f"the BM25 index lacks {name}; rebuild the index with --bm25 --overwrite",
+                             path=str(folder / name))
+    try:
+        params = json.loads((folder / "params.index.json").read_text(encoding="utf-8"))
+        built_over = params["num_docs"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not BM25 parameters ({type(exc).__name__}); rebuild the index with --bm25 --overwrite",
+                         path=str(folder / "params.index.json")) from None
+    if built_over != n_docs:
+        raise InputError(f"the BM25 index covers {built_over} documents, the index {n_docs}; rebuild it with --bm25 "
+                         "--overwrite", path=str(folder / "params.index.json"))
+    try:
+        retriever = bm25s.BM25.load(str(folder), show_progress=False, verbosity=0)
+    except Exception as exc:  # noqa: BLE001 - numpy, json and scipy each fail their own way on a damaged file
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"a damaged BM25 file ({first}); rebuild the index with --bm25 --overwrite",
+                         path=str(folder)) from None
+    scores, vocab = retriever.scores, getattr(retriever, "vocab_dict", None) or {}
+    indptr, indices, data = scores.get("indptr"), scores.get("indices"), scores.get("data")
+    if indptr is None or indices is None or data is None or len(indptr) - 1 > len(vocab) or \
+            int(indptr[-1]) != len(indices) or len(indices) != len(data):
+        raise InputError("the BM25 files disagree (vocabulary and postings); rebuild the index with --bm25 --overwrite",
+                         path=str(folder))
+    return retriever
+
+
+def bm25_search(retriever, queries: Sequence[str], k: int, n_docs: int) -> list[list[tuple[int, float]]]:
+    """Per query, up to ``k`` (row, BM25 score) pairs, best first (rows scoring 0 are left out);
+    ``retriever`` from :func:`load_bm25`."""
     k = min(k, n_docs)
     rows, scores = retriever.retrieve(_tokenize(queries), k=k, show_progress=False)
     return [[(int(r), float(s)) for r, s in zip(rr, ss) if s > 0] for rr, ss in zip(rows, scores)]

@@ -350,19 +350,25 @@ class DocumentIndex:
             params.nprobe = nprobe or self.index.nprobe
         return self.index.search(q, k, params=params)
 
-    def require_bm25(self) -> None:
+    def require_bm25(self):
+        """The index's BM25 retriever, loaded and checked once (before any model loads)."""
+        from .lexical import BM25_DIR, load_bm25
+
         if not self.meta.bm25:
             raise HmdeError(f"index {self.path} has no BM25 index: rebuild it with `hmde index build --bm25` for "
                             "--hybrid")
+        if getattr(self, "_bm25", None) is None:
+            self._bm25 = load_bm25(self.path / BM25_DIR, self.meta.count)
+        return self._bm25
 
     def _fuse(self, dense_rows: np.ndarray, texts: Sequence[str], allowed: set[int] | None, pool: int, top_k: int,
               weights: Sequence[float], rrf_k: int) -> list[list[tuple[float, int]]]:
-        from .lexical import BM25_DIR, bm25_search, reciprocal_rank_fusion
+        from .lexical import bm25_search, reciprocal_rank_fusion
 
-        self.require_bm25()
+        retriever = self.require_bm25()
         if len(texts) != len(dense_rows):
             raise HmdeError("hybrid search needs each query's text")
-        lexical = bm25_search(self.path / BM25_DIR, texts, self.meta.count if allowed is not None else pool,
+        lexical = bm25_search(retriever, texts, self.meta.count if allowed is not None else pool,
                               self.meta.count)
         out = []
         for qi, text_hits in enumerate(lexical):
