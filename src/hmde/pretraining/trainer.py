@@ -25,6 +25,7 @@ from ..errors import HmdeError
 from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from ..training import distributed
+from .frozen_vectors import load_frozen_vectors, save_frozen_vectors
 from .lower_parts import freeze_lower_parts
 from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 from .loss import cached_backward, contrastive_loss
@@ -349,6 +350,8 @@ class HmdeTrainer:
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
         step = 0
         if resume:
+            if cfg.freeze_lower:  # before the checkpoint restores the RNG states; loading draws nothing
+                self.vector_cache = load_frozen_vectors(ckpt, self.units, model.device)
             state = load_checkpoint(ckpt)
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -368,7 +371,7 @@ class HmdeTrainer:
                       **self.validate())
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
-        t0, seen = time.time(), 0
+        t0, seen, saved_vectors = time.time(), 0, len(self.vector_cache)
         with sparse_embedding_gradients(model.lower, params, enabled=cfg.sparse_embedding_gradients and not cfg.freeze_lower):
             for item in self.step_loader(batches, step, total, rank, world):
                 global_batch = item.batch
@@ -391,6 +394,9 @@ class HmdeTrainer:
                     if main:
                         if self.validation:
                             log.write(event="validation", step=step, **self.validate())
+                        if cfg.freeze_lower and len(self.vector_cache) != saved_vectors:
+                            save_frozen_vectors(ckpt, self.vector_cache)
+                            saved_vectors = len(self.vector_cache)
                         save_checkpoint(ckpt, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                                "scheduler": scheduler.state_dict(), "step": step, "total": total,
                                                "config": dataclasses.asdict(cfg)})
