@@ -781,3 +781,58 @@ def test_align_refuses_an_unwritable_output_folder_before_encoding(tmp_path, cap
     assert main(["align", str(tmp_path / "en.tsv"), str(tmp_path / "fr.tsv"), "-o", str(tmp_path / "ro" / "o.tsv")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "cannot write there" in err and str(tmp_path / "ro") in err
+
+
+def _with_nan(model_dir: Path, target: Path, part: str) -> Path:
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, target)
+    weights = target / part / "model.safetensors" if part else target / "model.safetensors"
+    state = load_file(str(weights))
+    name = next(k for k in state if "LayerNorm.weight" in k or k.endswith("norm.weight"))
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, str(weights))
+    return target
+
+
+def test_a_model_with_nan_weights_in_its_upper_encoder_is_refused_at_load(tmp_path, hmde_dir, capsys):
+    """Issue 29: train --temperature 0 saved a model whose every tensor was NaN, and encode wrote NaN vectors."""
+    model = _with_nan(hmde_dir, tmp_path / "m", "")
+    assert main(["encode", str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(tmp_path / "v.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "NaN or infinite" in err and "model.safetensors" in err
+    assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.parametrize("command", [["encode", "--method", "mean"], ["encode"], ["index", "build"]])
+def test_nan_vectors_are_never_written(command, tmp_path, hmde_dir, capsys):
+    model = _with_nan(hmde_dir, tmp_path / "m", "lower")
+    out = tmp_path / ("v.npy" if command[0] == "encode" else "idx")
+    argv = [*command[:2], str(model), str(_docs(tmp_path / "d.jsonl")), "-o", str(out), "--no-progress", *command[2:]]
+    if command[0] == "encode":
+        argv = [command[0], str(model), str(tmp_path / "d.jsonl"), "-o", str(out), "--no-progress", *command[1:]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "NaN or infinite vectors" in err and "'a'" in err, err
+    assert not out.exists() and not list(tmp_path.glob(".v*"))
+
+
+def test_training_stops_when_the_loss_is_not_a_number(tmp_path, labse_dir, monkeypatch, capsys):
+    from hmde.pretraining.trainer import HmdeTrainer
+
+    pages = tmp_path / "pages.jsonl"
+    pages.write_text("".join(json.dumps({"doc_id": f"{lang}/{c}", "concept": c, "lang": lang, "categories": ["x"],
+                                         "text": f"{c} {lang}. Two."}) + "\n"
+                             for c in ("a", "b", "c") for lang in ("eng", "fra")))
+    assert main(["build-pairs", str(pages), "-o", str(tmp_path / "p.parquet"), "--no-negative", "keep",
+                 "--no-progress"]) == 0
+    monkeypatch.setattr(HmdeTrainer, "train_step", lambda self, *a, **k: float("nan"))
+    capsys.readouterr()
+    assert main(["train", str(labse_dir), str(tmp_path / "p.parquet"), "-o", str(tmp_path / "run"), "--batch-size", "2",
+                 "--grad-accum", "1", "--max-steps", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the loss became nan at step 1" in err and err.count("\n") == 0
+    assert not (tmp_path / "run" / "config.json").exists()

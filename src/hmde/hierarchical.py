@@ -402,6 +402,10 @@ def load_upper_state(upper: nn.Module, weights: Path) -> None:
         state = load_file(str(weights))
     except (OSError, SafetensorError) as exc:
         raise ModelLoadError(f"{weights}: not a readable safetensors file ({exc})") from exc
+    damaged = next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    if damaged is not None:
+        raise ModelLoadError(f"{weights}: tensor {damaged!r} holds NaN or infinite values (a diverged training run?); "
+                             "retrain, or use an earlier checkpoint")
     missing, unexpected = upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
     if missing or unexpected:
         raise ModelLoadError(f"{weights}: weights do not match (missing {missing}, unexpected {unexpected})")

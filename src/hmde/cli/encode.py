@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
+from ..finite_vectors import require_finite
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
@@ -80,6 +81,7 @@ def write_vectors(output: str | Path, ids: list[str], vectors: np.ndarray) -> No
     for i in ids:
         if "\n" in i:
             raise HmdeError(f"document id {i!r} contains a newline")
+    require_finite(vectors, ids)
     save_npy_atomic(output, np.ascontiguousarray(vectors, dtype=np.float32))
     write_text_atomic(ids_path_for(output), "".join(f"{i}\n" for i in ids))
 
@@ -239,6 +241,7 @@ class VectorWriter:
 
     def add(self, ids: list[str], vectors: np.ndarray) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
+        require_finite(vectors, ids)
         if self._array is None:
             self.dim = int(vectors.shape[1])
             self._array = np.lib.format.open_memmap(self._npy, mode="w+", dtype=np.float32,

@@ -268,6 +268,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     from tqdm.auto import tqdm
 
     from ..evaluation.provenance import model_hash
+    from ..finite_vectors import require_finite
     from ..index.store import DocumentBatch, DocumentIndex
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
     from ..registry import resolve_model_path
@@ -283,6 +284,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
             langs = [r.lang for r in chunk]
             vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs,
                                                                      contextual=args.multi_vector)
+            require_finite(vectors, [r.doc_id for r in chunk])
             bar.update(len(chunk))
             yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors,
                                 units, sents)
@@ -307,6 +309,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
 def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
+    from ..finite_vectors import require_finite
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
     from ..methods import DocumentVectorizer, MethodOptions, flat_text
@@ -322,6 +325,7 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
                             **lawdr_fit_options(args))
     doc_vectors, units, sents = DocumentVectorizer(model, method, options).encode_with_sentences(
         [r.text for r in records], [r.lang for r in records])
+    require_finite(doc_vectors, [r.doc_id for r in records])
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(doc_vectors.shape[1]), method)
     texts = [flat_text(r.text) for r in records]
     index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,

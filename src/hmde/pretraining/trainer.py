@@ -378,6 +378,11 @@ class HmdeTrainer:
                 optimizer.zero_grad(set_to_none=True)
                 with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
                     loss = self.train_step(global_batch, step, rank, world, item.plans)
+                if not math.isfinite(loss):
+                    bar.close()
+                    raise HmdeError(f"the loss became {loss} at step {step + 1}: training diverged (learning rate or "
+                                    "temperature too extreme?); nothing was saved after the last checkpoint"
+                                    + (f" in {ckpt}" if ckpt.exists() else ""))
                 densify(params)
                 distributed.average_gradients(params)
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
