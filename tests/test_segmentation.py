@@ -87,3 +87,39 @@ def test_khmer_khan_and_bariyoosan_end_sentences():
 def test_myanmar_section_mark_ends_sentences():
     text = "ကြောင်သည် ဆိုဖာပေါ်တွင် အိပ်နေသည်။ အပြင်မှာ မိုးရွာနေသည်။"
     assert split_sentences(text, "mya") == ["ကြောင်သည် ဆိုဖာပေါ်တွင် အိပ်နေသည်။", "အပြင်မှာ မိုးရွာနေသည်။"]
+
+
+def test_character_blocks_cut_at_whitespace_and_keep_every_other_character():
+    from hmde.segmentation import character_blocks
+
+    text = "aaaa bbbb cccc dddd eeee"
+    blocks = character_blocks(text, limit=10)
+    assert blocks == ["aaaa bbbb", "cccc dddd", "eeee"]
+    assert " ".join(blocks) == text
+    assert character_blocks("x" * 25, limit=10) == ["x" * 10, "x" * 10, "x" * 5]  # no whitespace: a hard cut
+    assert character_blocks("short", limit=10) == ["short"]
+
+
+def test_a_huge_one_line_document_is_never_tokenised_whole(monkeypatch):
+    """Issue 29: a 50 MB one-line document peaked at 11.9 GB, tokenised whole with offsets. The tokenizer
+    now sees at most BLOCK_CHARS characters at a time, and every word still reaches some unit."""
+    from transformers import PreTrainedTokenizerFast
+
+    from hmde import HierarchicalEncoder
+    from hmde.segmentation import BLOCK_CHARS
+
+    model = HierarchicalEncoder.from_pretrained("hmde-mini")
+    tokenizer = model.lower.tokenizer
+    longest = []
+    original = PreTrainedTokenizerFast.__call__
+
+    def watched(self, text, *args, **kwargs):
+        texts = [text] if isinstance(text, str) else list(text)
+        longest.append(max((len(t) for t in texts), default=0))
+        return original(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(type(tokenizer), "__call__", watched)
+    words = [f"w{i}" for i in range(60_000)]
+    units = model.segment(" ".join(words), "eng")
+    assert max(longest) <= BLOCK_CHARS
+    assert "".join(units).replace(" ", "") == "".join(words)  # token windows may cut inside a word

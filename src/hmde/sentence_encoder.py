@@ -32,6 +32,7 @@ from .errors import ModelLoadError, unreachable_model_message
 logger = logging.getLogger(__name__)
 
 POOLING_MODES = ("mean", "cls", "max", "lasttoken")
+TOKENIZE_GROUP = 1024  # texts per tokenizer call: a 50 MB document's pieces held whole took hundreds of MB
 
 
 def _st_modules():
@@ -335,8 +336,12 @@ class SentenceEncoder(nn.Module):
             return []
         prompt = self.document_prompt if prompt is None else prompt
         texts = [prompt + t for t in texts] if prompt else list(texts)
-        enc = self.tokenizer(texts, add_special_tokens=True, truncation=True, max_length=self.max_tokens)
-        return [list(ids) for ids in enc["input_ids"]]
+        out: list[list[int]] = []
+        for start in range(0, len(texts), TOKENIZE_GROUP):  # the tokenizer's encodings live one group at a time
+            enc = self.tokenizer(texts[start:start + TOKENIZE_GROUP], add_special_tokens=True, truncation=True,
+                                 max_length=self.max_tokens)
+            out.extend(list(ids) for ids in enc["input_ids"])
+        return out
 
     def _features(self, batch: list[list[int]]) -> dict[str, torch.Tensor]:
         """Pad token ids into tensors directly (``tokenizer.pad`` walks Python dicts per row)."""

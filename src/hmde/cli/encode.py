@@ -25,6 +25,7 @@ from .common import (
     pick_device,
     warn,
 )
+from .arg_types import positive_int
 from .preflight import check_lawdr_inputs, check_output_file, check_records
 from .ray_arguments import add_ray_arguments, encode_spec, ray_options
 
@@ -54,7 +55,7 @@ def register(sub) -> None:
     add_backend_argument(p)
     p.add_argument("--queries", action="store_true",
                    help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
-    p.add_argument("--batch-size", type=int, default=32, help="documents per batch (default 32)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="documents per batch (default 32)")
     p.add_argument("--sentence-batch-size", type=int, default=None,
                    help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely "
                    "(default: 8 on CPUs, 64 on GPUs)")
@@ -153,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
     with VectorWriter(args.output, count) as writer, \
             tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress) as bar:
-        for chunk in input_chunks(args):
+        # --queries: sentence-transformers sorts a call's texts by length, so its chunks stay as they were
+        for chunk in input_chunks(args, STREAM_CHUNK if args.queries else max(1, args.batch_size)):
             writer.add([r.doc_id for r in chunk], encode_chunk([r.text for r in chunk],
                                                                [args.lang or r.lang for r in chunk]))
             bar.update(len(chunk))
@@ -190,11 +192,14 @@ def scan_input(args) -> tuple[int, list[str]]:
     return len(ids), empty
 
 
-def input_chunks(args):
+def input_chunks(args, size: int = STREAM_CHUNK):
+    """The input's records, ``size`` at a time. Document methods read one batch (``--batch-size``) at a
+    time, so the progress bar moves per batch; their vectors do not depend on it (each batch of
+    documents is encoded on its own, whatever surrounds it)."""
     chunk = []
     for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
         chunk.append(r)
-        if len(chunk) == STREAM_CHUNK:
+        if len(chunk) == size:
             yield chunk
             chunk = []
     if chunk:

@@ -280,7 +280,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
 
     def encoded():
-        for chunk in input_chunks(args):
+        for chunk in input_chunks(args, vectorizer.options.batch_size):  # one batch at a time: progress per batch
             langs = [r.lang for r in chunk]
             vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs,
                                                                      contextual=args.multi_vector)
