@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
 from ..finite_vectors import require_finite
 from ..config import DOCUMENT_METHODS
+from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
 from ..length_settings import add_length_arguments
@@ -143,9 +145,11 @@ def run(args: argparse.Namespace) -> int:
     fits_lawdr = args.method == "lawdr" and not args.queries and not (lawdr_stats_dir(args) / "lawdr.json").exists()
     if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         return run_in_memory(args)
-    count, empty = scan_input(args)
+    languages: Counter = Counter()
+    count, empty = scan_input(args, languages)
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
+    warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
     if not args.queries and args.method in (None, "hmde") and kind != "hmde":
         raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
@@ -175,10 +179,13 @@ def warn_empty(empty: list[str]) -> None:
         warn(f"{len(empty)} document(s) with no text get an all-zero vector: {shown}")
 
 
-def scan_input(args) -> tuple[int, list[str]]:
+def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
     """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique,
-    one-line ids), the document count and the ids of empty documents.
+    one-line ids), the document count and the ids of empty documents; ``languages`` counts the
+    documents' languages (:mod:`hmde.coverage`).
     Memory: one id and line number per document (the duplicate check needs them), nothing else."""
+    from ..coverage import tally
+
     empty: list[str] = []
 
     def noting_empty(records):
@@ -187,8 +194,8 @@ def scan_input(args) -> tuple[int, list[str]]:
                 empty.append(r.doc_id)
             yield r
 
-    ids = check_records(noting_empty(read_documents(args.input, args.text_field, args.id_field,
-                                                    args.lang_field or None)), args)
+    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
+    ids = check_records(noting_empty(tally(records, Counter() if languages is None else languages, args.lang)), args)
     return len(ids), empty
 
 
@@ -278,6 +285,7 @@ def run_in_memory(args: argparse.Namespace) -> int:
     _, model = load_model(args.model, device, args=args)
     texts = [r.text for r in records]
     langs = [args.lang or r.lang for r in records]
+    warn_uncovered(args.model, model, languages_of(langs, texts))
     warn_empty([r.doc_id for r in records if is_empty_text(r.text)])
     vectors = encode_with_method(args, model, texts, langs, not args.no_progress)
     write_vectors(args.output, [r.doc_id for r in records], vectors)

@@ -12,6 +12,7 @@ import numpy as np
 
 from .arg_types import bounded_int, nonnegative_int, positive_int
 from ..config import DOCUMENT_METHODS
+from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError, InputError
 from ..length_settings import add_length_arguments
 from ..registry import DEFAULT_MODEL
@@ -231,17 +232,25 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
     stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
     if args.method == "lawdr" and stats is None:
         return run_build_in_memory(args, existing)
-    count = scan_for_index(args, existing)
-    return stream_into_index(args, existing, stats, count)
+    from collections import Counter
+
+    languages: Counter = Counter()
+    count = scan_for_index(args, existing, languages)
+    return stream_into_index(args, existing, stats, count, languages)
 
 
-def scan_for_index(args: argparse.Namespace, existing) -> int:
+def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already
-    in the index, before any model loads; returns the document count."""
+    in the index, before any model loads; returns the document count (``languages``: a Counter of
+    the documents' languages, for :func:`hmde.coverage.warn_uncovered`)."""
+    from collections import Counter
+
+    from ..coverage import tally
     from ..io.documents import read_documents
     from .preflight import check_index_size
 
-    lines = check_records(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None), args)
+    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
+    lines = check_records(tally(records, Counter() if languages is None else languages), args)
     check_new_ids(existing, lines, args)
     check_index_size(len(lines), args)
     return len(lines)
@@ -262,7 +271,7 @@ def load_index_model(args: argparse.Namespace, existing):
     return model, method, recorded_name(args.model), dim
 
 
-def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> int:
+def stream_into_index(args: argparse.Namespace, existing, stats, count: int, languages=None) -> int:
     import itertools
 
     from tqdm.auto import tqdm
@@ -275,6 +284,8 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int) -> 
     from .encode import input_chunks
 
     model, method, path, dim = load_index_model(args, existing)
+    if languages:
+        warn_uncovered(args.model, model, languages)
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
@@ -321,6 +332,7 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     check_index_size(len(records), args)
     check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)
     model, method, path, _ = load_index_model(args, existing)
+    warn_uncovered(args.model, model, languages_of([r.lang for r in records], [r.text for r in records]))
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
     doc_vectors, units, sents = DocumentVectorizer(model, method, options).encode_with_sentences(
@@ -418,6 +430,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
+    warn_uncovered(name, model, languages_of([None] * len(queries), queries), "queries")  # --lang filters hits
     vectors = lower.encode(queries, prompt_name="query")
 
     def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
