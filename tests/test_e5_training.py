@@ -136,3 +136,50 @@ def test_compact_export_stores_only_the_changes_and_loads_to_the_same_vectors(e5
     assert torch.nn.functional.cosine_similarity(a, b).min() > 0.9999  # the upper encoder and changes in fp16
     untouched = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
     assert not torch.allclose(torch.as_tensor(untouched.lower.embed(docs)), torch.as_tensor(compact.lower.embed(docs)))
+
+
+def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, monkeypatch):
+    """The joint stage takes the paper's settings (lr 1e-5, batch 2, 32 sentences, the lower encoder
+    updated); the control differs from it only by --freeze-lower; the held-out languages are in no
+    training file."""
+    import hmde.e5.compact as compact
+    import hmde.pretraining.pairs as pairs_module
+    from hmde.cli import recipe_e5
+    from hmde.cli.main import main
+
+    data = tmp_path / "data"
+    for sub in ("parallel/wmt", "bible", "eval"):
+        (data / sub).mkdir(parents=True)
+    for lang in ("eng", "fin", "swh", "guj", "est", "quc"):
+        (data / "bible" / f"{lang}.jsonl.gz").write_bytes(b"")
+    for name in ("eng-est", "eng-fin", "deu-eng"):
+        (data / "parallel" / "wmt" / f"{name}.tsv.gz").write_bytes(b"")
+    steps = []
+    monkeypatch.setattr(recipe_e5, "run_step", lambda name, done, argv: steps.append((name, argv)))
+    monkeypatch.setattr(pairs_module, "merge_pairs", lambda inputs, output: 0)
+    monkeypatch.setattr(compact, "export_compact", lambda trained, export: None)
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run"), "--skip-eval"]) == 0
+    argv = dict(steps)
+    news = argv["news pseudo-documents"]
+    files = [a.split("/")[-1] for a in news if a.endswith(".tsv.gz")]
+    assert files == ["deu-eng.tsv.gz", "eng-fin.tsv.gz"]  # eng-est holds a held-out language
+    bible = [a for a in argv["Bible pairs"] if a.endswith(".jsonl.gz")]
+    assert sorted(a.split("/")[-1].split(".")[0] for a in bible) == ["eng", "fin", "quc"]
+    joint, control = argv["stage 2: hmde, joint (e5 updated)"], argv["control: stage 1 continued, e5 frozen"]
+
+    def value(args, flag):
+        return args[args.index(flag) + 1]
+
+    assert value(joint, "--lr") == "1e-5" and value(joint, "--batch-size") == "2"
+    assert value(joint, "--train-max-sentences") == "32" and "--freeze-lower" not in joint
+    assert value(joint, "--lower-trainable") == "all" and value(joint, "--query-loss-weight") == "0.0"
+    assert "--freeze-lower" in control
+    shared = ("--lr", "--batch-size", "--grad-accum", "--max-steps", "--warmup", "--train-max-sentences")
+    assert all(value(joint, f) == value(control, f) for f in shared)
+    assert value(joint, "--output") != value(control, "--output")
+
+
+def test_lower_trainable_defaults_to_the_paper():
+    from hmde.pretraining.trainer import PretrainingConfig
+
+    assert PretrainingConfig().lower_trainable == "all"
