@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     with VectorWriter(args.output, count) as writer, \
             tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress) as bar:
         # --queries: sentence-transformers sorts a call's texts by length, so its chunks stay as they were
-        for chunk in input_chunks(args, STREAM_CHUNK if args.queries else max(1, args.batch_size)):
+        for chunk in input_chunks(args, None if args.queries else args.batch_size):
             writer.add([r.doc_id for r in chunk], encode_chunk([r.text for r in chunk],
                                                                [args.lang or r.lang for r in chunk]))
             bar.update(len(chunk))
@@ -199,10 +199,11 @@ def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
     return len(ids), empty
 
 
-def input_chunks(args, size: int = STREAM_CHUNK):
+def input_chunks(args, size: int | None = None):
     """The input's records, ``size`` at a time. Document methods read one batch (``--batch-size``) at a
     time, so the progress bar moves per batch; their vectors do not depend on it (each batch of
     documents is encoded on its own, whatever surrounds it)."""
+    size = min(size or STREAM_CHUNK, STREAM_CHUNK)
     chunk = []
     for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
         chunk.append(r)
