@@ -57,11 +57,22 @@ def test_queries_with_a_sentence_encoder(labse_dir, tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "q.npy"), reference, atol=1e-5)
 
 
-def test_sentence_encoder_without_queries_is_a_clear_error(labse_dir, tmp_path, capsys):
+def test_a_sentence_encoder_encodes_documents_with_mean_unless_hmde_is_asked(labse_dir, tmp_path, capsys):
+    """Issue 26: `hmde encode multilingual-e5-small docs.jsonl` must work: a sentence encoder without
+    --method gives `mean` (said on stderr), as align and index build do; --method hmde is a clear error."""
+    from hmde.methods import DocumentVectorizer
+    from hmde.sentence_encoder import SentenceEncoder
+
     src = write_jsonl(tmp_path / "d.jsonl", ROWS)
-    assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "o.npy")]) == 2
+    assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "o.npy"), "--no-progress"]) == 0
+    assert "--method mean" in capsys.readouterr().err
+    expected = DocumentVectorizer(SentenceEncoder.load(str(labse_dir)), "mean").encode(
+        [r["text"] for r in ROWS], [r.get("lang") for r in ROWS])
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), expected, atol=1e-6)
+    assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "h.npy"), "--method", "hmde"]) == 2
     err = capsys.readouterr().err
     assert "is a sentence encoder, not an hmde model" in err and "--queries" in err
+    assert not (tmp_path / "h.npy").exists()
 
 
 @pytest.mark.parametrize(

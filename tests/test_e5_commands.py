@@ -71,3 +71,16 @@ def test_an_hmde_on_e5_keeps_its_prompts_in_the_router_folder_and_the_onnx_expor
         c = onnx.encode_documents(doc, normalize_embeddings=True)
         d = model.encode_documents(doc, normalize_embeddings=True)
         assert float((c * d).sum()) > tolerance
+
+
+def test_encode_by_name_without_a_method_gives_mean_vectors(e5_folder, docs_file, tmp_path, capsys):
+    """Issue 26, done when: `hmde encode multilingual-e5-small docs.jsonl` works offline."""
+    from hmde.methods import DocumentVectorizer
+    from hmde.sentence_encoder import SentenceEncoder
+
+    out = tmp_path / "v.npy"
+    assert main(["encode", "multilingual-e5-small", str(docs_file), "-o", str(out), "--no-progress"]) == 0
+    assert "--method mean" in capsys.readouterr().err
+    expected = DocumentVectorizer(SentenceEncoder.load("multilingual-e5-small"), "mean").encode(
+        [d["text"] for d in DOCS], [d["lang"] for d in DOCS])
+    np.testing.assert_allclose(np.load(out), expected, atol=1e-6)

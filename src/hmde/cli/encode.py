@@ -125,7 +125,7 @@ def run_ray(args: argparse.Namespace) -> int:
     """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
     from ..scale.ray_encode import encode_with_ray
 
-    spec = encode_spec(args, "query" if args.queries else args.method or "hmde", normalize=args.normalize)
+    spec = encode_spec(args, "query" if args.queries else args.method, normalize=args.normalize)
     manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
     shards = manifest.data["shards"]
@@ -145,13 +145,12 @@ def run(args: argparse.Namespace) -> int:
     fits_lawdr = args.method == "lawdr" and not args.queries and not (lawdr_stats_dir(args) / "lawdr.json").exists()
     if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         return run_in_memory(args)
+    choose_method(args)
     languages: Counter = Counter()
     count, empty = scan_input(args, languages)
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
-    if not args.queries and args.method in (None, "hmde") and kind != "hmde":
-        raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
     encode_chunk = chunk_encoder(args, kind, model)
     from tqdm.auto import tqdm
@@ -165,6 +164,25 @@ def run(args: argparse.Namespace) -> int:
             bar.update(len(chunk))
     print(f"wrote {count} x {writer.dim} vectors to {args.output} and ids to {ids_path_for(args.output)}")
     return 0
+
+
+def choose_method(args: argparse.Namespace) -> None:
+    """Before anything is read: without --method, an hmde model encodes with ``hmde`` and a sentence
+    encoder (``hmde encode multilingual-e5-small docs.jsonl``) with ``mean``, said once on stderr, as
+    ``align`` and ``index build`` do; ``--method hmde`` on a sentence encoder stays an error."""
+    from ..hierarchical import is_hmde_folder
+    from ..registry import resolve_model_path
+
+    if args.queries or args.method not in (None, "hmde"):
+        return
+    if is_hmde_folder(resolve_model_path(args.model)):
+        args.method = args.method or "hmde"
+        return
+    if args.method == "hmde":
+        raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
+    args.method = "mean"
+    warn(f"{args.model} is a sentence encoder: each document is the mean of its sentence vectors (--method mean; "
+         "--method first, seg or lawdr for the others)")
 
 
 SENTENCE_ENCODER_IS_NOT_HMDE = (
