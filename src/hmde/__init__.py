@@ -5,8 +5,7 @@ Encoder" (HMDE), the LAWDR document vectors and a lightweight cross-lingual sent
 encoder, as a library and a command-line tool.
 """
 
-__version__ = "0.1.0"
-
+from .version import __version__
 from .config import HierarchicalConfig  # noqa: E402
 from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 from .hierarchical import HierarchicalEncoder  # noqa: E402

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from . import __version__
+from .version import __version__
 from .atomic import atomic_dir, atomic_path, write_text_atomic
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder

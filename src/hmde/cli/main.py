@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 
-from .. import __version__
+from ..version import __version__
 from ..errors import HmdeError
 
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe", "longformer", "pseudo-documents", "sentence-queries", "export"]

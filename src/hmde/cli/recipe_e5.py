@@ -31,9 +31,7 @@ from pathlib import Path
 
 from ..errors import HmdeError
 from .recipe_steps import install, run_step
-
-LOWER = "multilingual-e5-small"
-HELD_OUT = ("swh", "guj", "est")  # Swahili (Bantu), Gujarati (Indic), Estonian (Uralic)
+from .recipe_e5_eval import HELD_OUT, LOWER  # the held-out languages are what the evaluation measures
 
 
 def add_arguments(p) -> None:

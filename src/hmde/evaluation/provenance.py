@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from .. import __version__
+from ..version import __version__
 from ..atomic import write_text_atomic
 from ..hierarchical import is_hmde_folder
 

@@ -43,7 +43,7 @@ class StepDataset(torch.utils.data.Dataset):
         return max(0, self.total - self.start)
 
     def __getitem__(self, i: int) -> StepInput:
-        from .trainer import micro_batches, orient, roles
+        from .steps import micro_batches, orient, roles
 
         step = self.start + i
         cfg = self.config
