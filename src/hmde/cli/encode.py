@@ -151,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
+    if not args.queries and args.method in (None, "hmde") and kind != "hmde":  # an ONNX export's kind
+        raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
     encode_chunk = chunk_encoder(args, kind, model)
     from tqdm.auto import tqdm
@@ -173,9 +175,14 @@ def choose_method(args: argparse.Namespace) -> None:
     from ..hierarchical import is_hmde_folder
     from ..registry import resolve_model_path
 
+    from ..export.onnx import is_onnx_export
+
     if args.queries or args.method not in (None, "hmde"):
         return
-    if is_hmde_folder(resolve_model_path(args.model)):
+    path = resolve_model_path(args.model)
+    if is_onnx_export(path):
+        return  # an export's kind is known once it is loaded: checked after loading
+    if is_hmde_folder(path):
         args.method = args.method or "hmde"
         return
     if args.method == "hmde":
