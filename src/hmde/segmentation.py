@@ -111,8 +111,9 @@ def character_blocks(text: str, limit: int = BLOCK_CHARS) -> list[str]:
     return [b for b in blocks if b.strip()]
 
 
-def _groups_of_chars(texts: Sequence[str], limit: int):
-    """Consecutive groups of ``texts`` of at most ``limit`` characters together (one text may exceed it)."""
+def groups_of_chars(texts: Sequence[str], limit: int):
+    """Consecutive groups of ``texts`` of at most ``limit`` characters together (one text may exceed it):
+    what one tokenizer call takes, so that its encodings never hold a huge input at once."""
     group, size = [], 0
     for text in texts:
         if group and size + len(text) > limit:
@@ -142,7 +143,7 @@ def fit_to_budget(
     budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
     sentences = [block for s in sentences for block in character_blocks(s)]
     encoded = []
-    for group in _groups_of_chars(sentences, BLOCK_CHARS):  # the tokenizer's memory is bounded by a group
+    for group in groups_of_chars(sentences, BLOCK_CHARS):  # the tokenizer's memory is bounded by a group
         encoded.extend(tokenizer(group, add_special_tokens=True, truncation=False)["input_ids"])
     out: list[str] = []
     for sentence, ids in zip(sentences, encoded):

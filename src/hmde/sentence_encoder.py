@@ -20,7 +20,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -32,7 +31,6 @@ from .errors import ModelLoadError, unreachable_model_message
 logger = logging.getLogger(__name__)
 
 POOLING_MODES = ("mean", "cls", "max", "lasttoken")
-TOKENIZE_GROUP = 1024  # texts per tokenizer call: a 50 MB document's pieces held whole took hundreds of MB
 
 
 def _st_modules():
@@ -336,10 +334,11 @@ class SentenceEncoder(nn.Module):
             return []
         prompt = self.document_prompt if prompt is None else prompt
         texts = [prompt + t for t in texts] if prompt else list(texts)
+        from .segmentation import BLOCK_CHARS, groups_of_chars
+
         out: list[list[int]] = []
-        for start in range(0, len(texts), TOKENIZE_GROUP):  # the tokenizer's encodings live one group at a time
-            enc = self.tokenizer(texts[start:start + TOKENIZE_GROUP], add_special_tokens=True, truncation=True,
-                                 max_length=self.max_tokens)
+        for group in groups_of_chars(texts, BLOCK_CHARS):  # the tokenizer's encodings live one group at a time
+            enc = self.tokenizer(group, add_special_tokens=True, truncation=True, max_length=self.max_tokens)
             out.extend(list(ids) for ids in enc["input_ids"])
         return out
 

@@ -172,10 +172,9 @@ def choose_method(args: argparse.Namespace) -> None:
     """Before anything is read: without --method, an hmde model encodes with ``hmde`` and a sentence
     encoder (``hmde encode multilingual-e5-small docs.jsonl``) with ``mean``, said once on stderr, as
     ``align`` and ``index build`` do; ``--method hmde`` on a sentence encoder stays an error."""
+    from ..export.onnx import is_onnx_export
     from ..hierarchical import is_hmde_folder
     from ..registry import resolve_model_path
-
-    from ..export.onnx import is_onnx_export
 
     if args.queries or args.method not in (None, "hmde"):
         return

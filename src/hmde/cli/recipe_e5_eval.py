@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .recipe_steps import run_step
+from .recipe_steps import build_sentence_tasks, run_step
 
 LOWER = "multilingual-e5-small"
 # left out of document-level training (hmde.cli.recipe_e5), so that generalisation to languages unseen
@@ -48,24 +48,10 @@ def masakhanews_targets(data: Path) -> list[str]:
     return sorted(p.name for p in (data / "eval" / "masakhanews").iterdir() if p.is_dir() and p.name != "eng")
 
 
-def build_sentence_tasks(data: Path, out: Path) -> None:
-    wmt, bible, news = data / "parallel" / "wmt", data / "bible", out / "wmt-documents.jsonl.gz"
-    long_news = out / "wmt-long.jsonl.gz"
-    run_step("long news documents", long_news.exists(), [
-        "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in ("deu-eng", "eng-rus")], "--output", str(long_news),
-        "--lines", "30"])
-    for task in (*SEEN_TASKS, *HELD_OUT_TASKS):
-        source, q, d = task.split("-")
-        folder = out / f"sq-{task}"
-        files = ([str(bible / f"{q}.jsonl.gz"), str(bible / f"{d}.jsonl.gz")] if source == "bible"
-                 else [str(long_news), "--exclude", str(news)])
-        run_step(f"sentence queries {task}", (folder / "documents.jsonl").exists(), [
-            "sentence-queries", *files, "--query-lang", q, "--doc-lang", d, "-o", str(folder), "--max-queries", "1000"])
-
-
 def evaluate(out: Path, data: Path, dev: list[str]) -> None:
     ev, results = data / "eval", out / "results"
-    build_sentence_tasks(data, out)
+    build_sentence_tasks(data, out, out / "wmt-documents.jsonl.gz", (*SEEN_TASKS, *HELD_OUT_TASKS),
+                         ("deu-eng", "eng-rus"))
     pud = ",".join(sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz") if not p.name.startswith("eng")))
     xquad = ",".join([f"{c}-en" for c in XQUAD] + [f"en-{c}" for c in XQUAD])
     held_pairs = ",".join(f"{a}-{b}" for i, a in enumerate(("eng", *HELD_OUT)) for b in (*HELD_OUT,)[i:] if a != b)
@@ -73,7 +59,8 @@ def evaluate(out: Path, data: Path, dev: list[str]) -> None:
         model, method = row_model(out, row)
         common = ["--method", method, "--no-progress", *dev]
 
-        def step(task: str, argv: list[str]) -> None:
+        def step(task: str, argv: list[str], row=row, model=model, common=common) -> None:
+            """``hmde eval PROTOCOL MODEL ARGS -o results/TASK.ROW.json``, skipped when that file exists."""
             target = results / f"{task}.{row}.json"
             run_step(f"eval {task} {row}", target.exists(), ["eval", *argv[:1], model, *argv[1:], "-o", str(target),
                                                              *common])

@@ -1,5 +1,5 @@
 """What every ``hmde recipe`` shares: run one resumable step through hmde's own command line,
-and install an exported model into the package.
+build the sentence-query tasks of the evaluation, and install an exported model into the package.
 
 Why a module of its own: the recipes (mini, use, e5) each import these two helpers; kept in
 recipe.py they made recipe.py and recipe_use.py import each other.
@@ -38,3 +38,21 @@ def install(export: Path, name: str) -> None:
         shutil.rmtree(target)
     shutil.copytree(export, target, ignore=shutil.ignore_patterns("checkpoint", "*.jsonl", "training_config.json"))
     print(f"[recipe] installed into {target}")
+
+
+def build_sentence_tasks(data: Path, out: Path, news: Path, tasks: tuple[str, ...], long_news_files: tuple[str, ...]
+                         ) -> None:
+    """Sentence-query tasks ``source-querylang-doclang`` into ``out/sq-TASK``: Bible chapters, or 30-sentence
+    WMT stretches of ``long_news_files`` that share no sentence with the training documents ``news``."""
+    wmt, bible = data / "parallel" / "wmt", data / "bible"
+    long_news = out / "wmt-long.jsonl.gz"
+    run_step("long news documents", long_news.exists(), [
+        "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in long_news_files], "--output", str(long_news),
+        "--lines", "30"])
+    for task in tasks:
+        source, q, d = task.split("-")
+        folder = out / f"sq-{task}"
+        files = ([str(bible / f"{q}.jsonl.gz"), str(bible / f"{d}.jsonl.gz")] if source == "bible"
+                 else [str(long_news), "--exclude", str(news)])
+        run_step(f"sentence queries {task}", (folder / "documents.jsonl").exists(), [
+            "sentence-queries", *files, "--query-lang", q, "--doc-lang", d, "-o", str(folder), "--max-queries", "1000"])

