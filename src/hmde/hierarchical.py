@@ -8,8 +8,6 @@ document vector. Queries (the CLIR protocol) go through the lower encoder alone.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,26 +15,22 @@ from typing import Sequence, Union
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
 
-from .version import __version__
-from .atomic import atomic_dir, atomic_path, write_text_atomic
+from .atomic import atomic_dir
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
 from .eval_mode import eval_mode
+from .model_folder import (CONFIG_NAME, LOWER_DIR, MODEL_TYPE, ROUTER_CONFIG, WEIGHTS_NAME,  # noqa: F401
+                           declare_float32, is_hmde_folder, load_upper_state, parse_model_config, read_model_config,
+                           router_routes, write_sentence_transformers_files, write_upper)
 from .registry import resolve_model_path
 from .segmentation import segment_document, window_ranges
 from .sentence_encoder import SentenceEncoder
 
 Document = Union[str, Sequence[str]]
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-LOWER_DIR = "lower"
-MODEL_TYPE = "hmde"
 
 
 @dataclass
@@ -112,12 +106,8 @@ class HierarchicalEncoder(nn.Module):
         A folder written by ``SentenceTransformer.save`` from an hmde model (a Router whose
         document route is hmde's module) loads too."""
         path = resolve_model_path(str(name_or_path))
-        if not (path / CONFIG_NAME).exists() and (path / "router_config.json").exists():
-            from .st_router import document_module, load_sentence_transformer_model
-
-            model = document_module(load_sentence_transformer_model(path, device=device)).hierarchical
-            model.source = str(path)
-            return model.eval()
+        if not (path / CONFIG_NAME).exists() and (path / ROUTER_CONFIG).exists():
+            return cls._from_router_folder(path, device)
         meta = read_model_config(path)
         if meta.get("lower_encoder", LOWER_DIR) is None:
             raise ModelLoadError(f"'{path}' is the document module of a sentence-transformers folder: load the "
@@ -127,6 +117,23 @@ class HierarchicalEncoder(nn.Module):
         lower.model.float()
         model = cls(lower, config)
         load_upper_state(model.upper, path / WEIGHTS_NAME)
+        model.source = str(path)
+        return model.to(lower.device).eval()
+
+    @classmethod
+    def _from_router_folder(cls, path: Path, device: str | None) -> "HierarchicalEncoder":
+        """A folder ``SentenceTransformer.save`` wrote from an hmde model: the Router's query route is
+        the lower encoder, its document route hmde's module (config.json and the upper weights)."""
+        from .sentence_encoder import sentence_transformer_from_entries
+
+        query, document_id = router_routes(path)
+        document = path / document_id
+        config = HierarchicalConfig.from_dict(parse_model_config(document / CONFIG_NAME)["config"])
+        lower = SentenceEncoder(sentence_transformer_from_entries(path, query, device, path / ROUTER_CONFIG),
+                                max_tokens=config.max_sentence_tokens)
+        lower.model.float()  # integer buffers (USE-m's 8-bit table) stay as they are
+        model = cls(lower, config)
+        load_upper_state(model.upper, document / WEIGHTS_NAME)
         model.source = str(path)
         return model.to(lower.device).eval()
 
@@ -353,120 +360,3 @@ class HierarchicalEncoder(nn.Module):
             autocast_dtype=autocast_dtype,
             prompt_name="query",
         )
-
-
-def read_model_config(path: Path) -> dict:
-    """Read and check an HMDE folder's config.json."""
-    config_path = Path(path) / CONFIG_NAME
-    if not config_path.exists():
-        raise ModelLoadError(f"'{path}' has no {CONFIG_NAME}: it is not a saved hmde model")
-    return parse_model_config(config_path)
-
-
-def parse_model_config(config_path: Path) -> dict:
-    """hmde's model config.json (``model_type`` hmde), checked."""
-    try:
-        meta = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ModelLoadError(f"{config_path}: invalid JSON ({exc.msg}, line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise ModelLoadError(f"{config_path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON") from exc
-    if not isinstance(meta, dict):
-        raise ModelLoadError(f"{config_path}: expected a JSON object, got {type(meta).__name__}")
-    if meta.get("model_type") != MODEL_TYPE:
-        raise ModelLoadError(
-            f"'{config_path.parent}' is not an hmde model (config.json model_type={meta.get('model_type')!r}); "
-            "for a sentence encoder use HierarchicalEncoder.from_sentence_encoder or `--queries`"
-        )
-    if "config" not in meta:
-        raise ModelLoadError(f"{config_path}: field 'config' is missing")
-    hidden = meta.get("hidden_size")
-    if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 1:
-        raise ModelLoadError(f"{config_path}, field 'hidden_size': must be a positive integer, got {hidden!r}")
-    lower = meta.get("lower_encoder", LOWER_DIR)
-    if lower is not None and (not isinstance(lower, str) or not lower or "/" in lower or lower.startswith(".")):
-        raise ModelLoadError(f"{config_path}, field 'lower_encoder': must name a folder beside it, got {lower!r}")
-    try:
-        config = HierarchicalConfig.from_dict(meta["config"])
-    except HmdeError as exc:
-        raise ModelLoadError(f"{config_path}: {exc}") from None
-    if hidden % config.num_heads:
-        raise ModelLoadError(f"{config_path}, field 'config.num_heads': {config.num_heads} heads do not divide the "
-                             f"hidden size {hidden}")
-    return meta
-
-
-def load_upper_state(upper: nn.Module, weights: Path) -> None:
-    """The upper encoder's weights from a safetensors file (stored in any float type)."""
-    try:
-        state = load_file(str(weights))
-    except (OSError, SafetensorError) as exc:
-        raise ModelLoadError(f"{weights}: not a readable safetensors file ({exc})") from exc
-    damaged = next((k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
-    if damaged is not None:
-        raise ModelLoadError(f"{weights}: tensor {damaged!r} holds NaN or infinite values (a diverged training run?); "
-                             "retrain, or use an earlier checkpoint")
-    missing, unexpected = upper.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-    if missing or unexpected:
-        raise ModelLoadError(f"{weights}: weights do not match (missing {missing}, unexpected {unexpected})")
-
-
-def write_upper(path: Path, upper: nn.Module, config: HierarchicalConfig, hidden_size: int,
-                lower_encoder: str | None, dtype: torch.dtype | None = None) -> None:
-    """model.safetensors (the upper encoder) then config.json, each atomically. ``lower_encoder``:
-    the lower encoder's folder name, or None for the document module of a sentence-transformers save."""
-    state = {k: v.detach().contiguous().cpu() for k, v in upper.state_dict().items()}
-    if dtype is not None:
-        state = {k: v.to(dtype) for k, v in state.items()}
-    with atomic_path(path / WEIGHTS_NAME) as tmp:
-        save_file(state, str(tmp), metadata={"format": "pt"})
-    meta = {
-        "model_type": MODEL_TYPE,
-        "hmde_version": __version__,
-        "hidden_size": hidden_size,
-        "lower_encoder": lower_encoder,
-        "config": config.to_dict(),
-    }
-    write_text_atomic(path / CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
-
-
-def declare_float32(folder: Path) -> None:
-    """Weights stored in half precision, computed in float32: config.json says float32, so that plain
-    sentence-transformers / transformers load them as hmde does (cast up on load) instead of running
-    float16 on a CPU (slow, a warning, and vectors 1e-3 away from hmde's)."""
-    config = folder / "config.json"
-    if not config.exists():
-        return
-    data = json.loads(config.read_text(encoding="utf-8"))
-    changed = False
-    for key in ("dtype", "torch_dtype"):
-        if data.get(key) not in (None, "float32"):
-            data[key], changed = "float32", True
-    if changed:
-        write_text_atomic(config, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def write_sentence_transformers_files(path: Path) -> None:
-    """modules.json, router_config.json and config_sentence_transformers.json of an hmde folder
-    (:mod:`hmde.st_router`); also upgrades a folder saved before they existed."""
-    from .st_router import router_files
-
-    for name, content in router_files(Path(path) / LOWER_DIR, LOWER_DIR).items():
-        write_text_atomic(Path(path) / name, json.dumps(content, indent=2) + "\n")
-
-
-def is_hmde_folder(path: str | os.PathLike) -> bool:
-    config_path = Path(path) / CONFIG_NAME
-    if not config_path.exists():
-        return False
-    try:
-        raw = config_path.read_bytes()
-    except OSError:
-        return False
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):  # damaged: if it was hmde's, parse_model_config says how
-        return b'"model_type"' in raw and b'"hmde"' in raw
-    if not isinstance(meta, dict):
-        return (Path(path) / LOWER_DIR).is_dir()
-    return meta.get("model_type") == MODEL_TYPE

@@ -51,8 +51,8 @@ def hmde_module_classes() -> dict[str, type]:
     return {MODULE_TYPE: UseMultilingual, E5_TYPE: E5Transformer}
 
 
-def _load_with_hmde_modules(path: Path, entries: list, device: str | None):
-    """A folder whose modules.json names hmde's own modules (e.g. USE-m), built module by module.
+def sentence_transformer_from_entries(path: Path, entries: list, device: str | None, entries_path: Path | None = None):
+    """A folder whose modules.json (``entries_path``) names hmde's own modules (e.g. USE-m), built module by module.
 
     sentence-transformers >= 6 imports classes outside its own namespace only with
     ``trust_remote_code=True``, which would also run any code a foreign folder names.
@@ -61,7 +61,7 @@ def _load_with_hmde_modules(path: Path, entries: list, device: str | None):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import import_from_string
 
-    entries_path = path / "modules.json"
+    entries_path = entries_path or path / "modules.json"
     known = hmde_module_classes()
     modules = []
     for i, entry in enumerate(entries):
@@ -132,7 +132,7 @@ def load_sentence_transformer(name_or_path: str, pooling: str | None = None, dev
         raise ModelLoadError(f"unknown pooling '{pooling}'; choose one of {POOLING_MODES}")
     try:
         if is_local and (entries := _hmde_module_entries(path)) is not None:
-            model = _load_with_hmde_modules(path, entries, device)
+            model = sentence_transformer_from_entries(path, entries, device)
             if pooling is not None:
                 logger.warning("pooling=%r ignored: '%s' defines its own pooling in modules.json", pooling, name_or_path)
             return model

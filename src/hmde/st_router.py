@@ -27,7 +27,6 @@ package's included and for local folders too, requires that flag.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,6 +36,8 @@ import torch
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
+from .model_folder import (DOCUMENT_MODULE_TYPE, LOWER_DIR, QUERY_ROUTE, ROUTER_CONFIG, load_upper_state,
+                           parse_model_config, read_model_config, write_upper)
 
 try:
     from sentence_transformers.base.modules.input_module import InputModule
@@ -44,10 +45,6 @@ try:
 except ImportError:  # pragma: no cover - sentence-transformers < 6
     from sentence_transformers.models import InputModule, Router
 
-DOCUMENT_MODULE_TYPE = "hmde.st_router.HmdeDocumentModule"
-ROUTER_CONFIG = "router_config.json"
-QUERY_ROUTE, DOCUMENT_ROUTE = "query", "document"
-ROOT_ID = "."  # the document module's folder inside a saved hmde folder: the root itself
 
 
 class HmdeDocumentModule(InputModule):
@@ -130,15 +127,11 @@ class HmdeDocumentModule(InputModule):
 
     # -- save / load ------------------------------------------------------------------------
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        from .hierarchical import write_upper
-
         write_upper(Path(output_path), self.upper, self.config, self.hidden_size, lower_encoder=None)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
              local_files_only: bool = False, **kwargs) -> "HmdeDocumentModule":
-        from .hierarchical import load_upper_state, parse_model_config
-
         hub = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
         config_path = cls.load_file_path(model_name_or_path, cls.config_file_name, subfolder=subfolder, **hub)
         weights_path = cls.load_file_path(model_name_or_path, "model.safetensors", subfolder=subfolder, **hub)
@@ -148,43 +141,6 @@ class HmdeDocumentModule(InputModule):
         module = cls(HierarchicalConfig.from_dict(meta["config"]), int(meta["hidden_size"]))
         load_upper_state(module.upper, Path(weights_path))
         return module
-
-
-def router_files(lower_dir: Path, lower_name: str) -> dict[str, Any]:
-    """The contents of modules.json, router_config.json and config_sentence_transformers.json for an
-    hmde folder whose lower encoder (a sentence-transformers folder) is ``lower_dir``, saved as ``lower_name``."""
-    entries_path = lower_dir / "modules.json"
-    try:
-        entries = json.loads(entries_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(f"{entries_path}: not a readable sentence-transformers modules.json ({exc})") from exc
-    types, query = {}, []
-    for entry in entries:
-        model_id = f"{lower_name}/{entry['path']}" if entry.get("path") else lower_name
-        types[model_id] = entry["type"]
-        query.append(model_id)
-    types[ROOT_ID] = DOCUMENT_MODULE_TYPE
-    from sentence_transformers import __version__ as st_version
-
-    # the query route is the lower encoder alone, so it takes the lower encoder's query prompt
-    # (multilingual-e5-small: "query: "); document sentences get theirs inside hmde's module
-    try:
-        lower_prompts = json.loads((lower_dir / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-        query_prompt = (lower_prompts.get("prompts") or {}).get(QUERY_ROUTE, "")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        query_prompt = ""
-
-    return {
-        "modules.json": [{"idx": 0, "name": "0", "path": "", "type": f"{Router.__module__}.{Router.__name__}"}],
-        ROUTER_CONFIG: {"types": types, "structure": {QUERY_ROUTE: query, DOCUMENT_ROUTE: [ROOT_ID]},
-                        "parameters": {"default_route": DOCUMENT_ROUTE, "allow_empty_key": True,
-                                       "route_mappings": {}}},
-        "config_sentence_transformers.json": {"model_type": "SentenceTransformer",
-                                              "__version__": {"sentence_transformers": st_version},
-                                              "prompts": {QUERY_ROUTE: query_prompt} if query_prompt else {},
-                                              "default_prompt_name": None,
-                                              "similarity_fn_name": "cosine"},
-    }
 
 
 def hmde_module_classes() -> dict[str, type]:
@@ -204,7 +160,6 @@ def load_sentence_transformer_model(name_or_path: str | os.PathLike, device: str
     """
     from sentence_transformers import SentenceTransformer
 
-    from .hierarchical import LOWER_DIR, read_model_config
     from .registry import resolve_model_path
     from .sentence_encoder import load_sentence_transformer
 

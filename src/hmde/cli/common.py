@@ -148,7 +148,8 @@ def _load_onnx(name: str, backend: str):
 
 def _load_model(name: str, device: str, want: str = "any"):
     from ..export.onnx import is_onnx_export
-    from ..hierarchical import HierarchicalEncoder, is_hmde_folder
+    from ..hierarchical import HierarchicalEncoder
+    from ..model_folder import is_hmde_folder
     from ..sentence_encoder import SentenceEncoder
 
     if is_onnx_export(name):

@@ -173,7 +173,7 @@ def choose_method(args: argparse.Namespace) -> None:
     encoder (``hmde encode multilingual-e5-small docs.jsonl``) with ``mean``, said once on stderr, as
     ``align`` and ``index build`` do; ``--method hmde`` on a sentence encoder stays an error."""
     from ..export.onnx import is_onnx_export
-    from ..hierarchical import is_hmde_folder
+    from ..model_folder import is_hmde_folder
     from ..registry import resolve_model_path
 
     if args.queries or args.method not in (None, "hmde"):

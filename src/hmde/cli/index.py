@@ -177,7 +177,7 @@ def check_build_output(args: argparse.Namespace):
 
 def check_multi_vector_model(args: argparse.Namespace) -> None:
     """--multi-vector needs the hierarchical model on PyTorch: checked on the folder, before loading it."""
-    from ..hierarchical import is_hmde_folder
+    from ..model_folder import is_hmde_folder
     from ..registry import resolve_model_path
 
     if not args.multi_vector:

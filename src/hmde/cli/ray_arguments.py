@@ -29,7 +29,7 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     """What the Ray actors compute, checked before Ray starts; ``method`` None: hmde or, for a sentence encoder, mean."""
     from ..errors import HmdeError
     from ..evaluation.provenance import model_hash
-    from ..hierarchical import is_hmde_folder
+    from ..model_folder import is_hmde_folder
     from ..length_settings import length_overrides
     from ..registry import resolve_model_path
     from ..scale.ray_encode import EncodeSpec

@@ -88,7 +88,8 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..hierarchical import HierarchicalEncoder, is_hmde_folder
+    from ..hierarchical import HierarchicalEncoder
+    from ..model_folder import is_hmde_folder
     from ..pretraining.pairs import read_pairs
     from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
     from ..registry import resolve_model_path
