@@ -76,7 +76,7 @@ def test_length_buckets_hand_checked():
 
 
 def test_bad_length_buckets_are_an_error():
-    from hmde.cli.eval import _length_bounds
+    from hmde.cli.eval_runs import _length_bounds
 
     assert _length_bounds("8,16,32") == [8, 16, 32]
     for bad in ("16,8", "a,b", "0,4", "8,8"):

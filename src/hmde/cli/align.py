@@ -50,6 +50,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io.documents import read_documents
+    from ..document_methods import default_method
     from ..methods import DocumentVectorizer, MethodOptions
     from ..similarity import align
     from .preflight import check_output_file
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 raise HmdeError(f"{path}: document {n} has id {r.doc_id!r}, with a tab or line break, which the "
                                 "TSV output cannot hold")
     kind, model = load_model(args.model, pick_device(args.device), args=args)
-    method = args.method or ("hmde" if kind == "hmde" else "mean")
+    method = args.method or default_method(kind == "hmde")
     if args.k < 1 or args.candidates < 1:
         raise HmdeError("--k and --candidates must be >= 1")
     vec = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                                                           **lawdr_fit_options(args)))
     src_langs = [args.src_lang or r.lang for r in src]
     tgt_langs = [args.tgt_lang or r.lang for r in tgt]
-    if method == "lawdr":
+    if vec.document_method.fitted:  # on both sides together, as LAWDR's paper aligns
         vec.fit_lawdr([r.text for r in src] + [r.text for r in tgt], src_langs + tgt_langs)
     x = vec.encode([r.text for r in src], src_langs)
     y = vec.encode([r.text for r in tgt], tgt_langs)

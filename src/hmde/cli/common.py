@@ -8,7 +8,8 @@ import sys
 
 from .arg_types import finite_float
 from ..errors import HmdeError
-from ..registry import DEFAULT_MODEL, resolve_model_path
+from ..model_loading import load_model  # noqa: F401  (the commands load through it)
+from ..registry import DEFAULT_MODEL
 
 
 def quiet_libraries() -> None:
@@ -120,49 +121,12 @@ def check_backend_options(args) -> None:
         raise HmdeError(f"--bf16 applies to --backend torch; an ONNX model runs as exported (--backend {backend})")
     if getattr(args, "engine", "local") == "ray":
         raise HmdeError("--engine ray encodes with the PyTorch backend; drop --backend")
-    if getattr(args, "method", None) == "longformer":
-        raise HmdeError("--method longformer runs on the PyTorch backend only")
+    method = getattr(args, "method", None)
+    if method:
+        from ..document_methods import method_class
 
-
-def load_model(name: str, device: str, want: str = "any", args=None):
-    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``,
-    with the document-length flags of ``args`` (:mod:`hmde.length_settings`) applied.
-    ``args.backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too)."""
-    backend = getattr(args, "backend", None) or "torch"
-    kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
-    if args is not None:
-        from ..length_settings import apply_length_overrides, length_overrides
-
-        apply_length_overrides(model, length_overrides(args))
-    return kind, model
-
-
-def _load_onnx(name: str, backend: str):
-    from ..export.onnx import OnnxHierarchicalEncoder, is_onnx_export
-
-    if not is_onnx_export(name):
-        raise HmdeError(f"--backend {backend} takes a folder written by `hmde export onnx`; '{name}' is not one "
-                        f"(export it first: hmde export onnx {name} -o DIR{' --int8' if backend == 'onnx-int8' else ''})")
-    return "hmde", OnnxHierarchicalEncoder(name, int8=backend == "onnx-int8")
-
-
-def _load_model(name: str, device: str, want: str = "any"):
-    from ..export.onnx import is_onnx_export
-    from ..hierarchical import HierarchicalEncoder
-    from ..model_folder import is_hmde_folder
-    from ..sentence_encoder import SentenceEncoder
-
-    if is_onnx_export(name):
-        raise HmdeError(f"'{name}' is an ONNX export: run it with --backend onnx (or onnx-int8)")
-    try:
-        path = resolve_model_path(name)
-    except HmdeError:
-        path = None
-        if want == "hmde":
-            raise
-    if path is not None and is_hmde_folder(path):
-        return "hmde", HierarchicalEncoder.from_pretrained(str(path), device=device)
-    return "sentence", SentenceEncoder.load(str(path or name), device=device)
+        if method_class(method).torch_only:
+            raise HmdeError(f"--method {method} runs on the PyTorch backend only")
 
 
 def warn(message: str) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
 from ..finite_vectors import require_finite
 from ..config import DOCUMENT_METHODS
+from ..document_methods import default_method, method_class
 from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..io.documents import is_empty_text, read_documents
@@ -103,7 +104,7 @@ def method_vectorizer(args, model, progress: bool):
                             lawdr_units=args.lawdr_units, **lawdr_fit_options(args),
                             autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=progress)
     stats, stats_dir = None, lawdr_stats_dir(args)
-    if args.method == "lawdr" and (stats_dir / "lawdr.json").exists():
+    if method_class(args.method).fitted and (stats_dir / "lawdr.json").exists():
         stats = LawdrStats.load(stats_dir)
         print(f"using LAWDR statistics from {stats_dir} (m={stats.m})")
     return DocumentVectorizer(model, args.method, options, stats)
@@ -112,7 +113,7 @@ def method_vectorizer(args, model, progress: bool):
 def encode_with_method(args, model, texts, langs, progress):
     """The baselines, and LAWDR, whose statistics are fitted once (then saved) and reused."""
     vectorizer = method_vectorizer(args, model, progress)
-    fitted_here = args.method == "lawdr" and vectorizer.lawdr_stats is None
+    fitted_here = vectorizer.document_method.fitted and vectorizer.lawdr_stats is None
     vectors = vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
     if fitted_here:
         stats_dir = lawdr_stats_dir(args)
@@ -123,9 +124,9 @@ def encode_with_method(args, model, texts, langs, progress):
 
 def run_ray(args: argparse.Namespace) -> int:
     """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
-    from ..scale.ray_encode import encode_with_ray
+    from ..scale.ray_encode import QUERIES, encode_with_ray
 
-    spec = encode_spec(args, "query" if args.queries else args.method, normalize=args.normalize)
+    spec = encode_spec(args, QUERIES if args.queries else args.method, normalize=args.normalize)
     manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
     shards = manifest.data["shards"]
@@ -142,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
     if not str(args.output).endswith(".npy"):
         raise HmdeError(f"--output must end in .npy, got '{args.output}'")
     check_output_file(args.output)
-    fits_lawdr = args.method == "lawdr" and not args.queries and not (lawdr_stats_dir(args) / "lawdr.json").exists()
+    fits_lawdr = (args.method and method_class(args.method).fitted and not args.queries
+                  and not (lawdr_stats_dir(args) / "lawdr.json").exists())
     if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         return run_in_memory(args)
     choose_method(args)
@@ -151,8 +153,10 @@ def run(args: argparse.Namespace) -> int:
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
-    if not args.queries and args.method in (None, "hmde") and kind != "hmde":  # an ONNX export's kind
-        raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
+    if not args.queries:  # an ONNX export's kind is known only now; it takes its model's method
+        args.method = args.method or default_method(kind == "hmde")
+        if method_class(args.method).needs_hmde_model and kind != "hmde":
+            raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
     encode_chunk = chunk_encoder(args, kind, model)
     from tqdm.auto import tqdm
@@ -176,17 +180,17 @@ def choose_method(args: argparse.Namespace) -> None:
     from ..model_folder import is_hmde_folder
     from ..registry import resolve_model_path
 
-    if args.queries or args.method not in (None, "hmde"):
+    if args.queries or (args.method and not method_class(args.method).needs_hmde_model):
         return
     path = resolve_model_path(args.model)
     if is_onnx_export(path):
         return  # an export's kind is known once it is loaded: checked after loading
     if is_hmde_folder(path):
-        args.method = args.method or "hmde"
+        args.method = args.method or default_method(True)
         return
-    if args.method == "hmde":
+    if args.method:  # one that needs an hmde model
         raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
-    args.method = "mean"
+    args.method = default_method(False)
     warn(f"{args.model} is a sentence encoder: each document is the mean of its sentence vectors (--method mean; "
          "--method first, seg or lawdr for the others)")
 
@@ -247,14 +251,8 @@ def chunk_encoder(args, kind, model):
         return lambda texts, langs: encode_query_texts(model, texts, batch_size=args.sentence_batch_size,
                                                        show_progress_bar=progress,
                                                        normalize_embeddings=args.normalize, autocast_dtype=amp)
-    if args.method not in (None, "hmde"):  # LAWDR's statistics exist here (else run_in_memory fits them)
-        vectorizer = method_vectorizer(args, model, progress)
-        return lambda texts, langs: vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
-    return lambda texts, langs: model.encode_documents(texts, langs=langs, batch_size=args.batch_size,
-                                                       show_progress_bar=progress,
-                                                       normalize_embeddings=args.normalize,
-                                                       sentence_batch_size=args.sentence_batch_size,
-                                                       autocast_dtype=amp)
+    vectorizer = method_vectorizer(args, model, progress)  # a fitted method's statistics exist here
+    return lambda texts, langs: vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
 
 
 class VectorWriter:
@@ -303,7 +301,7 @@ def run_in_memory(args: argparse.Namespace) -> int:
     """The whole input at once: LAWDR fitted on all of INPUT."""
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
     check_records(records, args)
-    if args.method == "lawdr" and not args.queries:
+    if method_class(args.method).fitted and not args.queries:
         check_lawdr_inputs(records, [args.lang or r.lang for r in records], args,
                            (lawdr_stats_dir(args) / "lawdr.json").exists())
     device = pick_device(args.device)

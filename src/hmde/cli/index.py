@@ -12,6 +12,7 @@ import numpy as np
 
 from .arg_types import bounded_int, nonnegative_int, positive_int
 from ..config import DOCUMENT_METHODS
+from ..document_methods import default_method, method_class
 from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError, InputError
 from ..length_settings import add_length_arguments
@@ -131,7 +132,7 @@ def check_build_output(args: argparse.Namespace):
     check_writable_parent(args.output)
     if args.multi_vector and args.type not in ("flat", "hnsw"):
         raise HmdeError(f"--multi-vector indexes sentences in a flat or hnsw FAISS index, not {args.type}")
-    if args.multi_vector and args.method not in (None, "hmde"):
+    if args.multi_vector and args.method and not method_class(args.method).contextual:
         raise HmdeError(f"--multi-vector stores HMDE's contextualised sentence vectors: method hmde, not {args.method}")
     if args.multi_vector and args.engine == "ray":
         raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
@@ -167,8 +168,9 @@ def check_build_output(args: argparse.Namespace):
         check_same_model(index, args.model)
         if meta.bm25:
             index.require_bm25()  # a damaged BM25 index is refused like any damaged file of the index
-        if args.method == "lawdr" and not args.lawdr_stats:
-            raise HmdeError("--method lawdr with --add needs --lawdr-stats (the statistics the index was built with)")
+        if method_class(args.method).fitted and not args.lawdr_stats:
+            raise HmdeError(f"--method {args.method} with --add needs --lawdr-stats (the statistics the index was "
+                            "built with)")
     except BaseException:
         index.close()
         raise
@@ -230,7 +232,7 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
     from ..lawdr import LawdrStats
 
     stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
-    if args.method == "lawdr" and stats is None:
+    if args.method and method_class(args.method).fitted and stats is None:
         return run_build_in_memory(args, existing)
     from collections import Counter
 
@@ -263,7 +265,7 @@ def load_index_model(args: argparse.Namespace, existing):
     from .preflight import check_pq
 
     kind, model = load_model(args.model, pick_device(args.device), args=args)
-    method = args.method or ("hmde" if kind == "hmde" else "mean")
+    method = args.method or default_method(kind == "hmde")
     dim = (model.lower if kind == "hmde" else model).dim
     check_pq(dim, args)
     if existing is not None and existing.meta.dim != dim:

@@ -32,15 +32,18 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     from ..model_folder import is_hmde_folder
     from ..length_settings import length_overrides
     from ..registry import resolve_model_path
-    from ..scale.ray_encode import EncodeSpec
+    from ..document_methods import default_method, method_class
+    from ..scale.ray_encode import QUERIES, EncodeSpec
 
     path = resolve_model_path(args.model)
-    method = method or ("hmde" if is_hmde_folder(path) else "mean")
-    if method == "hmde" and not is_hmde_folder(path):
-        raise HmdeError(f"'{args.model}' is a sentence encoder, not an hmde model: use --method mean"
-                        f"{' or --queries' if hasattr(args, 'queries') else ''}")
-    if method == "lawdr" and not args.lawdr_stats:
-        raise HmdeError("--engine ray with --method lawdr needs --lawdr-stats (fit them once with the local engine)")
+    method = method or default_method(is_hmde_folder(path))
+    if method != QUERIES:
+        if method_class(method).needs_hmde_model and not is_hmde_folder(path):
+            raise HmdeError(f"'{args.model}' is a sentence encoder, not an hmde model: use --method mean"
+                            f"{' or --queries' if hasattr(args, 'queries') else ''}")
+        if method_class(method).fitted and not args.lawdr_stats:
+            raise HmdeError(f"--engine ray with --method {method} needs --lawdr-stats (fit them once with the "
+                            "local engine)")
     return EncodeSpec(model=str(path), model_sha256=model_hash(path), method=method, text_field=args.text_field,
                       id_field=args.id_field, lang_field=args.lang_field or None, lang=getattr(args, "lang", None),
                       batch_size=getattr(args, "batch_size", 32),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..document_methods import method_class
 from .recipe_steps import build_sentence_tasks, run_step
 
 LOWER = "multilingual-e5-small"
@@ -69,7 +70,7 @@ def evaluate(out: Path, data: Path, dev: list[str]) -> None:
         step("xquad", ["clir", "--xquad", str(ev / "xquad"), "--pairs", xquad, "--length-buckets", LENGTH_BUCKETS])
         step("bible-heldout", ["align", "--data", str(data / "bible"), "--pairs", held_pairs])
         single = []
-        if method == "lawdr" and (results / "pud.lawdr.json").exists():  # one-language collections: PUD's m
+        if method_class(method).fitted and (results / "pud.lawdr.json").exists():  # one-language collections: PUD's m
             single = ["--lawdr-m", str(json.loads((results / "pud.lawdr.json").read_text())["settings"]["lawdr_m"])]
         for task in (*HELD_OUT_TASKS, *SEEN_TASKS):
             folder, lang = out / f"sq-{task}", task.split("-")[-1]

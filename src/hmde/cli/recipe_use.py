@@ -30,6 +30,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..document_methods import method_class
 from ..errors import HmdeError
 from .recipe_steps import build_sentence_tasks, install, run_step
 
@@ -117,7 +118,7 @@ def evaluate(model: Path, data: Path, out: Path, dev: list[str]) -> None:
             "eval", "clir", name, "--xquad", str(ev / "xquad"), "--pairs", XQUAD, "--length-buckets", LENGTH_BUCKETS,
             "-o", str(results / f"xquad.{method}.json"), *common])
         # a one-language collection cannot choose LAWDR's m by language classification: use PUD's choice
-        single = ["--lawdr-m", str(lawdr_m(results / "pud.lawdr.json"))] if method == "lawdr" else []
+        single = ["--lawdr-m", str(lawdr_m(results / "pud.lawdr.json"))] if method_class(method).fitted else []
         for task in SENTENCE_TASKS:
             folder, lang = out / f"sq-{task}", task.split("-")[-1]
             run_step(f"eval {task} {method}", (results / f"sq-{task}.{method}.json").exists(), [

@@ -10,12 +10,15 @@ embeds, as in its paper), unless saved statistics were given.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..lawdr import LawdrStats, fit_lawdr
 from ..methods import DocumentVectorizer, MethodOptions
+
+if TYPE_CHECKING:
+    from ..multivector import SentenceMatrix
 
 
 def _key(texts: Sequence, lang) -> str:
@@ -39,7 +42,7 @@ class EvalEncoder:
 
     def prepare(self, collections: Sequence[tuple[Sequence, str | None]]) -> None:
         """Fit LAWDR on all given collections (no-op for other methods or given statistics)."""
-        if self.method != "lawdr" or self.vectorizer.lawdr_stats is not None:
+        if not self.vectorizer.document_method.fitted or self.vectorizer.lawdr_stats is not None:
             return
         per_doc, langs = [], []
         for texts, lang in collections:
@@ -53,7 +56,7 @@ class EvalEncoder:
     def documents(self, texts: Sequence, lang: str | None) -> np.ndarray:
         key = _key(texts, lang)
         if key not in self._docs:
-            if self.method == "lawdr":
+            if self.vectorizer.document_method.fitted:
                 if self.vectorizer.lawdr_stats is None:
                     self.prepare([(texts, lang)])
                 sents = self._sents.pop(key, None) or self.vectorizer.sentence_vectors(list(texts), [lang] * len(texts))
@@ -72,20 +75,16 @@ class EvalEncoder:
         """Every document's sentence vectors for multi-vector scoring (:mod:`hmde.multivector`):
         ``context``, HMDE's contextualised vectors; ``lower``, the lower encoder's, out of context."""
         from ..errors import HmdeError
-        from ..hierarchical import HierarchicalEncoder
         from ..multivector import SentenceMatrix
 
         key = (_key(texts, lang), kind)
         if key not in self._matrices:
-            o = self.vectorizer.options
             if kind == "context":
-                model = self.vectorizer.model
-                if not isinstance(model, HierarchicalEncoder) or self.method != "hmde":
+                method = self.vectorizer.document_method
+                if not method.contextual:
                     raise HmdeError("contextualised sentence vectors need an hmde model (method hmde)")
                 # one pass gives the document vectors too, with documents()'s own batching: kept for --doc-weight
-                vectors, encoded = model.encode_with_contextual(
-                    list(texts), lang, batch_size=o.batch_size, sentence_batch_size=o.sentence_batch_size,
-                    autocast_dtype=o.autocast_dtype, show_progress_bar=o.show_progress_bar)
+                vectors, encoded = method.encode_with_contextual(list(texts), lang)
                 self._docs.setdefault(key[0], vectors)
                 per_doc = [e.vectors for e in encoded]
             elif kind == "lower":

@@ -41,13 +41,16 @@ FORMAT = "hmde-vectors/1"
 SHARD_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".parquet")
 
 
+QUERIES = "query"  # EncodeSpec.method of a run that embeds queries, not documents
+
+
 @dataclass
 class EncodeSpec:
     """Everything that decides the vectors; a rerun must match it to reuse finished shards."""
 
     model: str
     model_sha256: str | None
-    method: str  # hmde, first, seg, mean, lawdr, or "query" (the lower encoder alone)
+    method: str  # a document method's name, or QUERIES (the lower encoder alone)
     text_field: str = "text"
     id_field: str = "doc_id"
     lang_field: str | None = "lang"
@@ -149,7 +152,7 @@ class RayEncoder:
     def __init__(self, spec: dict, device: str, threads: int):
         import torch
 
-        from ..cli.common import load_model
+        from ..model_loading import load_model
 
         torch.set_num_threads(max(1, threads))
         self.spec = EncodeSpec(**spec)
@@ -159,7 +162,7 @@ class RayEncoder:
 
             apply_length_overrides(self.model, self.spec.lengths)
         self.vectorizer = None
-        if self.spec.method not in ("hmde", "query"):
+        if self.spec.method != QUERIES:
             from ..lawdr import LawdrStats
             from ..methods import DocumentVectorizer, MethodOptions
 
@@ -175,16 +178,12 @@ class RayEncoder:
 
     def encode(self, texts: list, langs: list) -> np.ndarray:
         s = self.spec
-        if s.method == "query":
+        if self.vectorizer is None:  # queries: the lower encoder alone
             from ..methods import encode_query_texts
 
             return encode_query_texts(self.model, texts, batch_size=s.sentence_batch_size,
                                       normalize_embeddings=s.normalize, autocast_dtype=self._amp())
-        if self.vectorizer is not None:
-            return self.vectorizer.encode(texts, langs, normalize_embeddings=s.normalize)
-        return self.model.encode_documents(texts, langs=langs, batch_size=s.batch_size,
-                                           normalize_embeddings=s.normalize,
-                                           sentence_batch_size=s.sentence_batch_size, autocast_dtype=self._amp())
+        return self.vectorizer.encode(texts, langs, normalize_embeddings=s.normalize)
 
     def __call__(self, batch):
         import pyarrow as pa

@@ -1,0 +1,42 @@
+"""Document methods, one class per method, found by name here (the one registry every caller asks).
+
+=============  ==============================================================================
+``hmde``       the hierarchical model (needs a trained upper encoder)
+``mean``       the mean of the document's sentence vectors
+``first``      the sentence encoder on the first segment (the paper's "LaBSE" row)
+``seg``        token windows overlapping by a third, averaged ("LaBSE-Seg")
+``lawdr``      LAWDR's weighted, language-cleaned sentence vectors (fitted, not trained)
+``longformer`` a Longformer converted from the sentence encoder, on the whole document
+=============  ==============================================================================
+"""
+
+from __future__ import annotations
+
+from ..errors import HmdeError
+from .base import DocumentMethod, MethodOptions, flat_text
+from .first import FirstMethod
+from .hmde import HmdeMethod
+from .lawdr import LawdrMethod, pack_sentences
+from .longformer import LongformerMethod
+from .mean import MeanMethod
+from .seg import SegMethod
+
+REGISTRY: dict[str, type[DocumentMethod]] = {
+    cls.name: cls for cls in (HmdeMethod, FirstMethod, SegMethod, MeanMethod, LawdrMethod, LongformerMethod)}
+
+
+def method_class(name: str) -> type[DocumentMethod]:
+    """The class of method ``name``; one line naming the choices when there is none."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise HmdeError(f"unknown method '{name}' (choose from {', '.join(REGISTRY)})") from None
+
+
+def default_method(is_hmde_model: bool) -> str:
+    """The method a command uses when none is given: hmde on an hmde model, mean on a sentence encoder."""
+    return HmdeMethod.name if is_hmde_model else MeanMethod.name
+
+
+__all__ = ["REGISTRY", "DocumentMethod", "MethodOptions", "method_class", "default_method", "flat_text",
+           "pack_sentences"]
