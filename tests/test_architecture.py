@@ -80,3 +80,19 @@ def test_no_module_of_hmde_imports_itself_round_a_loop():
     graph = {name: imported_modules(name, path, known) for name, path in known.items()}
     assert graph["hmde.hierarchical"]  # the parser sees imports at all
     assert import_cycles(graph) == []
+
+
+CLI_MODULE_LINES = 270  # "about 250": the command line parses flags and calls the library
+
+
+def test_command_line_modules_stay_thin():
+    long = {p.name: n for p in (PACKAGE / "cli").glob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > CLI_MODULE_LINES}
+    assert long == {}
+
+
+def test_the_library_never_imports_the_command_line():
+    known = module_names()
+    upward = {name: sorted(m for m in imported_modules(name, path, known) if m.startswith("hmde.cli"))
+              for name, path in known.items() if not name.startswith("hmde.cli")}
+    assert {name: mods for name, mods in upward.items() if mods} == {}

@@ -255,7 +255,7 @@ def _no_encoding(monkeypatch):
         raise AssertionError("a model was loaded before the input was checked")
 
     monkeypatch.setattr(hmde.cli.common, "load_model", refuse)
-    for module in ("hmde.cli.index", "hmde.cli.encode"):
+    for module in ("hmde.cli.index_build", "hmde.cli.encode", "hmde.index.search"):
         monkeypatch.setattr(f"{module}.load_model", refuse)
 
 

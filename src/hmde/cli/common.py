@@ -8,6 +8,7 @@ import sys
 
 from .arg_types import finite_float
 from ..errors import HmdeError
+from ..devices import pick_device  # noqa: F401  (the commands pick devices through it)
 from ..model_loading import load_model  # noqa: F401  (the commands load through it)
 from ..registry import DEFAULT_MODEL
 
@@ -29,27 +30,6 @@ def quiet_libraries() -> None:
     except Exception:  # pragma: no cover
         pass
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
-
-
-def pick_device(name: str | None) -> str:
-    import torch
-
-    if name in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError, TypeError):
-        raise HmdeError(f"--device {name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise HmdeError("--device cuda was asked for, but no CUDA GPU is available; use --device cpu")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise HmdeError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s) (cuda:0 .. "
-                        f"cuda:{torch.cuda.device_count() - 1})")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise HmdeError("--device mps was asked for, but this machine has no MPS GPU; use --device cpu")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise HmdeError(f"--device {name}: hmde runs on cpu, cuda or mps")
-    return name
 
 
 BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 
-from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
-from ..finite_vectors import require_finite
+from ..io.vector_files import VectorWriter, ids_path_for, write_vectors
 from ..config import DOCUMENT_METHODS
 from ..document_methods import default_method, method_class
 from ..coverage import languages_of, warn_uncovered
@@ -72,22 +69,6 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_length_arguments(p)
     p.set_defaults(func=run)
-
-
-def ids_path_for(output: str | Path) -> Path:
-    output = Path(output)
-    stem = output.name[:-4] if output.name.endswith(".npy") else output.name
-    return output.with_name(stem + ".ids.txt")
-
-
-def write_vectors(output: str | Path, ids: list[str], vectors: np.ndarray) -> None:
-    """Write OUT.npy and OUT.ids.txt, each atomically."""
-    for i in ids:
-        if "\n" in i:
-            raise HmdeError(f"document id {i!r} contains a newline")
-    require_finite(vectors, ids)
-    save_npy_atomic(output, np.ascontiguousarray(vectors, dtype=np.float32))
-    write_text_atomic(ids_path_for(output), "".join(f"{i}\n" for i in ids))
 
 
 def lawdr_stats_dir(args) -> Path:
@@ -253,48 +234,6 @@ def chunk_encoder(args, kind, model):
                                                        normalize_embeddings=args.normalize, autocast_dtype=amp)
     vectorizer = method_vectorizer(args, model, progress)  # a fitted method's statistics exist here
     return lambda texts, langs: vectorizer.encode(texts, langs, normalize_embeddings=args.normalize)
-
-
-class VectorWriter:
-    """OUT.npy and OUT.ids.txt written chunk by chunk into temporary files (the .npy memory-mapped),
-    moved into place together at the end; an interrupted run leaves neither."""
-
-    def __init__(self, output: str | Path, count: int):
-        self.output, self.count, self.row, self.dim = Path(output), count, 0, None
-
-    def __enter__(self) -> "VectorWriter":
-        from ..stale_files import remove_dead_writers_temporaries, writer_tag
-
-        self._stack = contextlib.ExitStack()
-        for path in (self.output, ids_path_for(self.output)):  # SIGKILL leaves .v.npy.XXXXXXXX.HOST-PID.tmp
-            remove_dead_writers_temporaries(path)
-        self._npy = self._stack.enter_context(atomic_path(self.output, suffix=writer_tag()))
-        self._ids_path = self._stack.enter_context(atomic_path(ids_path_for(self.output), suffix=writer_tag()))
-        self._ids = open(self._ids_path, "w", encoding="utf-8")
-        self._array = None
-        return self
-
-    def add(self, ids: list[str], vectors: np.ndarray) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        require_finite(vectors, ids)
-        if self._array is None:
-            self.dim = int(vectors.shape[1])
-            self._array = np.lib.format.open_memmap(self._npy, mode="w+", dtype=np.float32,
-                                                    shape=(self.count, self.dim))
-        self._array[self.row:self.row + len(ids)] = vectors
-        self.row += len(ids)
-        self._ids.write("".join(f"{i}\n" for i in ids))
-
-    def __exit__(self, exc_type, exc, tb):
-        self._ids.close()
-        if self._array is not None:
-            self._array.flush()
-            self._array = None
-        if exc_type is None and self.row != self.count:
-            error = HmdeError(f"{self.row} vectors for {self.count} documents: the input changed while it was read")
-            self._stack.__exit__(HmdeError, error, None)  # the temporaries are removed, nothing replaced
-            raise error
-        return self._stack.__exit__(exc_type, exc, tb)
 
 
 def run_in_memory(args: argparse.Namespace) -> int:

@@ -1,0 +1,65 @@
+"""Filling an index: document batches (vectors, sentences, texts) from a method's vectorizer or
+from the Ray engine's Parquet shards, written by :class:`~hmde.index.store.DocumentIndex` a batch
+at a time; an IVF index trains on the first batches, which are kept and written after."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..finite_vectors import require_finite
+from ..methods import flat_text
+from .store import DocumentBatch, DocumentIndex, IndexMeta
+
+IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
+
+
+def encoded_batches(vectorizer, chunks: Iterable[Sequence], contextual: bool = False,
+                    done: Callable[[int], None] = lambda n: None) -> Iterator[DocumentBatch]:
+    """One batch per chunk of records (``doc_id``, ``text``, ``lang``): document vectors and the
+    sentences with their vectors (``contextual``: HMDE's contextualised ones, a multi-vector index)."""
+    for chunk in chunks:
+        langs = [r.lang for r in chunk]
+        vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs, contextual=contextual)
+        require_finite(vectors, [r.doc_id for r in chunk])
+        done(len(chunk))
+        yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors, units, sents)
+
+
+def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add: bool) -> DocumentIndex:
+    """Write (or, ``add``, extend) the index; a new IVF index first trains on the batches' first
+    ``ivf_lists * IVF_TRAIN_PER_LIST`` vectors, holding those batches until they are written."""
+    first, train = [], None
+    if meta.ivf_lists and not add:
+        need = meta.ivf_lists * IVF_TRAIN_PER_LIST
+        for batch in batches:
+            first.append(batch)
+            if sum(len(b.doc_ids) for b in first) >= need:
+                break
+        train = np.concatenate([b.doc_vectors for b in first])[:need]
+    return DocumentIndex.write_batches(output, meta, itertools.chain(first, batches), add=add, train_vectors=train)
+
+
+def shard_batches(vectors_dir, shards, written: list[int]) -> Iterator[DocumentBatch]:
+    """The Ray engine's shards (vectors, ids, languages, texts) as batches; ``written[0]`` counts rows."""
+    from ..scale.ray_encode import iter_shard_tables, table_vectors
+
+    for _, table in iter_shard_tables(vectors_dir, shards):
+        written[0] += len(table)
+        yield DocumentBatch(table.column("doc_id").to_pylist(), table.column("lang").to_pylist(),
+                            table.column("text").to_pylist(), table_vectors(table))
+
+
+def shard_training_vectors(vectors_dir, shards, ivf_lists: int) -> np.ndarray:
+    """IVF training vectors: a sample from the first shards."""
+    from ..scale.ray_encode import iter_shard_tables, table_vectors
+
+    parts, need = [], ivf_lists * IVF_TRAIN_PER_LIST
+    for _, table in iter_shard_tables(vectors_dir, shards):
+        parts.append(table_vectors(table)[:need])
+        need -= len(parts[-1])
+        if need <= 0:
+            break
+    return np.concatenate(parts)
