@@ -58,11 +58,9 @@ def model_languages(model) -> tuple[str, frozenset] | None:
     lower = getattr(model, "lower", model)
     first = getattr(getattr(lower, "model", None), "__getitem__", None)
     module = first(0) if first is not None else None
-    kind = type(module).__name__
-    if kind == "UseMultilingual":
-        return "USE-m", USE_M
-    if kind == "E5Transformer":
-        return E5_NAME, XLM_R
+    declared = getattr(module, "covered_languages", None)  # hmde's own lower-encoder modules say it
+    if declared is not None:
+        return declared
     path = str(getattr(getattr(getattr(module, "auto_model", None), "config", None), "_name_or_path", "") or "")
     if E5_NAME in path:
         return E5_NAME, XLM_R
