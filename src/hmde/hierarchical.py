@@ -57,6 +57,7 @@ class DocumentSentences:
 
 
 OUTPUTS = ("documents", "sentences")
+UPPER_WINDOW_GROUP = 256  # windows of 32 sentences the upper encoder runs at once at inference (memory)
 
 
 def _as_langs(langs, n: int) -> list[str | None]:
@@ -241,19 +242,13 @@ class HierarchicalEncoder(nn.Module):
         contextual = [s.float().clone() for s in per_doc] if return_sentences else None
         if not rows:
             return (out, contextual) if return_sentences else out
-        length = max(r.shape[0] for r in rows)
-        padded = torch.zeros(len(rows), length, hidden, device=self.device, dtype=rows[0].dtype)
-        mask = torch.zeros(len(rows), length, dtype=torch.bool, device=self.device)
-        for i, r in enumerate(rows):
-            padded[i, : r.shape[0]] = r
-            mask[i, : r.shape[0]] = True
-        if return_sentences:
-            window_vectors, per_position = self.upper(padded, mask, return_sentences=True)
-            for i, (d, (start, end)) in enumerate(zip(owners, spans)):  # each unit lies in one window
-                contextual[d] = torch.cat([contextual[d][:start], per_position[i, : end - start].float(),
-                                           contextual[d][end:]])
-        else:
-            window_vectors = self.upper(padded, mask)
+        parts = []
+        for group in self._window_groups(len(rows)):
+            group_vectors, per_position = self._upper_on_windows([rows[i] for i in group], return_sentences)
+            parts.append(group_vectors)
+            if return_sentences:
+                self._place_windows(contextual, per_position, [(owners[i], spans[i]) for i in group])
+        window_vectors = parts[0] if len(parts) == 1 else torch.cat(parts)
         window_vectors = window_vectors.float()
         w = torch.tensor(weights, device=self.device).unsqueeze(-1)
         index = torch.tensor(owners, device=self.device)
@@ -261,6 +256,40 @@ class HierarchicalEncoder(nn.Module):
         total = torch.zeros(len(per_doc), 1, device=self.device).index_add(0, index, w)
         documents = summed / total.clamp_min(1.0)
         return (documents, contextual) if return_sentences else documents
+
+    def _window_groups(self, n_rows: int) -> list[range]:
+        """The windows the upper encoder runs at once: all of them while training (one batch, as
+        trained), else at most :data:`UPPER_WINDOW_GROUP`, so a huge document's activations are bounded
+        by the group, not by its length. Batches of ordinary documents stay one group (same vectors)."""
+        if torch.is_grad_enabled() or n_rows <= UPPER_WINDOW_GROUP:
+            return [range(n_rows)]
+        return [range(s, min(s + UPPER_WINDOW_GROUP, n_rows)) for s in range(0, n_rows, UPPER_WINDOW_GROUP)]
+
+    def _upper_on_windows(self, rows: list[torch.Tensor], return_sentences: bool):
+        """The upper encoder on windows of sentence vectors, padded to the longest: (window vectors,
+        per-position vectors or None)."""
+        hidden = self.dim
+        length = max(r.shape[0] for r in rows)
+        padded = torch.zeros(len(rows), length, hidden, device=self.device, dtype=rows[0].dtype)
+        mask = torch.zeros(len(rows), length, dtype=torch.bool, device=self.device)
+        for i, r in enumerate(rows):
+            padded[i, : r.shape[0]] = r
+            mask[i, : r.shape[0]] = True
+        if return_sentences:
+            return self.upper(padded, mask, return_sentences=True)
+        return self.upper(padded, mask), None
+
+    @staticmethod
+    def _place_windows(contextual: list[torch.Tensor], per_position: torch.Tensor,
+                       places: list[tuple[int, tuple[int, int]]]) -> None:
+        """Each window's contextualised vectors into its document's rows (each unit lies in one
+        window). Without gradients in place: a document of n units costs O(n), not O(n x windows)."""
+        for k, (d, (start, end)) in enumerate(places):
+            window = per_position[k, : end - start].float()
+            if torch.is_grad_enabled():
+                contextual[d] = torch.cat([contextual[d][:start], window, contextual[d][end:]])
+            else:
+                contextual[d][start:end] = window
 
     def forward(self, units: Sequence[Sequence[str]], **kwargs) -> torch.Tensor:
         return self.encode_units(units, **kwargs).documents
