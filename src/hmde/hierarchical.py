@@ -113,13 +113,8 @@ class HierarchicalEncoder(nn.Module):
         if meta.get("lower_encoder", LOWER_DIR) is None:
             raise ModelLoadError(f"'{path}' is the document module of a sentence-transformers folder: load the "
                                  "folder that holds it")
-        config = HierarchicalConfig.from_dict(meta["config"])
         lower = SentenceEncoder.load(str(path / meta.get("lower_encoder", LOWER_DIR)), device=device)
-        lower.model.float()
-        model = cls(lower, config)
-        load_upper_state(model.upper, path / WEIGHTS_NAME)
-        model.source = str(path)
-        return model.to(lower.device).eval()
+        return cls._assemble(lower, HierarchicalConfig.from_dict(meta["config"]), path / WEIGHTS_NAME, path)
 
     @classmethod
     def _from_router_folder(cls, path: Path, device: str | None) -> "HierarchicalEncoder":
@@ -130,12 +125,17 @@ class HierarchicalEncoder(nn.Module):
         query, document_id = router_routes(path)
         document = path / document_id
         config = HierarchicalConfig.from_dict(parse_model_config(document / CONFIG_NAME)["config"])
-        lower = SentenceEncoder(sentence_transformer_from_entries(path, query, device, path / ROUTER_CONFIG),
-                                max_tokens=config.max_sentence_tokens)
+        lower = SentenceEncoder(sentence_transformer_from_entries(path, query, device, path / ROUTER_CONFIG))
+        return cls._assemble(lower, config, document / WEIGHTS_NAME, path)
+
+    @classmethod
+    def _assemble(cls, lower: SentenceEncoder, config: HierarchicalConfig, weights: Path,
+                  source: Path) -> "HierarchicalEncoder":
+        """A loaded lower encoder (computed in float32) and the upper weights saved beside it, for inference."""
         lower.model.float()  # integer buffers (USE-m's 8-bit table) stay as they are
-        model = cls(lower, config)
-        load_upper_state(model.upper, document / WEIGHTS_NAME)
-        model.source = str(path)
+        model = cls(lower, config)  # sets the lower encoder's token limit from the config
+        load_upper_state(model.upper, weights)
+        model.source = str(source)
         return model.to(lower.device).eval()
 
     def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:

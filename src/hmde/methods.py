@@ -100,8 +100,11 @@ class DocumentVectorizer:
         return out
 
     def fit_lawdr(self, docs: Sequence, langs) -> LawdrStats:
-        self.lawdr_stats = fit_lawdr(self.sentence_vectors(docs, langs), _as_langs(langs, len(docs)),
-                                     **self.options.lawdr_fit_options())
+        return self.fit_lawdr_vectors(self.sentence_vectors(docs, langs), _as_langs(langs, len(docs)))
+
+    def fit_lawdr_vectors(self, per_doc: list[np.ndarray], langs: Sequence[str | None]) -> LawdrStats:
+        """LAWDR's statistics, with these options, from each document's unit vectors; kept for encoding."""
+        self.lawdr_stats = fit_lawdr(per_doc, list(langs), **self.options.lawdr_fit_options())
         return self.lawdr_stats
 
     def encode(self, docs: Sequence, langs=None, normalize_embeddings: bool = False) -> np.ndarray:
@@ -109,9 +112,6 @@ class DocumentVectorizer:
         if isinstance(docs, str):
             raise HmdeError("encode takes a list of documents, not one string")
         return self.document_method.encode(docs, _as_langs(langs, len(docs)), normalize_embeddings)
-
-    def _combine(self, per_doc: list[np.ndarray], langs: Sequence[str | None]) -> np.ndarray:
-        return self.document_method.combine(per_doc, langs)
 
     def trainable(self) -> list[torch.nn.Parameter]:
         """What fine-tuning this method updates: the whole hierarchical model for ``hmde``, else

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import HmdeError
-from ..lawdr import fit_lawdr
 from .base import DocumentMethod
 
 
@@ -44,7 +43,7 @@ class LawdrMethod(DocumentMethod):
     def combine(self, per_doc, langs):
         v = self.vectorizer
         if v.lawdr_stats is None:
-            v.lawdr_stats = fit_lawdr(per_doc, list(langs), **self.options.lawdr_fit_options())
+            v.fit_lawdr_vectors(per_doc, langs)
         return v.lawdr_stats.document_vectors(per_doc, langs)
 
     def reuses_sentences(self) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..lawdr import LawdrStats, fit_lawdr
+from ..lawdr import LawdrStats
 from ..methods import DocumentVectorizer, MethodOptions
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class EvalEncoder:
                 self._sents[key] = self.vectorizer.sentence_vectors(list(texts), [lang] * len(texts))
             per_doc.extend(self._sents[key])
             langs.extend([lang] * len(texts))
-        self.vectorizer.lawdr_stats = fit_lawdr(per_doc, langs, **self.vectorizer.options.lawdr_fit_options())
+        self.vectorizer.fit_lawdr_vectors(per_doc, langs)
 
     def documents(self, texts: Sequence, lang: str | None) -> np.ndarray:
         key = _key(texts, lang)
