@@ -211,10 +211,10 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
 def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
-    from ..finite_vectors import require_finite
+    from ..index.build import encoded_batches
     from ..index.store import DocumentIndex
     from ..io.documents import read_documents
-    from ..methods import DocumentVectorizer, MethodOptions, flat_text
+    from ..methods import DocumentVectorizer, MethodOptions
     from ..registry import resolve_model_path
     from .preflight import check_index_size, check_lawdr_inputs
 
@@ -226,13 +226,9 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     warn_uncovered(args.model, model, languages_of([r.lang for r in records], [r.text for r in records]))
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
-    doc_vectors, units, sents = DocumentVectorizer(model, method, options).encode_with_sentences(
-        [r.text for r in records], [r.lang for r in records])
-    require_finite(doc_vectors, [r.doc_id for r in records])
-    meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(doc_vectors.shape[1]), method)
-    texts = [flat_text(r.text) for r in records]
-    index = DocumentIndex.write(args.output, meta, [r.doc_id for r in records], [r.lang for r in records], texts,
-                                doc_vectors, units, sents, add=args.add)
+    batch = next(encoded_batches(DocumentVectorizer(model, method, options), [records]))
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(batch.doc_vectors.shape[1]), method)
+    index = DocumentIndex.write_batches(args.output, meta, [batch], add=args.add, train_vectors=batch.doc_vectors)
     print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
     index.close()
     return 0
