@@ -17,6 +17,7 @@ import sys
 from collections import Counter
 from typing import Sequence
 
+from .e5.folder import NAME as E5_NAME
 from .segmentation import splitter_language
 
 USE_M = frozenset("ar de en es fr it ja ko nl pl pt ru th tr zh".split())  # zh-cn and zh-tw fold into zh
@@ -24,7 +25,6 @@ USE_M = frozenset("ar de en es fr it ja ko nl pl pt ru th tr zh".split())  # zh-
 XLM_R = frozenset("""af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he
 hi hr hu hy id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my ne nl no nb om or pa pl ps pt ro
 ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk ur uz vi xh yi zh""".split())
-E5_NAME = "multilingual-e5-small"
 
 # scripts that name one language (or, for Devanagari, the most common one) at no cost
 _SCRIPTS = ((0x0370, 0x03FF, "el"), (0x0590, 0x05FF, "he"), (0x1200, 0x139F, "am"), (0x0900, 0x097F, "hi"),
