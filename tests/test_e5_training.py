@@ -183,3 +183,34 @@ def test_lower_trainable_defaults_to_the_paper():
     from hmde.pretraining.trainer import PretrainingConfig
 
     assert PretrainingConfig().lower_trainable == "all"
+
+
+def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_cache(tmp_path, monkeypatch):
+    """--e5-eval-only beside a training: rows whose stage has not finished are skipped, every task
+    is done for every ready row before the next task, and all frozen-e5 rows share one cache."""
+    from hmde.cli import recipe_e5_eval
+    from hmde.cli.main import main
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    for sub in ("parallel/wmt", "bible", "eval/pud", "eval/masakhanews/eng", "eval/masakhanews/fra"):
+        (data / sub).mkdir(parents=True)
+    for lang in ("swh", "guj", "est"):
+        (data / "bible" / f"{lang}.jsonl.gz").write_bytes(b"")
+    for lang in ("eng", "deu"):
+        (data / "eval" / "pud" / f"{lang}.jsonl.gz").write_bytes(b"")
+    (run / "hmde-frozen").mkdir(parents=True)
+    (run / "hmde-frozen" / "config.json").write_text("{}")
+    steps = []
+    monkeypatch.setattr(recipe_e5_eval, "run_step", lambda name, done, argv: steps.append((name, argv)))
+    monkeypatch.setattr(recipe_e5_eval, "build_sentence_tasks", lambda *a: None)
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(run), "--e5-eval-only"]) == 0
+    names = [name for name, _ in steps]
+    ready = ["hmde-frozen", "mean", "first", "seg", "lawdr"]
+    assert names[:5] == [f"eval pud {row}" for row in ready]
+    assert names[5:10] == [f"eval xquad {row}" for row in ready]
+    assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
+    argv = dict(steps)
+    cache = {a[a.index("--sentence-cache") + 1] for n, a in steps if n.startswith("eval pud")}
+    assert cache == {str(run / "sentence-cache")}
+    assert "--sentence-cache" not in argv["eval xldc finetune mean"]
+    assert "--langs" in argv["eval pud mean"] and argv["eval pud mean"][argv["eval pud mean"].index("--langs") + 1] == "deu"

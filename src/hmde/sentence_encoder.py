@@ -380,8 +380,20 @@ class SentenceEncoder(nn.Module):
         """
         if len(ids) == 0:
             return torch.zeros(0, self.dim, device=self.device)
-        plan = plan_batches(ids, (batch_size or self.default_batch_size()) * self.max_tokens, self.padding())
-        return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype)
+
+        def embed(batch_ids):
+            plan = plan_batches(batch_ids, (batch_size or self.default_batch_size()) * self.max_tokens, self.padding())
+            return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype)
+
+        cache = self.__dict__.get("_vector_cache")
+        if cache is not None and not torch.is_grad_enabled() and not self.model.training:
+            return cache.embed_ids(self, ids, embed, autocast_dtype)
+        return embed(ids)
+
+    def use_vector_cache(self, cache) -> None:
+        """Read and keep inference vectors in ``cache`` (:class:`hmde.sentence_cache.SentenceVectorCache`,
+        None to stop); training and anything with gradients always embeds. Not a submodule: never saved."""
+        object.__setattr__(self, "_vector_cache", cache)
 
     def embed_plan(self, plan: "BatchPlan", show_progress_bar: bool = False,
                    autocast_dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -36,6 +36,9 @@ def _common(p, methods=True) -> None:
     add_backend_argument(p)
     p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sentence-cache", metavar="DIR",
+                   help="keep the lower encoder's sentence vectors in DIR and reuse them in later runs on the same "
+                   "weights (exact keys: token ids, weights, device, precision); off by default and for fine-tuning")
     p.add_argument("--no-progress", action="store_true")
 
 

@@ -47,9 +47,12 @@ def _setup(args, need_method=True):
     from ..lawdr import LawdrStats
     from ..methods import MethodOptions
     from ..registry import resolve_model_path
+    from ..sentence_cache import attach_vector_cache
 
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
+    tuned = getattr(args, "protocol", None) in ("finetune", "both")  # fine-tuned weights: vectors never reused
+    args.vector_cache = attach_vector_cache(model, None if tuned else getattr(args, "sentence_cache", None))
     try:
         model_path = str(resolve_model_path(args.model))
     except HmdeError:
@@ -68,6 +71,8 @@ def _write(args, protocol, model_path, method, files, metrics, settings) -> None
     write_result(args.output, result_record(protocol, args.model, model_path, method, files, metrics,
                                             args.seed, settings))
     print(f"wrote {args.output}")
+    if getattr(args, "vector_cache", None) is not None:
+        args.vector_cache.flush()
 
 
 def _seed(args) -> None:

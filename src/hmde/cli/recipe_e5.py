@@ -55,6 +55,8 @@ def add_arguments(p) -> None:
                    help="e5: stage 2 warm-up steps (paper: 1000 of its ~17k; here 10%% of the steps)")
     g.add_argument("--e5-lower-trainable", default="all",
                    help="e5: which lower-encoder weights stage 2 updates (hmde train --lower-trainable)")
+    g.add_argument("--e5-eval-only", action="store_true",
+                   help="e5: train nothing; evaluate the rows whose models exist (beside a training process)")
 
 
 def bible_languages(data: Path) -> list[str]:
@@ -76,9 +78,14 @@ def run_e5(args: argparse.Namespace) -> int:
     if missing:
         raise HmdeError(f"{data / 'bible'} lacks the held-out languages {', '.join(missing)}")
     out.mkdir(parents=True, exist_ok=True)
+    dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
+    if args.e5_eval_only:
+        from .recipe_e5_eval import evaluate
+
+        evaluate(out, data, dev)
+        return 0
     news, pairs = out / "wmt-documents.jsonl.gz", out / "pairs.parquet"
     frozen, joint, control = out / "hmde-frozen", out / "hmde-joint", out / "hmde-frozen-control"
-    dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
     run_step("news pseudo-documents", news.exists(), [
         "pseudo-documents", *map(str, training_news_files(data)), "--output", str(news), "--lines", "5",
         "--max-documents", str(args.e5_news_documents)])

@@ -50,47 +50,62 @@ def masakhanews_targets(data: Path) -> list[str]:
     return sorted(p.name for p in (data / "eval" / "masakhanews").iterdir() if p.is_dir() and p.name != "eng")
 
 
+def row_ready(out: Path, row: str) -> bool:
+    """Whether a row's model exists (the baselines' always does; a stage's once it has finished)."""
+    model, _ = row_model(out, row)
+    return model == LOWER or (Path(model) / "config.json").exists()
+
+
 def evaluate(out: Path, data: Path, dev: list[str]) -> None:
+    """Every task for every row whose model exists, task by task (the cheapest first, so that a
+    session cut short has whole tasks); rows whose stage has not finished are said and skipped, so
+    this can run beside the training. Rows on frozen e5 (``mean``, ``lawdr``, ``hmde-frozen``,
+    ``hmde-control``) share one sentence cache (``--sentence-cache``): e5 embeds each sentence once."""
     ev, results = data / "eval", out / "results"
     build_sentence_tasks(data, out, out / "wmt-documents.jsonl.gz", (*SEEN_TASKS, *HELD_OUT_TASKS),
                          ("deu-eng", "eng-rus"))
     pud = ",".join(sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz") if not p.name.startswith("eng")))
     xquad = ",".join([f"{c}-en" for c in XQUAD] + [f"en-{c}" for c in XQUAD])
     held_pairs = ",".join(f"{a}-{b}" for i, a in enumerate(("eng", *HELD_OUT)) for b in (*HELD_OUT,)[i:] if a != b)
+    rows = [row for row in ROWS if row_ready(out, row)]
     for row in ROWS:
-        model, method = row_model(out, row)
-        common = ["--method", method, "--no-progress", *dev]
-
-        def step(task: str, argv: list[str], row=row, model=model, common=common) -> None:
-            """``hmde eval PROTOCOL MODEL ARGS -o results/TASK.ROW.json``, skipped when that file exists."""
+        if row not in rows:
+            print(f"[recipe] eval {row}: its model is not trained yet, skipped")
+    tasks = [("pud", ["align", "--data", str(ev / "pud"), "--langs", pud]),
+             ("xquad", ["clir", "--xquad", str(ev / "xquad"), "--pairs", xquad, "--length-buckets", LENGTH_BUCKETS]),
+             ("bible-heldout", ["align", "--data", str(data / "bible"), "--pairs", held_pairs])]
+    for task in (*HELD_OUT_TASKS, *SEEN_TASKS):
+        folder, lang = out / f"sq-{task}", task.split("-")[-1]
+        tasks.append((f"sq-{task}", ["clir", "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
+                                     "--documents", str(folder / "documents.jsonl"), "--query-lang", "eng",
+                                     "--doc-lang", lang, "--length-buckets", LENGTH_BUCKETS]))
+    tasks.append(("masakhanews-frozen", ["xldc", "--masakhanews", str(ev / "masakhanews"), "--targets",
+                                         ",".join(masakhanews_targets(data)), "--protocol", "frozen"]))
+    cache = ["--sentence-cache", str(out / "sentence-cache")]
+    for task, argv in tasks:
+        for row in rows:
+            model, method = row_model(out, row)
             target = results / f"{task}.{row}.json"
-            run_step(f"eval {task} {row}", target.exists(), ["eval", *argv[:1], model, *argv[1:], "-o", str(target),
-                                                             *common])
-
-        step("pud", ["align", "--data", str(ev / "pud"), "--langs", pud])
-        step("xquad", ["clir", "--xquad", str(ev / "xquad"), "--pairs", xquad, "--length-buckets", LENGTH_BUCKETS])
-        step("bible-heldout", ["align", "--data", str(data / "bible"), "--pairs", held_pairs])
-        single = []
-        if method_class(method).fitted and (results / "pud.lawdr.json").exists():  # one-language collections: PUD's m
-            single = ["--lawdr-m", str(json.loads((results / "pud.lawdr.json").read_text())["settings"]["lawdr_m"])]
-        for task in (*HELD_OUT_TASKS, *SEEN_TASKS):
-            folder, lang = out / f"sq-{task}", task.split("-")[-1]
-            step(f"sq-{task}", ["clir", "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
-                                "--documents", str(folder / "documents.jsonl"), "--query-lang", "eng", "--doc-lang", lang,
-                                "--length-buckets", LENGTH_BUCKETS, *single])
-        step("masakhanews-frozen", ["xldc", "--masakhanews", str(ev / "masakhanews"), "--targets",
-                                    ",".join(masakhanews_targets(data)), "--protocol", "frozen"])
+            extra = []
+            if task.startswith("sq-") and method_class(method).fitted and (results / "pud.lawdr.json").exists():
+                # one-language collections: PUD's m
+                extra = ["--lawdr-m", str(json.loads((results / "pud.lawdr.json").read_text())["settings"]["lawdr_m"])]
+            run_step(f"eval {task} {row}", target.exists(), ["eval", *argv[:1], model, *argv[1:], *extra, "-o",
+                                                             str(target), "--method", method, "--no-progress",
+                                                             *cache, *dev])
     for name, model in (("e5", LOWER), ("hmde-e5", str(out / "hmde-e5"))):
         target = results / f"xsr.{name}.json"
-        run_step(f"eval xsr {name}", target.exists(), ["eval", "xsr", model, "--data", str(ev / "tatoeba"),
-                                                       "-o", str(target), "--no-progress", *dev])
+        if name == "e5" or row_ready(out, "hmde-e5"):
+            run_step(f"eval xsr {name}", target.exists(), ["eval", "xsr", model, "--data", str(ev / "tatoeba"),
+                                                           "-o", str(target), "--no-progress", *cache, *dev])
     for row in ("hmde-e5", "mean"):
         model, method = row_model(out, row)
         target = results / f"masakhanews-finetune.{row}.json"
-        run_step(f"eval xldc finetune {row}", target.exists(), [
-            "eval", "xldc", model, "--masakhanews", str(ev / "masakhanews"), "--targets", "fra", "--method", method,
-            "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr", "5e-5",
-            "--max-sentences", "8", "-o", str(target), "--no-progress", *dev])
+        if row in rows:
+            run_step(f"eval xldc finetune {row}", target.exists(), [
+                "eval", "xldc", model, "--masakhanews", str(ev / "masakhanews"), "--targets", "fra", "--method",
+                method, "--protocol", "finetune", "--max-epochs", "2", "--patience", "1", "--warmup", "20", "--lr",
+                "5e-5", "--max-sentences", "8", "-o", str(target), "--no-progress", *dev])
 
 
 def _average(path: Path) -> float | None:
