@@ -91,8 +91,11 @@ def test_a_foreign_file_in_the_cache_is_refused_in_one_line(hmde_dir, corpus, tm
         other.lower.encode(corpus[:3])
 
 
-def test_eval_with_a_sentence_cache_gives_the_same_result_and_fills_it(hmde_dir, tmp_path):
+@pytest.mark.parametrize("kind", ["hmde", "sentence encoder"])
+def test_eval_with_a_sentence_cache_gives_the_same_result_and_fills_it(kind, hmde_dir, labse_dir, tmp_path):
     from hmde.cli.main import main
+
+    model = hmde_dir if kind == "hmde" else labse_dir
 
     data = tmp_path / "docs"
     data.mkdir()
@@ -106,7 +109,7 @@ def test_eval_with_a_sentence_cache_gives_the_same_result_and_fills_it(hmde_dir,
     results = []
     for run, cache in (("plain", None), ("fill", tmp_path / "c"), ("reuse", tmp_path / "c")):
         out = tmp_path / f"{run}.json"
-        argv = ["eval", "align", str(hmde_dir), "--data", str(data), "--pairs", "deu-eng", "--device", "cpu",
+        argv = ["eval", "align", str(model), "--data", str(data), "--pairs", "deu-eng", "--device", "cpu",
                 "--no-progress", "-o", str(out), *(["--sentence-cache", str(cache)] if cache else [])]
         assert main(argv) == 0
         results.append(json.loads(out.read_text())["metrics"])

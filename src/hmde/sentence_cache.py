@@ -167,10 +167,12 @@ class SentenceVectorCache:
 
 
 def attach_vector_cache(model, folder: str | os.PathLike | None) -> SentenceVectorCache | None:
-    """A cache in ``folder`` attached to ``model``'s lower encoder (None: none); encoders that run
-    elsewhere than PyTorch (an ONNX export) embed as always."""
-    if not folder or not hasattr(model.lower, "use_vector_cache"):
+    """A cache in ``folder`` attached to ``model``'s lower encoder, or to ``model`` when it is a
+    sentence encoder (None: none); encoders that run elsewhere than PyTorch (an ONNX export) embed
+    as always."""
+    lower = getattr(model, "lower", model)
+    if not folder or not hasattr(lower, "use_vector_cache"):
         return None
     cache = SentenceVectorCache(folder)
-    model.lower.use_vector_cache(cache)
+    lower.use_vector_cache(cache)
     return cache
