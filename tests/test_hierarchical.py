@@ -275,3 +275,31 @@ def test_a_huge_document_runs_the_upper_encoder_in_groups_of_windows_with_the_sa
         _, trained = model.contextualize(per_doc, return_sentences=True)
     for a, b in zip(trained, whole_sentences):
         torch.testing.assert_close(a.detach(), b, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("huge_text", [False, True])
+def test_a_huge_document_is_embedded_group_by_group_with_the_same_vector(model, monkeypatch, huge_text):
+    """Issue 29: a document's token ids, sentence vectors and the lower encoder's batches were all held
+    at once (a 50 MB line: 11.9 GB). Its vector is now made one group of windows at a time: the lower
+    encoder never sees more than a group's sentences, a huge string's token ids are not kept from
+    segmentation, and the vector is the one-pass vector (the path that returns sentences) up to float
+    summation order. Ordinary documents in the same call keep their one-pass vectors."""
+    import hmde.hierarchical as hierarchical
+
+    n = model.config.max_sentences
+    long_doc = " ".join(f"Sentence number {k} talks about topic {k % 7} in the valley." for k in range(5 * n + 3))
+    docs = [long_doc, "A short one. It has two sentences.", "Another short document."]
+    with torch.inference_mode():
+        one_pass = model.encode_documents(docs, return_sentences=True)[0]
+    monkeypatch.setattr(hierarchical, "UPPER_WINDOW_GROUP", 2)
+    if huge_text:
+        monkeypatch.setattr(hierarchical, "STREAM_TEXT_CHARS", 1000)
+    seen, kept = [], []
+    embed_ids, segment = model.lower.embed_ids, model.segment
+    monkeypatch.setattr(model.lower, "embed_ids", lambda ids, **kw: seen.append(len(ids)) or embed_ids(ids, **kw))
+    monkeypatch.setattr(model, "segment", lambda d, l=None, ids_out=None: kept.append(ids_out is not None) or
+                        segment(d, l, ids_out=ids_out))
+    streamed = model.encode_documents(docs)
+    np.testing.assert_allclose(streamed, one_pass, rtol=0, atol=1e-5)
+    assert max(seen[1:]) <= 2 * n and len(seen) == 1 + 3  # the short documents' pass, then 3 groups
+    assert kept == [not huge_text, True, True]

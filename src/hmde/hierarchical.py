@@ -58,6 +58,13 @@ class DocumentSentences:
 
 OUTPUTS = ("documents", "sentences")
 UPPER_WINDOW_GROUP = 256  # windows of 32 sentences the upper encoder runs at once at inference (memory)
+# a document string longer than this is segmented without keeping its units' token ids (they are
+# made again group by group): ids held as Python lists cost ~1 kB a sentence, 0.5 GB for 50 MB of text
+STREAM_TEXT_CHARS = 1_000_000
+
+
+def _huge(document) -> bool:
+    return isinstance(document, str) and len(document) > STREAM_TEXT_CHARS
 
 
 def _as_langs(langs, n: int) -> list[str | None]:
@@ -325,7 +332,7 @@ class HierarchicalEncoder(nn.Module):
                                                sentence_batch_size, autocast_dtype)[1]
         vectors, all_units, all_sents = [], [], []
         for enc in self._encoded_chunks(docs, langs, batch_size, show_progress_bar, sentence_batch_size,
-                                        autocast_dtype, with_contextual=False):
+                                        autocast_dtype, with_contextual=False, stream=not return_sentences):
             vectors.append(enc.documents.float().cpu())
             if return_sentences:
                 all_units.extend(enc.units)
@@ -339,17 +346,58 @@ class HierarchicalEncoder(nn.Module):
         return array
 
     def _encoded_chunks(self, docs, langs, batch_size, show_progress_bar, sentence_batch_size, autocast_dtype,
-                        with_contextual: bool):
-        """``batch_size`` documents at a time: segmented, all their sentences embedded together, in eval mode."""
+                        with_contextual: bool, stream: bool = False):
+        """``batch_size`` documents at a time: segmented, all their sentences embedded together, in eval mode.
+        ``stream`` (document vectors only): a document of more units than one group of windows is
+        encoded group by group (:meth:`_encode_streamed`), so memory is bounded by the group."""
         langs_ = _as_langs(langs, len(docs))
         with eval_mode(self):
             steps = range(0, len(docs), max(1, batch_size))
             for start in tqdm(steps, desc="documents", unit="batch", disable=not show_progress_bar):
                 chunk = docs[start : start + batch_size]
                 ids: list[list] = [[] for _ in chunk]
-                units = [self.segment(d, l, ids_out=i) for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
-                yield self.encode_units(units, sentence_batch_size=sentence_batch_size, autocast_dtype=autocast_dtype,
-                                        unit_ids=ids, with_contextual=with_contextual)
+                units = [self.segment(d, l, ids_out=None if stream and _huge(d) else i)
+                         for d, l, i in zip(chunk, langs_[start : start + batch_size], ids)]
+                ids = [i if len(i) == len(u) else [None] * len(u) for i, u in zip(ids, units)]  # None: tokenise later
+                long = [k for k, u in enumerate(units) if stream and len(u) > self._stream_units()]
+                if not long:
+                    yield self.encode_units(units, sentence_batch_size=sentence_batch_size,
+                                            autocast_dtype=autocast_dtype, unit_ids=ids, with_contextual=with_contextual)
+                    continue
+                vectors = torch.zeros(len(chunk), self.dim, device=self.device)
+                short = [k for k in range(len(chunk)) if k not in long]
+                if short:
+                    vectors[short] = self.encode_units([units[k] for k in short], sentence_batch_size=sentence_batch_size,
+                                                       autocast_dtype=autocast_dtype,
+                                                       unit_ids=[ids[k] for k in short]).documents.float()
+                for k in long:
+                    vectors[k] = self._encode_streamed(units[k], ids[k], sentence_batch_size, autocast_dtype)
+                yield EncodedBatch(vectors, [list(u) for u in units], [])
+
+    def _stream_units(self) -> int:
+        return UPPER_WINDOW_GROUP * self.config.max_sentences
+
+    def _encode_streamed(self, units: Sequence[str], ids: list, sentence_batch_size, autocast_dtype) -> torch.Tensor:
+        """One long document's vector, :data:`UPPER_WINDOW_GROUP` windows at a time: their units
+        tokenised (where ``ids`` holds None) and embedded, the upper encoder run on them, their
+        weighted window vectors summed; nothing of a finished group is kept. The same vector as
+        :meth:`contextualize` up to float summation order (the lower encoder batches other sentences)."""
+        windows = self.windows(len(units))
+        summed = torch.zeros(self.dim, device=self.device)
+        total = 0.0
+        for g in range(0, len(windows), UPPER_WINDOW_GROUP):
+            group = windows[g : g + UPPER_WINDOW_GROUP]
+            first, last = group[0][0], group[-1][1]
+            group_ids = ids[first:last]
+            todo = [k for k, i in enumerate(group_ids) if i is None or len(i) > self.lower.max_tokens]
+            for k, i in zip(todo, self.lower.token_ids([units[first + k] for k in todo])):
+                group_ids[k] = i
+            vectors = self.lower.embed_ids(group_ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype)
+            window_vectors, _ = self._upper_on_windows([vectors[s - first : e - first] for s, e in group], False)
+            weights = torch.tensor([float(e - s) for s, e in group], device=self.device).unsqueeze(-1)
+            summed += (window_vectors.float() * weights).sum(0)
+            total += float(weights.sum())
+        return summed / max(total, 1.0)
 
     @torch.inference_mode()
     def encode_with_contextual(self, docs, langs=None, batch_size: int = 32, show_progress_bar: bool = False,
