@@ -194,7 +194,7 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     assert value(joint, "--lr") == "1e-5" and value(joint, "--batch-size") == "2"
     assert value(joint, "--train-max-sentences") == "32" and "--freeze-lower" not in joint
     assert value(joint, "--lower-trainable") == "all" and value(joint, "--query-loss-weight") == "0.0"
-    assert "--freeze-lower" in control
+    assert "--freeze-lower" in control and "--frozen-vectors" not in control  # no stage 1 vectors in this test
     shared = ("--lr", "--batch-size", "--grad-accum", "--max-steps", "--warmup", "--train-max-sentences")
     assert all(value(joint, f) == value(control, f) for f in shared)
     assert value(joint, "--output") != value(control, "--output")

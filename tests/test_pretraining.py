@@ -452,3 +452,46 @@ def test_a_frozen_run_resumes_with_its_saved_sentence_vectors_bit_for_bit(labse_
     assert sum(embedded) == sum(len(resumed_trainer.units(d)) for d in new)
     for (k, a), (_, b) in zip(full.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+def test_a_frozen_run_seeded_with_another_runs_vectors_embeds_nothing_and_trains_the_same(
+        labse_dir, pairs_file, tmp_path, monkeypatch):
+    """--frozen-vectors: the Table 3 control of hmde-e5 continues stage 1 with e5 frozen on the same
+    pairs, whose vectors stage 1 already holds; seeded with them it embeds only the check's sample,
+    and trains as a run that embedded everything itself (float summation order aside)."""
+    from hmde.pretraining.frozen_vectors import FILE
+
+    def frozen(out):
+        trainer = _run(labse_dir, pairs_file, out)
+        trainer.config.freeze_lower = True
+        return trainer
+
+    source = frozen(tmp_path / "stage1")
+    source.train()
+    seed = tmp_path / "stage1" / "checkpoint" / FILE
+    plain = frozen(tmp_path / "plain").train()
+    seeded_trainer = frozen(tmp_path / "seeded")
+    embedded = []
+    original = seeded_trainer.model.lower.embed_ids
+    monkeypatch.setattr(seeded_trainer.model.lower, "embed_ids",
+                        lambda ids, **kw: embedded.append(len(ids)) or original(ids, **kw))
+    seeded = seeded_trainer.train(seed_vectors=seed)
+    check = sum(len(seeded_trainer.units(d)) for d in sorted(source.vector_cache)[:2])
+    assert sum(embedded) == check  # the sample check only: every document met was in the seed
+    for (k, a), (_, b) in zip(plain.state_dict().items(), seeded.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5, msg=k)
+    assert (tmp_path / "seeded" / "checkpoint" / FILE).exists()  # saved with its checkpoint: a resume is exact
+
+    other = frozen(tmp_path / "other")
+    with torch.no_grad():
+        next(other.model.lower.parameters()).add_(torch.randn_like(next(other.model.lower.parameters())))
+    with pytest.raises(HmdeError, match=r"frozen_vectors\.safetensors: the vectors of .* differ from this lower encoder"):
+        other.train(seed_vectors=seed)
+
+
+def test_frozen_vectors_without_freeze_lower_is_refused_in_one_line(labse_dir, pairs_file, tmp_path, capsys):
+    from hmde.cli.main import main
+
+    code = main(["train", str(labse_dir), str(pairs_file), "-o", str(tmp_path / "run"), "--frozen-vectors",
+                 str(tmp_path / "x.safetensors"), "--no-progress"])
+    assert code == 2 and "--frozen-vectors needs --freeze-lower" in capsys.readouterr().err

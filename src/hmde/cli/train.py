@@ -40,6 +40,9 @@ def register(sub) -> None:
                    "language is anchor and candidate; a: always the pair's first page (lang_a < lang_b), as earlier hmde did")
     p.add_argument("--no-hard-negatives", action="store_true")
     p.add_argument("--freeze-lower", action="store_true", help="train the upper encoder only (paper ablation)")
+    p.add_argument("--frozen-vectors", metavar="FILE",
+                   help="with --freeze-lower: start from another run's sentence vectors (its checkpoint/"
+                   "frozen_vectors.safetensors; same lower encoder, pairs and sentences; checked on a sample)")
     p.add_argument("--lower-trainable", type=lower_trainable, default="all", metavar="PARTS",
                    help="joint runs: which lower-encoder weights learn: " + CHOICES_HELP)
     p.add_argument("--no-gradient-checkpointing", action="store_true")
@@ -95,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     from ..registry import resolve_model_path
 
     check_run_output(Path(args.output), args.resume, args.overwrite)
+    if args.frozen_vectors and not args.freeze_lower:
+        raise HmdeError("--frozen-vectors needs --freeze-lower: a lower encoder that learns changes its vectors")
+    if args.frozen_vectors and not Path(args.frozen_vectors).is_file():
+        raise HmdeError(f"--frozen-vectors {args.frozen_vectors}: no such file")
     if (args.query_loss_weight or args.sentence_loss_weight) and args.cache_chunk:
         raise HmdeError("--query-loss-weight and --sentence-loss-weight are not available with --cache-chunk; use "
                         "--batch-size/--grad-accum")
@@ -140,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         prepared = prepare_units(args.pairs, docs, model, limit, presplit=args.sentence_lists or
                                  args.sentence_loss_weight > 0, show_progress=not args.no_progress)
     trainer = HmdeTrainer(model, pairs, docs, config, output, show_progress=not args.no_progress, prepared=prepared)
-    trainer.train(resume=args.resume, stop_at_step=args.stop_at_step)
+    trainer.train(resume=args.resume, stop_at_step=args.stop_at_step, seed_vectors=args.frozen_vectors)
     from ..training.distributed import is_main
 
     if is_main() and trainer.stopped_at is not None:

@@ -28,17 +28,35 @@ def save_frozen_vectors(folder: Path, cache: dict[str, torch.Tensor]) -> None:
         save_file({d: v.detach().contiguous().cpu() for d, v in cache.items()}, str(tmp), metadata={"format": "pt"})
 
 
-def load_frozen_vectors(folder: Path, units_of, device: torch.device) -> dict[str, torch.Tensor]:
-    """The saved cache, checked against the run's documents (``units_of(doc_id)``: its units); {} when none."""
-    path = Path(folder) / FILE
+def load_frozen_vectors(folder: Path, units_of, device: torch.device, path: Path | None = None) -> dict[str, torch.Tensor]:
+    """The saved cache, checked against the run's documents (``units_of(doc_id)``: its units); {} when none.
+    ``path``: another run's file instead of ``folder``'s (``hmde train --frozen-vectors``)."""
+    path = Path(path) if path is not None else Path(folder) / FILE
     if not path.exists():
         return {}
     try:
         saved = load_file(str(path))
     except (OSError, SafetensorError) as exc:
         raise HmdeError(f"{path}: not readable ({exc}); remove it to embed the documents again") from None
+    kept = {}
     for doc_id, vectors in saved.items():
-        if vectors.dim() != 2 or len(vectors) != len(units_of(doc_id)):
+        try:
+            units = units_of(doc_id)
+        except KeyError:  # another run's document (--frozen-vectors from a run on other pairs): unused
+            continue
+        if vectors.dim() != 2 or len(vectors) != len(units):
             raise HmdeError(f"{path}: the vectors of {doc_id!r} do not match its sentences in the pairs file; "
                             "remove the file to embed the documents again")
-    return {d: v.to(device) for d, v in saved.items()}
+        kept[doc_id] = vectors.to(device)
+    return kept
+
+
+def check_seed_vectors(path: Path, cache: dict[str, torch.Tensor], embed, sample: int = 2, atol: float = 1e-4) -> None:
+    """Another run's vectors are only this run's if its lower encoder is this one: ``embed(doc_ids)``
+    embeds ``sample`` of them again and they must agree to ``atol`` (batching moves the last bits)."""
+    ids = sorted(cache)[:sample]
+    for doc_id, fresh in zip(ids, embed(ids)):
+        gap = float((fresh.float().cpu() - cache[doc_id].float().cpu()).abs().max())
+        if gap > atol:
+            raise HmdeError(f"{path}: the vectors of {doc_id!r} differ from this lower encoder's by {gap:.2g}: they "
+                            "were made by another encoder (or other lengths); drop --frozen-vectors")

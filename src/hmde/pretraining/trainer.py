@@ -23,7 +23,7 @@ from ..errors import HmdeError
 from ..precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from ..training import distributed
-from .frozen_vectors import load_frozen_vectors, save_frozen_vectors
+from .frozen_vectors import check_seed_vectors, load_frozen_vectors, save_frozen_vectors
 from .lower_parts import freeze_lower_parts
 from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 from .loss import cached_backward, contrastive_loss
@@ -130,6 +130,14 @@ class HmdeTrainer:
                 self.vector_cache[d] = v.detach()
         return [self.vector_cache[d] for d in doc_ids]
 
+    def _embed_again(self, doc_ids) -> list[torch.Tensor]:
+        """The documents' frozen vectors made now, bypassing the cache (to check a seeded one)."""
+        cache, self.vector_cache = self.vector_cache, {}
+        try:
+            return self.frozen_sentence_vectors(doc_ids)
+        finally:
+            self.vector_cache = cache
+
     def roles(self, batch: list[dict]) -> list[list[str]]:
         return roles(batch, self.config)
 
@@ -229,7 +237,10 @@ class HmdeTrainer:
                               lower.default_batch_size() * lower.max_tokens)
         return step_loader(dataset, workers, pin_memory=cuda and plan)
 
-    def train(self, resume: bool = False, stop_at_step: int | None = None):
+    def train(self, resume: bool = False, stop_at_step: int | None = None, seed_vectors: str | Path | None = None):
+        """``seed_vectors`` (with ``freeze_lower``): another run's frozen sentence vectors to start the
+        cache from, checked on a sample; they are saved with this run's first checkpoint, so a resume
+        is exact."""
         from transformers import get_linear_schedule_with_warmup
 
         cfg, model, ckpt = self.config, self.model, self.output / CHECKPOINT_DIR
@@ -255,9 +266,14 @@ class HmdeTrainer:
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
         step = 0
+        seeded = {}
+        if seed_vectors is not None and cfg.freeze_lower:
+            seeded = load_frozen_vectors(ckpt, self.units, model.device, path=seed_vectors)
+            check_seed_vectors(Path(seed_vectors), seeded, self._embed_again)
+            self.vector_cache = dict(seeded)
         if resume:
             if cfg.freeze_lower:  # before the checkpoint restores the RNG states; loading draws nothing
-                self.vector_cache = load_frozen_vectors(ckpt, self.units, model.device)
+                self.vector_cache = {**seeded, **load_frozen_vectors(ckpt, self.units, model.device)}
             state = load_checkpoint(ckpt)
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -277,7 +293,7 @@ class HmdeTrainer:
                       **self.validate())
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
-        t0, seen, saved_vectors = time.time(), 0, len(self.vector_cache)
+        t0, seen, saved_vectors = time.time(), 0, -1 if seeded else len(self.vector_cache)
         with sparse_embedding_gradients(model.lower, params, enabled=cfg.sparse_embedding_gradients and not cfg.freeze_lower):
             for item in self.step_loader(batches, step, total, rank, world):
                 global_batch = item.batch
