@@ -15,7 +15,8 @@ from pathlib import Path
 from .errors import ModelLoadError, unreachable_model_message
 
 PACKAGE_MODELS = Path(__file__).parent / "models"
-DEFAULT_MODEL = "hmde-use"  # HMDE on USE-m (16 languages); hmde-mini covers the languages USE-m lacks
+DEFAULT_MODEL = "hmde-auto"  # hmde-use or hmde-e5 by the languages of a job (hmde.routing)
+USE_DEFAULT = "hmde-use"  # what hmde-auto picks for USE-m's 16 languages, and for a job of unknown languages
 
 
 def _is_model_folder(path: Path) -> bool:
@@ -79,9 +80,12 @@ def resolve_model_path(name_or_path: str) -> Path:
     bundled = bundled_folder(str(name_or_path))
     if bundled is not None:
         return bundled
-    if str(name_or_path) == DEFAULT_MODEL:
+    if str(name_or_path) == DEFAULT_MODEL:  # hmde.routing chooses for a job; a bare load has none
+        raise ModelLoadError(f"'{DEFAULT_MODEL}' picks {USE_DEFAULT} or hmde-e5 by the languages of a job; from "
+                             "Python, hmde.routing.model_for(languages)[0] names the one to load")
+    if str(name_or_path) == USE_DEFAULT:
         raise ModelLoadError(
-            f"the default model '{DEFAULT_MODEL}' is not bundled with this installation of hmde; "
+            f"the default model '{USE_DEFAULT}' is not bundled with this installation of hmde; "
             "rebuild it with `hmde recipe use --data ../shared/data --install` or pass a model folder"
         )
     if path.exists() or str(name_or_path).startswith((".", "/", "~")) or str(name_or_path).count("/") > 1:

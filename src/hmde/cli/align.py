@@ -63,7 +63,11 @@ def run(args: argparse.Namespace) -> int:
             if any(c in r.doc_id for c in "\t\n\r"):
                 raise HmdeError(f"{path}: document {n} has id {r.doc_id!r}, with a tab or line break, which the "
                                 "TSV output cannot hold")
-    kind, model = load_model(args.model, pick_device(args.device), args=args)
+    from ..coverage import languages_of
+
+    languages = languages_of([args.src_lang or r.lang for r in src] + [args.tgt_lang or r.lang for r in tgt],
+                             [r.text for r in src] + [r.text for r in tgt])
+    kind, model = load_model(args.model, pick_device(args.device), args=args, languages=languages)
     method = args.method or default_method(kind == "hmde")
     if args.k < 1 or args.candidates < 1:
         raise HmdeError("--k and --candidates must be >= 1")

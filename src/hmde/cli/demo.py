@@ -43,12 +43,14 @@ def run(args: argparse.Namespace) -> int:
 
         parser = argparse.ArgumentParser(prog="hmde")  # `hmde index build`'s own parser: every default applies
         index_cli.register(parser.add_subparsers())
+        build = parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir, "--no-progress",
+                                   "--device", args.device])
         with contextlib.redirect_stdout(io.StringIO()):  # its summary would name a folder deleted on exit
-            index_cli.run_build(parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir,
-                                                   "--no-progress", "--device", args.device]))
+            index_cli.run_build(build)
         if args.keep:
             print(f"index kept in {args.keep}")
-        print(f"model: {args.model}; collection: {collection.name} (36 documents, 6 topics x 6 languages)\n")
+        model = build.model if build.model == args.model else f"{args.model} ({build.model})"  # hmde-auto's choice
+        print(f"model: {model}; collection: {collection.name} (36 documents, 6 topics x 6 languages)\n")
         hits = search_index(index_dir, [q for q, _ in queries], args.top_k, None, None, args.device)
         for (query, lang), result in zip(queries, hits):
             print_hits(f"[{lang}] {query}" if lang else query, result, as_json=False)

@@ -12,6 +12,7 @@ from ..config import DOCUMENT_METHODS
 from ..document_methods import default_method, method_class
 from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
+from ..routing import AUTO, route
 from ..io.documents import is_empty_text, read_documents
 from ..length_settings import add_length_arguments
 from .common import (
@@ -107,6 +108,7 @@ def run_ray(args: argparse.Namespace) -> int:
     """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
     from ..scale.ray_encode import QUERIES, encode_with_ray
 
+    args.model = route(args.model, [args.lang] if args.lang else None)  # Ray reads the input in its workers
     spec = encode_spec(args, QUERIES if args.queries else args.method, normalize=args.normalize)
     manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
@@ -131,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     choose_method(args)
     languages: Counter = Counter()
     count, empty = scan_input(args, languages)
+    args.model = route(args.model, languages)
     device = pick_device(args.device)
     kind, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
@@ -162,6 +165,9 @@ def choose_method(args: argparse.Namespace) -> None:
     from ..registry import resolve_model_path
 
     if args.queries or (args.method and not method_class(args.method).needs_hmde_model):
+        return
+    if args.model == AUTO:  # both of its models are hmde models; which one is known after the scan
+        args.method = args.method or default_method(True)
         return
     path = resolve_model_path(args.model)
     if is_onnx_export(path):
@@ -243,10 +249,11 @@ def run_in_memory(args: argparse.Namespace) -> int:
     if method_class(args.method).fitted and not args.queries:
         check_lawdr_inputs(records, [args.lang or r.lang for r in records], args,
                            (lawdr_stats_dir(args) / "lawdr.json").exists())
-    device = pick_device(args.device)
-    _, model = load_model(args.model, device, args=args)
     texts = [r.text for r in records]
     langs = [args.lang or r.lang for r in records]
+    args.model = route(args.model, languages_of(langs, texts))
+    device = pick_device(args.device)
+    _, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages_of(langs, texts))
     warn_empty([r.doc_id for r in records if is_empty_text(r.text)])
     vectors = encode_with_method(args, model, texts, langs, not args.no_progress)

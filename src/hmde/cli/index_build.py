@@ -11,6 +11,7 @@ from ..coverage import languages_of, warn_uncovered
 from ..document_methods import default_method, method_class
 from ..errors import HmdeError, InputError
 from ..registry import DEFAULT_MODEL
+from ..routing import AUTO, route
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
 from .preflight import check_records
 from .ray_arguments import encode_spec, ray_options
@@ -96,7 +97,7 @@ def check_multi_vector_model(args: argparse.Namespace) -> None:
     if args.backend != "torch":
         raise HmdeError("--multi-vector needs --backend torch: the exported upper graph gives document vectors only")
     try:
-        hmde_model = is_hmde_folder(resolve_model_path(args.model))
+        hmde_model = args.model == AUTO or is_hmde_folder(resolve_model_path(args.model))
     except HmdeError:
         hmde_model = False
     if not hmde_model:
@@ -167,12 +168,14 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     return len(lines)
 
 
-def load_index_model(args: argparse.Namespace, existing):
+def load_index_model(args: argparse.Namespace, existing, languages=None):
     """The model, its method, the name the index records for it (hmde.registry.recorded_name) and its
-    dimension, checked against --pq-m and, on --add, the index."""
+    dimension, checked against --pq-m and, on --add, the index. ``hmde-auto`` is routed by the
+    documents' ``languages`` first, so the index records the model it was built with."""
     from ..registry import recorded_name
     from .preflight import check_pq
 
+    args.model = route(args.model, languages)
     kind, model = load_model(args.model, pick_device(args.device), args=args)
     method = args.method or default_method(kind == "hmde")
     dim = (model.lower if kind == "hmde" else model).dim
@@ -191,7 +194,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     from ..registry import resolve_model_path
     from .encode import input_chunks
 
-    model, method, path, dim = load_index_model(args, existing)
+    model, method, path, dim = load_index_model(args, existing, languages)
     if languages:
         warn_uncovered(args.model, model, languages)
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
@@ -222,8 +225,9 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     check_new_ids(existing, check_records(records, args), args)
     check_index_size(len(records), args)
     check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)
-    model, method, path, _ = load_index_model(args, existing)
-    warn_uncovered(args.model, model, languages_of([r.lang for r in records], [r.text for r in records]))
+    languages = languages_of([r.lang for r in records], [r.text for r in records])
+    model, method, path, _ = load_index_model(args, existing, languages)
+    warn_uncovered(args.model, model, languages)
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
     batch = next(encoded_batches(DocumentVectorizer(model, method, options), [records]))
@@ -241,6 +245,7 @@ def run_build_ray(args: argparse.Namespace) -> int:
     from ..registry import recorded_name
     from ..scale.ray_encode import encode_with_ray, input_shards
 
+    args.model = route(args.model, None)  # Ray reads the input in its workers: no language is known here
     spec = encode_spec(args, args.method, keep_text=True)
     vectors_dir = Path(args.vectors_dir or f"{str(args.output).rstrip('/')}.vectors")
     manifest = encode_with_ray(spec, [args.input], vectors_dir, device=pick_device(args.device),
