@@ -207,8 +207,9 @@ def test_lower_trainable_defaults_to_the_paper():
 
 
 def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_cache(tmp_path, monkeypatch):
-    """--e5-eval-only beside a training: rows whose stage has not finished are skipped, every task
-    is done for every ready row before the next task, and all frozen-e5 rows share one cache."""
+    """--e5-eval-only beside a training: rows whose stage has not finished are skipped; the rows that
+    answer the issue (HMDE frozen / updated / control, mean) do every task, task by task, before the
+    Tatoeba check and the other baselines; all frozen-e5 rows share one cache."""
     from hmde.cli import recipe_e5_eval
     from hmde.cli.main import main
 
@@ -226,9 +227,10 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     monkeypatch.setattr(recipe_e5_eval, "build_sentence_tasks", lambda *a: None)
     assert main(["recipe", "e5", "--data", str(data), "-o", str(run), "--e5-eval-only"]) == 0
     names = [name for name, _ in steps]
-    ready = ["hmde-frozen", "mean", "first", "seg", "lawdr"]
-    assert names[:5] == [f"eval pud {row}" for row in ready]
-    assert names[5:10] == [f"eval xquad {row}" for row in ready]
+    assert names[:4] == ["eval pud hmde-frozen", "eval pud mean", "eval xquad hmde-frozen", "eval xquad mean"]
+    later = names.index("eval xsr e5")  # the sentence-quality check, then the other baselines
+    assert names[later + 2:later + 5] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
+    assert "--langs" in dict(steps)["eval xsr e5"]
     assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
     argv = dict(steps)
     cache = {a[a.index("--sentence-cache") + 1] for n, a in steps if n.startswith("eval pud")}
