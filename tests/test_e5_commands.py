@@ -84,3 +84,77 @@ def test_encode_by_name_without_a_method_gives_mean_vectors(e5_folder, docs_file
     expected = DocumentVectorizer(SentenceEncoder.load("multilingual-e5-small"), "mean").encode(
         [d["text"] for d in DOCS], [d["lang"] for d in DOCS])
     np.testing.assert_allclose(np.load(out), expected, atol=1e-6)
+
+
+PAGES = [  # two languages e5 knows and USE-m does not (Greek, Swahili), plus English
+    {"concept": "Q1", "lang": "eng", "text": "The cat sleeps on the sofa. It is raining outside.", "categories": ["a"]},
+    {"concept": "Q1", "lang": "ell", "text": "Η γάτα κοιμάται στον καναπέ. Έξω βρέχει.", "categories": ["a"]},
+    {"concept": "Q1", "lang": "swh", "text": "Paka amelala kwenye kochi. Nje kunanyesha.", "categories": ["a"]},
+    {"concept": "Q2", "lang": "eng", "text": "The government cuts taxes. The budget was presented.", "categories": ["a"]},
+    {"concept": "Q2", "lang": "ell", "text": "Η κυβέρνηση μειώνει τους φόρους. Ο προϋπολογισμός παρουσιάστηκε.",
+     "categories": ["a"]},
+    {"concept": "Q2", "lang": "swh", "text": "Serikali inapunguza kodi. Bajeti iliwasilishwa.", "categories": ["a"]},
+    {"concept": "Q3", "lang": "eng", "text": "The team won the final. Fans celebrated all night.", "categories": ["b"]},
+    {"concept": "Q3", "lang": "ell", "text": "Η ομάδα κέρδισε τον τελικό. Οι οπαδοί γιόρτασαν όλη νύχτα.",
+     "categories": ["b"]},
+    {"concept": "Q3", "lang": "swh", "text": "Timu ilishinda fainali. Mashabiki walisherehekea usiku kucha.",
+     "categories": ["b"]},
+]
+
+
+@pytest.fixture()
+def concept_folder(tmp_path):
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    for lang in ("eng", "ell", "swh"):
+        rows = [dict(p, doc_id=f"{lang}/{p['concept']}") for p in PAGES if p["lang"] == lang]
+        (folder / f"{lang}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                              encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("method", ["mean", "lawdr"])
+def test_align_and_eval_align_on_e5(method, e5_folder, concept_folder, tmp_path):
+    out = tmp_path / "pairs.tsv"
+    assert main(["align", "multilingual-e5-small", str(concept_folder / "ell.jsonl"), str(concept_folder / "eng.jsonl"),
+                 "-o", str(out), "--method", method, "--no-progress", *(["--lawdr-m", "1"] if method == "lawdr" else [])]) == 0
+    pairs = sorted(line.split("\t")[:2] for line in out.read_text().splitlines()[1:])
+    result = tmp_path / "r.json"
+    assert main(["eval", "align", "multilingual-e5-small", "--data", str(concept_folder), "--pairs", "swh-eng,ell-swh",
+                 "--method", method, "-o", str(result), "--no-progress",
+                 *(["--lawdr-m", "1"] if method == "lawdr" else [])]) == 0
+    record = json.loads(result.read_text())
+    if method == "mean":  # three documents a language: e5's sentence vectors align every one
+        assert pairs == [["ell/Q1", "eng/Q1"], ["ell/Q2", "eng/Q2"], ["ell/Q3", "eng/Q3"]]
+        assert record["metrics"]["average"] == 1.0
+    else:  # LAWDR's statistics need more than three documents a language to help: it runs, fitted, one to one
+        assert len({a for a, _ in pairs}) == len(pairs) == len({b for _, b in pairs}) >= 1
+        assert record["settings"]["lawdr_m"] == 1 and 0.0 <= record["metrics"]["average"] <= 1.0
+
+
+@pytest.mark.parametrize("stage", ["frozen", "joint"])
+def test_train_an_hmde_on_e5_frozen_and_joint_then_encode_with_it(stage, e5_folder, concept_folder, tmp_path):
+    from hmde import HierarchicalEncoder
+    from hmde.pretraining.pairs import PairOptions, build_pairs
+
+    pairs = tmp_path / "p.parquet"
+    build_pairs([concept_folder / f"{lang}.jsonl" for lang in ("eng", "ell", "swh")], pairs,
+                PairOptions(no_negative="keep"), show_progress=False)
+    run = tmp_path / "run"
+    flags = ["--freeze-lower"] if stage == "frozen" else ["--lower-trainable", "top-1"]
+    assert main(["train", "multilingual-e5-small", str(pairs), "-o", str(run), "--batch-size", "2", "--grad-accum", "1",
+                 "--max-steps", "1", "--warmup", "0", "--lr", "1e-4", "--no-progress", "--device", "cpu", *flags]) == 0
+    trained = HierarchicalEncoder.from_pretrained(run, device="cpu")
+    assert trained.lower.prompts == {"query": "query: ", "document": "passage: "}
+    start = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
+    changed = [name for (name, a), (_, b) in zip(start.lower.model.state_dict().items(),
+                                                 trained.lower.model.state_dict().items()) if not np.array_equal(a, b)]
+    log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "loss" in r] == [1] and log[-1]["lr"] == 0.0  # one step at lr 1e-4, then 0
+    if stage == "frozen":
+        assert changed == []
+    else:  # the top layer only: --lower-trainable top-1
+        assert changed and all(".layer.11." in name for name in changed)
+    out = tmp_path / "v.npy"
+    assert main(["encode", str(run), str(concept_folder / "swh.jsonl"), "-o", str(out), "--no-progress"]) == 0
+    assert np.load(out).shape == (3, 384)
