@@ -228,8 +228,10 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert main(["recipe", "e5", "--data", str(data), "-o", str(run), "--e5-eval-only"]) == 0
     names = [name for name, _ in steps]
     assert names[:4] == ["eval pud hmde-frozen", "eval pud mean", "eval xquad hmde-frozen", "eval xquad mean"]
-    later = names.index("eval xsr e5")  # the sentence-quality check, then the other baselines
-    assert names[later + 2:later + 5] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
+    xsr, heldout = names.index("eval xsr e5"), names.index("eval bible-heldout mean")
+    assert names.index("eval sq-bible-eng-est mean") < xsr < heldout < names.index("eval masakhanews-frozen mean")
+    assert names.index("eval xldc finetune mean") < names.index("eval pud first")  # then the other baselines
+    assert names[names.index("eval pud first"):][:3] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
     assert "--langs" in dict(steps)["eval xsr e5"]
     assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
     argv = dict(steps)
