@@ -91,30 +91,35 @@ def test_merge_refuses_a_file_that_is_not_a_pairs_file(tmp_path):
 
 
 def test_changes_are_rows_where_few_changed_and_whole_tensors_otherwise():
-    from hmde.e5.module import ROWS, VALUES, apply_changes, changed_tensors
+    from hmde.e5.module import Q8, ROWS, SCALE, VALUES, apply_changes, changed_tensors
 
     ref = {"table": torch.randn(10, 4), "dense": torch.randn(3, 3), "bias": torch.randn(3), "same": torch.ones(2)}
     new = {k: v.clone() for k, v in ref.items()}
-    new["table"][[2, 7]] += 1.0
+    new["table"][[2, 7]] += torch.tensor([1.0, -0.5, 0.25, 0.0])
     new["dense"] += 0.5
     new["bias"][0] += 1.0
     new["same"] += 1e-6  # below fp16's resolution: not a change
     changes = changed_tensors(new, ref)
-    assert sorted(changes) == sorted(["table" + ROWS, "table" + VALUES, "dense", "bias"])
-    assert changes["table" + ROWS].tolist() == [2, 7] and changes["dense"].dtype == torch.float16
+    assert sorted(changes) == sorted(["table" + ROWS, "table" + Q8, "table" + SCALE, "dense" + Q8, "dense" + SCALE,
+                                      "bias"])
+    assert changes["table" + ROWS].tolist() == [2, 7] and changes["dense" + Q8].dtype == torch.int8
+    assert changes["table" + Q8][0].tolist() == [127, -64, 32, 0]  # row 2: 1.0 -> 127 (hand-checked rounding)
     state = {k: v.clone() for k, v in ref.items()}
     apply_changes(state, changes, "x")
     assert torch.equal(state["table"][[0, 1, 3]], ref["table"][[0, 1, 3]])  # untouched rows stay exact
-    assert torch.allclose(state["table"], new["table"], atol=1e-3) and torch.allclose(state["dense"], new["dense"], atol=3e-4)
+    assert torch.allclose(state["table"], new["table"], atol=5e-3) and torch.allclose(state["dense"], new["dense"], atol=3e-3)
     with pytest.raises(ModelLoadError, match="out of range"):
         apply_changes(state, {"table" + ROWS: torch.tensor([10]), "table" + VALUES: torch.zeros(1, 4)}, "x")
+    with pytest.raises(ModelLoadError, match="do not match their scales"):
+        apply_changes(state, {"dense" + Q8: torch.zeros(3, 3, dtype=torch.int8), "dense" + SCALE: torch.ones(2)}, "x")
     with pytest.raises(ModelLoadError, match="not one of"):
         apply_changes(state, {"pooler": torch.zeros(1)}, "x")
 
 
 def test_small_updates_survive_as_differences_where_fp16_weights_would_lose_them():
-    """The joint stage moves weights by ~1e-5 a step: stored as fp16 weights, rounding costs ~9% of
-    a 1e-4 update on average (and rounds the wheel's values too); as fp16 differences, under 1%."""
+    """The joint stage moves weights by ~1e-5 a step (hmde-e5 after 40 steps: 4.3e-5 on average against
+    weights of 0.078): stored as fp16 weights, rounding costs ~9% of a 1e-4 update on average (and
+    rounds the wheel's values too); as int8 differences with a scale per row, about 1%."""
     from hmde.e5.module import STORED_WEIGHTS, apply_changes, changed_tensors
 
     torch.manual_seed(0)
@@ -123,10 +128,10 @@ def test_small_updates_survive_as_differences_where_fp16_weights_would_lose_them
     stored = changed_tensors(new, ref)
     state = {"dense": ref["dense"].clone()}
     apply_changes(state, stored, "x")
-    update, error = (new["dense"] - ref["dense"]).abs().mean(), (state["dense"] - new["dense"]).abs().max()
-    assert error < 0.01 * update  # fp16 keeps the difference to its 11 bits
+    update, error = (new["dense"] - ref["dense"]).abs().mean(), (state["dense"] - new["dense"]).abs()
+    assert error.max() < 0.03 * update and error.mean() < 0.01 * update
     weights_error = (new["dense"].to(torch.float16).float() - new["dense"]).abs().mean()
-    assert weights_error > 0.05 * update and weights_error > 20 * error  # what fp16 weights would have cost
+    assert weights_error > 0.05 * update and weights_error > 10 * error.mean()  # what fp16 weights would have cost
     old_style = {"dense": new["dense"].to(torch.float16)}  # a folder written before: absolute weights
     state = {"dense": ref["dense"].clone()}
     apply_changes(state, old_style, "x", STORED_WEIGHTS)
