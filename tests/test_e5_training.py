@@ -244,6 +244,12 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert cache == {str(run / "sentence-cache")}
     assert "--sentence-cache" not in argv["eval xldc finetune mean"]
     assert "--langs" in argv["eval pud mean"] and argv["eval pud mean"][argv["eval pud mean"].index("--langs") + 1] == "deu"
+    steps.clear()  # one process per set of rows, side by side: here the frozen stage's row alone
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(run), "--e5-eval-only",
+                 "--e5-eval-rows", "hmde-frozen"]) == 0
+    assert {name.split()[-1] for name, _ in steps} == {"hmde-frozen"} and "eval xsr e5" not in dict(steps)
+    with pytest.raises(SystemExit):
+        main(["recipe", "e5", "--data", str(data), "-o", str(run), "--e5-eval-only", "--e5-eval-rows", "hmde,mean"])
 
 
 def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_only(tmp_path):

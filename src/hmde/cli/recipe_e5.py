@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import HmdeError
 from .recipe_steps import install, run_step
-from .recipe_e5_eval import HELD_OUT, LOWER  # the held-out languages are what the evaluation measures
+from .recipe_e5_eval import HELD_OUT, LOWER, ROWS  # the held-out languages are what the evaluation measures
 
 
 def add_arguments(p) -> None:
@@ -58,6 +58,17 @@ def add_arguments(p) -> None:
                    help="e5: which lower-encoder weights stage 2 updates (hmde train --lower-trainable)")
     g.add_argument("--e5-eval-only", action="store_true",
                    help="e5: train nothing; evaluate the rows whose models exist (beside a training process)")
+    g.add_argument("--e5-eval-rows", type=eval_rows, default=None, metavar="ROW,...",
+                   help="e5: evaluate only these rows (of hmde-frozen, hmde-control, hmde-e5, mean, first, seg, lawdr), "
+                   "e.g. one process for hmde-e5 and one for the rows on frozen e5, side by side")
+
+
+def eval_rows(text: str) -> tuple[str, ...]:
+    rows = tuple(r for r in text.split(",") if r)
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown or not rows:
+        raise argparse.ArgumentTypeError(f"rows are {', '.join(ROWS)}; got {text!r}")
+    return rows
 
 
 def bible_languages(data: Path) -> list[str]:
@@ -83,7 +94,7 @@ def run_e5(args: argparse.Namespace) -> int:
     if args.e5_eval_only:
         from .recipe_e5_eval import evaluate
 
-        evaluate(out, data, dev)
+        evaluate(out, data, dev, args.e5_eval_rows or ROWS)
         return 0
     news, pairs = out / "wmt-documents.jsonl.gz", out / "pairs.parquet"
     frozen, joint, control = out / "hmde-frozen", out / "hmde-joint", out / "hmde-frozen-control"
@@ -129,7 +140,7 @@ def run_e5(args: argparse.Namespace) -> int:
     if not args.skip_eval:
         from .recipe_e5_eval import evaluate, write_model_card
 
-        evaluate(out, data, dev)
+        evaluate(out, data, dev, args.e5_eval_rows or ROWS)
         write_model_card(export, out, args.trained_on)
     if args.install:
         install(export, "hmde-e5")

@@ -63,7 +63,7 @@ def row_ready(out: Path, row: str) -> bool:
     return model == LOWER or (Path(model) / "config.json").exists()
 
 
-def evaluate(out: Path, data: Path, dev: list[str]) -> None:
+def evaluate(out: Path, data: Path, dev: list[str], only: tuple[str, ...] = ROWS) -> None:
     """Every task for every row whose model exists, task by task (the cheapest first, so that a
     session cut short has whole tasks); rows whose stage has not finished are said and skipped, so
     this can run beside the training. Rows on frozen e5 (``mean``, ``lawdr``, ``hmde-frozen``,
@@ -74,8 +74,8 @@ def evaluate(out: Path, data: Path, dev: list[str]) -> None:
     pud = ",".join(sorted(p.name.split(".")[0] for p in (ev / "pud").glob("*.jsonl.gz") if not p.name.startswith("eng")))
     xquad = ",".join([f"{c}-en" for c in XQUAD] + [f"en-{c}" for c in XQUAD])
     held_pairs = ",".join(f"{a}-{b}" for i, a in enumerate(("eng", *HELD_OUT)) for b in (*HELD_OUT,)[i:] if a != b)
-    rows = [row for row in ROWS if row_ready(out, row)]
-    for row in ROWS:
+    rows = [row for row in ROWS if row in only and row_ready(out, row)]
+    for row in only:
         if row not in rows:
             print(f"[recipe] eval {row}: its model is not trained yet, skipped")
     # cheapest and most asked first: PUD, XQuAD and the sentence queries (a few thousand sentences each),
@@ -108,7 +108,7 @@ def evaluate(out: Path, data: Path, dev: list[str]) -> None:
             row_task(task, argv, row)
     for name, model in (("e5", LOWER), ("hmde-e5", str(out / "hmde-e5"))):
         target = results / f"xsr.{name}.json"
-        if name == "e5" or row_ready(out, "hmde-e5"):
+        if (name == "e5" and "mean" in rows) or (name == "hmde-e5" and "hmde-e5" in rows):
             run_step(f"eval xsr {name}", target.exists(), ["eval", "xsr", model, "--data", str(ev / "tatoeba"),
                                                            "--langs", XSR_LANGS, "-o", str(target), "--no-progress",
                                                            *cache, *dev])
