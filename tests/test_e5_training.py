@@ -276,3 +276,12 @@ def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_
     pairs["kor-eng"] = {"p@1": 0.99}
     (results / "pud.hmde-e5.json").write_text(json.dumps({"metrics": {"pairs": pairs}}))
     assert default_decision(results)[1] == "hmde-e5 is within 0.01 of hmde-use or better on all 2 tasks measured"
+
+
+def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
+    from hmde.cli.recipe_e5_eval import logged_seconds
+
+    records = [{"event": "start", "time": 0.0}, {"step": 10, "time": 3062.5},  # session 1
+               {"step": 20, "time": 604.3}, {"step": 30, "time": 1300.0},       # session 2 (the clock restarts)
+               {"step": 40, "time": 700.0}]                                      # session 3
+    assert logged_seconds(records) == 3062.5 + 1300.0 + 700.0
