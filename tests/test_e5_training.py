@@ -158,6 +158,9 @@ def test_compact_export_stores_only_the_changes_and_loads_to_the_same_vectors(e5
     docs = ["The cat sleeps on the sofa. It rains outside.", "Η κυβέρνηση μειώνει τους φόρους."]
     trained = HierarchicalEncoder.from_pretrained(tmp_path / "trained", device="cpu")
     compact = HierarchicalEncoder.from_pretrained(tmp_path / "compact", device="cpu")
+    # its modules are hmde's, so it is built module by module: the saved prompts must come along
+    assert compact.lower.prompts == trained.lower.prompts == {"query": "query: ", "document": "passage: "}
+    assert compact.lower.document_prompt == "passage: "
     a, b = torch.as_tensor(trained.encode_documents(docs)), torch.as_tensor(compact.encode_documents(docs))
     assert torch.nn.functional.cosine_similarity(a, b).min() > 0.9999  # the upper encoder and changes in fp16
     untouched = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")

@@ -74,7 +74,29 @@ def sentence_transformer_from_entries(path: Path, entries: list, device: str | N
             raise ModelLoadError(f"{entries_path}, entry {i}: module type {kind!r} is neither hmde's nor "
                                  "sentence-transformers'; hmde does not import other code from a model folder")
         modules.append(cls.load(str(path), subfolder=entry.get("path", "")))
-    return SentenceTransformer(modules=modules, device=device)
+    return SentenceTransformer(modules=modules, device=device, **_saved_prompts(path))
+
+
+def _saved_prompts(path: Path) -> dict:
+    """The prompts and default prompt name a folder's config_sentence_transformers.json records (e5's
+    ``query: `` / ``passage: ``), which a model built from its modules would otherwise lose: a trained
+    hmde-e5 embedded its documents without ``passage: `` until this was read."""
+    config_path = path / "config_sentence_transformers.json"
+    if not config_path.exists():
+        return {}
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(f"{config_path}: not readable JSON ({exc})") from exc
+    prompts = config.get("prompts") if isinstance(config, dict) else None
+    if prompts is None:
+        return {}
+    if not isinstance(prompts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+        raise ModelLoadError(f"{config_path}: field 'prompts' must map names to strings")
+    default = config.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise ModelLoadError(f"{config_path}: field 'default_prompt_name' is {default!r}, not one of its prompts")
+    return {"prompts": prompts, "default_prompt_name": default}
 
 
 def _hmde_module_entries(path: Path) -> list | None:
