@@ -258,7 +258,7 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
 def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_only(tmp_path):
     """The rule of issue 27: hmde-e5 becomes the default only if within 0.01 of hmde-use on every task
     in USE-m's languages; PUD is averaged over hmde-use's 13 languages, not PUD's 20."""
-    from hmde.cli.recipe_e5_eval import HMDE_USE, default_decision, use_m_scores
+    from hmde.cli.recipe_e5_card import HMDE_USE, default_decision, use_m_scores
     from hmde.cli.recipe_use import PUD
 
     results = tmp_path / "results"
@@ -282,7 +282,7 @@ def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_
 
 
 def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
-    from hmde.cli.recipe_e5_eval import logged_seconds
+    from hmde.cli.recipe_e5_card import logged_seconds
 
     records = [{"event": "start", "time": 0.0}, {"step": 10, "time": 3062.5},  # session 1
                {"step": 20, "time": 604.3}, {"step": 30, "time": 1300.0},       # session 2 (the clock restarts)

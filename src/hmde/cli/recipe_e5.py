@@ -138,7 +138,8 @@ def run_e5(args: argparse.Namespace) -> int:
         export_compact(joint, export)
         print(f"[recipe] exported {export} (upper encoder and the e5 tensors training changed, fp16)")
     if not args.skip_eval:
-        from .recipe_e5_eval import evaluate, write_model_card
+        from .recipe_e5_card import write_model_card
+        from .recipe_e5_eval import evaluate
 
         evaluate(out, data, dev, args.e5_eval_rows or ROWS)
         write_model_card(export, out, args.trained_on)
