@@ -126,6 +126,21 @@ def _run(labse_dir, pairs_file, out, **kw):
     return HmdeTrainer(model, pairs, docs, cfg, out, show_progress=False)
 
 
+
+def _frozen_run(labse_dir, pairs_file, out):
+    """A ``--freeze-lower`` trainer of :func:`_run`."""
+    trainer = _run(labse_dir, pairs_file, out)
+    trainer.config.freeze_lower = True
+    return trainer
+
+
+def _count_embedded(monkeypatch, trainer) -> list[int]:
+    """How many sentences each call of the trainer's lower encoder embeds (appended as it trains)."""
+    embedded: list[int] = []
+    original = trainer.model.lower.embed_ids
+    monkeypatch.setattr(trainer.model.lower, "embed_ids", lambda ids, **kw: embedded.append(len(ids)) or original(ids, **kw))
+    return embedded
+
 def test_resume_ends_with_the_same_weights(labse_dir, pairs_file, tmp_path):
     full = _run(labse_dir, pairs_file, tmp_path / "a").train()
     _run(labse_dir, pairs_file, tmp_path / "b").train(stop_at_step=2)
@@ -432,9 +447,7 @@ def test_a_frozen_run_resumes_with_its_saved_sentence_vectors_bit_for_bit(labse_
     from hmde.pretraining.frozen_vectors import FILE
 
     def frozen(out):
-        trainer = _run(labse_dir, pairs_file, out)
-        trainer.config.freeze_lower = True
-        return trainer
+        return _frozen_run(labse_dir, pairs_file, out)
 
     full = frozen(tmp_path / "a").train()
     first = frozen(tmp_path / "b")
@@ -442,10 +455,7 @@ def test_a_frozen_run_resumes_with_its_saved_sentence_vectors_bit_for_bit(labse_
     assert (tmp_path / "b" / "checkpoint" / FILE).exists()
     met = set(first.vector_cache)
     resumed_trainer = frozen(tmp_path / "b")
-    embedded = []
-    original = resumed_trainer.model.lower.embed_ids
-    monkeypatch.setattr(resumed_trainer.model.lower, "embed_ids",
-                        lambda ids, **kw: embedded.append(len(ids)) or original(ids, **kw))
+    embedded = _count_embedded(monkeypatch, resumed_trainer)
     resumed = resumed_trainer.train(resume=True)
     assert met <= set(resumed_trainer.vector_cache)
     new = set(resumed_trainer.vector_cache) - met  # only documents first met after the checkpoint are embedded
@@ -462,19 +472,14 @@ def test_a_frozen_run_seeded_with_another_runs_vectors_embeds_nothing_and_trains
     from hmde.pretraining.frozen_vectors import FILE
 
     def frozen(out):
-        trainer = _run(labse_dir, pairs_file, out)
-        trainer.config.freeze_lower = True
-        return trainer
+        return _frozen_run(labse_dir, pairs_file, out)
 
     source = frozen(tmp_path / "stage1")
     source.train()
     seed = tmp_path / "stage1" / "checkpoint" / FILE
     plain = frozen(tmp_path / "plain").train()
     seeded_trainer = frozen(tmp_path / "seeded")
-    embedded = []
-    original = seeded_trainer.model.lower.embed_ids
-    monkeypatch.setattr(seeded_trainer.model.lower, "embed_ids",
-                        lambda ids, **kw: embedded.append(len(ids)) or original(ids, **kw))
+    embedded = _count_embedded(monkeypatch, seeded_trainer)
     seeded = seeded_trainer.train(seed_vectors=seed)
     check = sum(len(seeded_trainer.units(d)) for d in sorted(source.vector_cache)[:2])
     assert sum(embedded) == check  # the sample check only: every document met was in the seed

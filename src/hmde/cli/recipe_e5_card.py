@@ -10,8 +10,13 @@ from ..coverage import XLM_R
 from .recipe_e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS, XSR_LANGS
 
 
+def _metrics(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8"))["metrics"] if path.exists() else None
+
+
 def _average(path: Path) -> float | None:
-    return json.loads(path.read_text(encoding="utf-8"))["metrics"]["average"] if path.exists() else None
+    metrics = _metrics(path)
+    return None if metrics is None else metrics["average"]
 
 
 def _fmt(value: float | None) -> str:
@@ -59,10 +64,6 @@ USE_M_TITLES = {"tatoeba": "Tatoeba P@1 (14 languages)", "pud": "PUD alignment P
                 "sq-wmt-eng-rus": "WMT eng -> rus, sentence queries, MAP",
                 "masakhanews-fra": "MasakhaNEWS eng -> fra, frozen, accuracy"}
 TATOEBA_USE_M = ("ara", "cmn", "deu", "fra", "ita", "jpn", "kor", "nld", "pol", "por", "rus", "spa", "tur", "tha")
-
-
-def _metrics(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8"))["metrics"] if path.exists() else None
 
 
 def use_m_scores(results: Path, row: str) -> dict[str, float | None]:
