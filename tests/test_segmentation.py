@@ -44,6 +44,26 @@ def test_long_sentence_is_split_into_pieces_that_fit(tokenizer):
     assert " ".join(pieces[:-1]).split() == long.split()
 
 
+def test_cutting_long_text_does_not_warn_of_indexing_errors(labse_dir, caplog):
+    """Segmentation tokenizes whole sentences on purpose, to cut them to fit; transformers' warning that
+    such a sequence "will result in indexing errors" would be false and alarming there."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    fresh = AutoTokenizer.from_pretrained(str(labse_dir), model_max_length=16)  # the warning is once per instance
+    long = " ".join(["the cat sat on the mat"] * 10)
+    transformers.logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING", logger="transformers"):
+            fit_to_budget([long], fresh, max_tokens=16, mode="split")
+            token_windows(long, fresh, window_tokens=8)
+            assert not [r for r in caplog.records if "indexing errors" in r.getMessage()]
+            fresh(long)  # the check can fail: the same tokenizer warns when called plainly
+            assert [r for r in caplog.records if "indexing errors" in r.getMessage()]
+    finally:
+        transformers.logging.disable_propagation()
+
+
 def test_truncate_mode_keeps_sentences(tokenizer):
     long = " ".join(["word"] * 300)
     assert fit_to_budget([long], tokenizer, 32, mode="truncate") == [long]

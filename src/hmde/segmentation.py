@@ -69,7 +69,9 @@ def token_windows(
     stride = stride_tokens or window_tokens
     if stride <= 0 or window_tokens <= 0:
         raise ValueError("window and stride must be positive")
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
+    # verbose=False: transformers would warn that a sequence over model_max_length "will result in indexing
+    # errors"; here the whole text is tokenized on purpose, to be cut into windows that fit
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
     offsets = [o for o in enc["offset_mapping"] if o[1] > o[0]]
     n = len(offsets)
     if n == 0:
@@ -144,7 +146,7 @@ def fit_to_budget(
     sentences = [block for s in sentences for block in character_blocks(s)]
     encoded = []
     for group in groups_of_chars(sentences, BLOCK_CHARS):  # the tokenizer's memory is bounded by a group
-        encoded.extend(tokenizer(group, add_special_tokens=True, truncation=False)["input_ids"])
+        encoded.extend(tokenizer(group, add_special_tokens=True, truncation=False, verbose=False)["input_ids"])  # sized, then split
     out: list[str] = []
     for sentence, ids in zip(sentences, encoded):
         if len(ids) <= max_tokens:

@@ -15,7 +15,7 @@ def pack_sentences(units: Sequence[str], tokenizer, max_tokens: int) -> list[str
     if not units:
         return []
     budget = max_tokens - tokenizer.num_special_tokens_to_add(pair=False)
-    lengths = [len(x) for x in tokenizer(list(units), add_special_tokens=False)["input_ids"]]
+    lengths = [len(x) for x in tokenizer(list(units), add_special_tokens=False, verbose=False)["input_ids"]]
     packed, current, used = [], [], 0
     for unit, n in zip(units, lengths):
         if current and used + n > budget:
