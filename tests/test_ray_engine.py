@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -146,3 +147,38 @@ def test_index_build_with_ray_equals_the_local_build(ray_local, hmde_dir, tmp_pa
     assert main(["index", "build", str(hmde_dir), str(tmp_path / "more"), "-o", str(tmp_path / "ray"), "--add",
                  "--vectors-dir", str(tmp_path / "more.vectors"), *ray_args]) == 2
     assert "'d6' is already in the index" in capsys.readouterr().err
+
+
+E5_DOCS = [{"doc_id": "tax", "text": "Η κυβέρνηση μειώνει τους φόρους. Ο προϋπολογισμός παρουσιάστηκε χθες.", "lang": "ell"},
+           {"doc_id": "match", "text": "Timu ilishinda fainali. Mashabiki walisherehekea usiku kucha.", "lang": "swh"},
+           {"doc_id": "cat", "text": "Die Katze schläft auf dem Sofa. Draußen regnet es.", "lang": "deu"}]
+
+
+@pytest.mark.parametrize("name,method", [("multilingual-e5-small", "mean"), ("hmde-e5", "hmde")])
+def test_e5_models_by_name_with_ray_equal_the_local_encode(ray_local, e5_folder, tmp_path, name, method):
+    """Issue 26: the wheel-based lower encoder runs in Ray actors like any other, by its name; its
+    prompts reach the actors (the local path prefixes ``passage: `` too)."""
+    (tmp_path / "in").mkdir()
+    with gzip.open(tmp_path / "in" / "shard-0.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in E5_DOCS)
+    common = ["--method", method, "--no-progress", "--device", "cpu"]
+    assert main(["encode", name, str(tmp_path / "in"), "-o", str(tmp_path / "vec"), "--engine", "ray",
+                 "--ray-actors", "1", "--ray-cpus-per-actor", "0.5", *common]) == 0
+    assert main(["encode", name, str(tmp_path / "in" / "shard-0.jsonl.gz"), "-o", str(tmp_path / "local.npy"),
+                 *common]) == 0
+    ids, vectors = read_vectors(tmp_path / "vec")
+    assert ids == [d["doc_id"] for d in E5_DOCS] and vectors.shape == (3, 384)
+    np.testing.assert_allclose(vectors, np.load(tmp_path / "local.npy"), atol=1e-5)
+
+
+def test_an_actor_without_a_cache_of_its_own_uses_the_drivers(hmde_dir, tmp_path, monkeypatch):
+    """Ray workers keep the environment of ``ray.init``: one that names no HMDE_CACHE would build the
+    wheel-based e5 folder again under ~/.cache; the driver hands its cache folder to each actor, which
+    takes it only when its own environment names none."""
+    spec = asdict(spec_for(hmde_dir))
+    monkeypatch.delenv("HMDE_CACHE", raising=False)
+    RayEncoder(spec, "cpu", 1, cache=str(tmp_path / "driver-cache"))
+    assert os.environ["HMDE_CACHE"] == str(tmp_path / "driver-cache")
+    monkeypatch.setenv("HMDE_CACHE", str(tmp_path / "own"))
+    RayEncoder(spec, "cpu", 1, cache=str(tmp_path / "driver-cache"))
+    assert os.environ["HMDE_CACHE"] == str(tmp_path / "own")

@@ -26,6 +26,7 @@ single-process ``hmde encode`` and bad input gets the same file-and-line message
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..atomic import atomic_path, write_text_atomic
+from ..cache import cache_root
 from ..errors import HmdeError, InputError
 
 MANIFEST = "manifest.json"
@@ -149,11 +151,17 @@ def read_shard_documents(shard_index: int, path: str, spec: EncodeSpec, expected
 class RayEncoder:
     """The model actor: loaded once per actor, then called on batches of rows (pyarrow tables)."""
 
-    def __init__(self, spec: dict, device: str, threads: int):
+    def __init__(self, spec: dict, device: str, threads: int, cache: str | None = None):
         import torch
 
         from ..model_loading import load_model
 
+        if cache and not os.environ.get("HMDE_CACHE"):
+            # the driver's cache folder (hmde.cache), where a model derived from an installed package (the
+            # wheel-based lower encoder of hmde-e5) is already built: an actor whose environment names no
+            # cache of its own (Ray workers keep the environment of ray.init, not the driver's later one)
+            # would otherwise build a second copy under ~/.cache
+            os.environ["HMDE_CACHE"] = cache
         torch.set_num_threads(max(1, threads))
         self.spec = EncodeSpec(**spec)
         self.kind, self.model = load_model(self.spec.model, device)
@@ -267,7 +275,8 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
         # Ray Data starts pool actors with max_restarts=-1 and max_task_retries=-1: a dead actor is
         # restarted and its batch retried (the actor-kill test relies on it)
         ds = ds.map_batches(options.encoder_class, fn_constructor_kwargs={
-            "spec": spec_dict, "device": device, "threads": int(max(1, options.cpus_per_actor))},
+            "spec": spec_dict, "device": device, "threads": int(max(1, options.cpus_per_actor)),
+            "cache": str(cache_root())},
             batch_size=options.batch_rows, batch_format="pyarrow", compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=options.cpus_per_actor, num_gpus=gpus)
         try:
