@@ -206,6 +206,13 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     shared = ("--lr", "--batch-size", "--grad-accum", "--max-steps", "--warmup", "--train-max-sentences")
     assert all(value(joint, f) == value(control, f) for f in shared)
     assert value(joint, "--output") != value(control, "--output")
+    stage1 = argv["stage 1: hmde, frozen e5"]
+    assert "--residual-sentences" not in stage1 and value(stage1, "--lr") == "0.0002"  # the paper's upper encoder
+    steps.clear()
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run2"), "--skip-eval", "--e5-residual",
+                 "--e5-frozen-lr", "2e-5"]) == 0
+    stage1 = dict(steps)["stage 1: hmde, frozen e5"]
+    assert "--residual-sentences" in stage1 and value(stage1, "--lr") == "2e-05"
 
 
 def test_lower_trainable_defaults_to_the_paper():
