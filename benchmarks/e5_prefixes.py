@@ -5,9 +5,13 @@ sentences that hmde embeds inside documents (methods mean, hmde, lawdr, ...) thi
 both on the dev sets, with method ``mean``, queries through the lower encoder alone:
 
 - PUD document alignment, P@1 of each language's 397 documents against English (both directions);
-- XQuAD: questions in one language, whole articles in another, MAP (one relevant article each).
+- XQuAD: questions in one language, whole articles in another, MAP (one relevant article each);
+- sentence-query tasks (``--sq``: folders of ``topics.tsv``, ``qrels.txt`` and ``documents.jsonl`` as
+  ``hmde recipe e5`` builds them, e.g. eng Bible verses against spa chapters), MAP by ``hmde eval
+  clir``'s own protocol code, also split by the relevant document's length in sentences.
 
     python benchmarks/e5_prefixes.py --data ../shared/data [--pud deu,ell,...] [--xquad de-en,...]
+    python benchmarks/e5_prefixes.py --pud "" --xquad "" --sq runs/e5/sq-bible-eng-spa,runs/e5/sq-wmt-eng-deu
 
 The winner is the folder's ``default_prompt_name``; docs/multilingual-e5.md records the figures.
 """
@@ -39,6 +43,23 @@ def mean_average_precision(q: np.ndarray, d: np.ndarray, relevant: list[int]) ->
     return float((1.0 / ranks).mean())  # one relevant document per query: AP = 1 / rank
 
 
+def sentence_queries(model, folder: Path, bounds: list[int]) -> list[tuple[str, float]]:
+    """MAP of one sentence-query task through ``hmde eval clir``'s code (method ``mean``, queries
+    with ``query: ``), then MAP by the relevant document's length in sentences."""
+    from hmde.evaluation.clir_protocol import file_task, run_clir_tasks
+    from hmde.evaluation.encoders import EvalEncoder
+
+    lang = folder.name.split("-")[-1]
+    task = file_task(str(folder / "topics.tsv"), str(folder / "qrels.txt"), [str(folder / "documents.jsonl")],
+                     "eng", lang)
+    metrics, _, _ = run_clir_tasks(EvalEncoder(model, "mean"), [task], ["AP"], bounds=bounds,
+                                   warn=lambda _: None, report=lambda _: None)
+    rows = [(f"sq {folder.name} MAP", metrics["average"])]
+    rows += [(f"sq {folder.name} MAP, documents of {label} sentences ({row['queries']} queries)", row["AP"])
+             for label, row in metrics["by_length"].items()]
+    return rows
+
+
 def main() -> None:
     from hmde.evaluation.clir import load_xquad
     from hmde.hierarchical import HierarchicalEncoder
@@ -48,22 +69,27 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data")
     parser.add_argument("--pud", default="deu,rus,zho,ara,hin,tha,fin,kor")
     parser.add_argument("--xquad", default="de-en,ru-en,zh-en,ar-en,el-en,hi-en,th-en,en-de")
+    parser.add_argument("--sq", default="", help="sentence-query task folders, comma-separated (eng queries; the "
+                        "documents' language is the folder name's last part)")
+    parser.add_argument("--length-buckets", default="16,24,32,48")
     args = parser.parse_args()
     data = Path(args.data)
+    bounds = [int(b) for b in args.length_buckets.split(",")]
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small")
     st = model.lower.model
     rows = []
     for prompt_name in ("query", "document"):
         st.default_prompt_name = prompt_name  # the switch a user has: hmde reads it on every call
         vectorizer = DocumentVectorizer(model, "mean")
-        ids, eng = pud_documents(data / "eval" / "pud", "eng")
-        english = vectorizer.encode(eng, ["eng"] * len(eng), normalize_embeddings=True)
-        for lang in args.pud.split(","):
+        if args.pud:
+            ids, eng = pud_documents(data / "eval" / "pud", "eng")
+            english = vectorizer.encode(eng, ["eng"] * len(eng), normalize_embeddings=True)
+        for lang in filter(None, args.pud.split(",")):
             lang_ids, docs = pud_documents(data / "eval" / "pud", lang)
             assert lang_ids == ids
             rows.append((prompt_name, f"PUD {lang}-eng P@1",
                          p_at_1(vectorizer.encode(docs, [lang] * len(docs), normalize_embeddings=True), english)))
-        for pair in args.xquad.split(","):
+        for pair in filter(None, args.xquad.split(",")):
             q_lang, d_lang = pair.split("-")
             topics, collection, qrels = load_xquad(data / "eval" / "xquad", q_lang, d_lang, unit="article")
             docs = vectorizer.encode(collection.texts, [d_lang] * len(collection.texts), normalize_embeddings=True)
@@ -71,15 +97,21 @@ def main() -> None:
             index = {d: i for i, d in enumerate(collection.doc_ids)}
             relevant = [index[next(iter(qrels[q]))] for q in topics.ids]
             rows.append((prompt_name, f"XQuAD {pair} article MAP", mean_average_precision(queries, docs, relevant)))
+        for folder in filter(None, args.sq.split(",")):
+            for task, value in sentence_queries(model, Path(folder), bounds):
+                rows.append((prompt_name, task, value))
+                print(f"{prompt_name}: {task}: {value:.3f}", flush=True)  # a run cut short keeps what it measured
         print(f"done: {prompt_name}", flush=True)
     tasks = list(dict.fromkeys(task for _, task, _ in rows))
     value = {(p, t): v for p, t, v in rows}
     print("| task | `query: ` | `passage: ` |\n|---|---|---|")
     for task in tasks:
         print(f"| {task} | {value['query', task]:.3f} | {value['document', task]:.3f} |")
-    for kind in ("PUD", "XQuAD"):
-        q = np.mean([value["query", t] for t in tasks if t.startswith(kind)])
-        p = np.mean([value["document", t] for t in tasks if t.startswith(kind)])
+    for kind in ("PUD", "XQuAD", "sq"):
+        if not any(t.startswith(kind) for t in tasks):
+            continue
+        q = np.mean([value["query", t] for t in tasks if t.startswith(kind) and "sentences" not in t])
+        p = np.mean([value["document", t] for t in tasks if t.startswith(kind) and "sentences" not in t])
         print(f"| {kind} mean | {q:.3f} | {p:.3f} |")
 
 
