@@ -175,10 +175,10 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     """The joint stage takes the paper's settings (lr 1e-5, batch 2, 32 sentences, the lower encoder
     updated); the control differs from it only by --freeze-lower; the held-out languages are in no
     training file."""
-    import hmde.e5.compact as compact
     import hmde.pretraining.pairs as pairs_module
     from hmde.cli import recipe_e5
     from hmde.cli.main import main
+    from hmde.e5 import compact
 
     data = tmp_path / "data"
     for sub in ("parallel/wmt", "bible", "eval"):
@@ -253,6 +253,14 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert names[names.index("eval pud first"):][:3] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
     assert "--langs" in dict(steps)["eval xsr e5"]
     assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
+    # hmde-use and USE-m's mean on this recipe's WMT stretches (hmde recipe use cut its own elsewhere), after
+    # the first tier's sentence queries, and on no other task
+    reference = [n for n in names if n.endswith(("hmde-use", "use-m-mean"))]
+    assert reference == [f"eval sq-wmt-eng-{lang} {row}" for lang in ("deu", "rus") for row in ("hmde-use", "use-m-mean")]
+    assert names.index("eval sq-bible-eng-est mean") < names.index(reference[0]) < xsr
+    use_argv = dict(steps)["eval sq-wmt-eng-deu hmde-use"]
+    assert use_argv[2] == "hmde-use" and use_argv[use_argv.index("--method") + 1] == "hmde"
+    assert dict(steps)["eval sq-wmt-eng-rus use-m-mean"][2] == "use-multilingual-v3"
     argv = dict(steps)
     cache = {a[a.index("--sentence-cache") + 1] for n, a in steps if n.startswith("eval pud")}
     assert cache == {str(run / "sentence-cache")}
@@ -290,6 +298,14 @@ def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_
     pairs["kor-eng"] = {"p@1": 0.99}
     (results / "pud.hmde-e5.json").write_text(json.dumps({"metrics": {"pairs": pairs}}))
     assert default_decision(results)[1] == "hmde-e5 is within 0.01 of hmde-use or better on all 2 tasks measured"
+    # WMT: hmde-use measured on this recipe's stretches replaces its own recipe's figure (other documents)
+    (results / "sq-wmt-eng-deu.hmde-e5.json").write_text(json.dumps({"metrics": {"average": 0.40}}))
+    table, decision = default_decision(results)
+    assert "| WMT eng -> deu, sentence queries, MAP | 0.729 | 0.400 | – | -0.329 |" in table
+    (results / "sq-wmt-eng-deu.hmde-use.json").write_text(json.dumps({"metrics": {"average": 0.405}}))
+    table, decision = default_decision(results)
+    assert ("| WMT eng -> deu, sentence queries, MAP (this recipe's documents) | 0.405 | 0.400 | – | -0.005 |"
+            in table) and decision.endswith("all 3 tasks measured")
 
 
 def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
