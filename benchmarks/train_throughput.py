@@ -11,11 +11,18 @@ arm's peak memory is its own), in alternating rounds:
 - ``cached, no checkpointing``: as cached, without gradient checkpointing (memory for speed);
 - ``cached, N workers``: as cached, with N DataLoader workers (``--workers``; on a GPU machine).
 
+With ``--lower-trainable all,no-embeddings,top-4`` the arms are instead the cached default (gradient
+checkpointing off, as ``hmde recipe e5`` trains) with each of those parts of the lower encoder
+updated (``hmde train --lower-trainable``), and ratios are to the first: what a fixed time budget
+buys in steps for each choice of which layers learn.
+
 Prints per round each arm's pairs/s, peak RSS and ratio to ``before``, then best and median.
 On a GPU it also samples utilisation (``nvidia-smi``) during the cached arm. Not a test:
 
     python benchmarks/train_throughput.py PAIRS.parquet --model hmde-mini --steps 4 --rounds 3
     python benchmarks/train_throughput.py PAIRS.parquet --model labse-shape --steps 2   # random BERT-base shape
+    python benchmarks/train_throughput.py runs/e5/pairs.parquet --model runs/e5/hmde-frozen --steps 1 \
+        --rounds 2 --lower-trainable all,no-embeddings,top-4
 """
 
 from __future__ import annotations
@@ -86,7 +93,8 @@ class GpuSampler:
         return statistics.mean(self.samples) if self.samples else None
 
 
-def run_arm(source: str, args, cached: bool, checkpointing: bool, sparse: bool, workers: int) -> dict:
+def run_arm(source: str, args, cached: bool, checkpointing: bool, sparse: bool, workers: int,
+            lower_trainable: str = "all") -> dict:
     """One arm in this (child) process: pairs/s, mean GPU utilisation, peak RSS."""
     import resource
 
@@ -101,7 +109,7 @@ def run_arm(source: str, args, cached: bool, checkpointing: bool, sparse: bool, 
     config = PretrainingConfig(batch_size=args.batch_size, grad_accum=args.grad_accum, lr=1e-5, warmup=0,
                                max_steps=args.steps, save_every=0, log_every=10**9, bf16="off",
                                gradient_checkpointing=checkpointing, sparse_embedding_gradients=sparse,
-                               loader_workers=workers, seed=args.seed)
+                               loader_workers=workers, seed=args.seed, lower_trainable=lower_trainable)
     with tempfile.TemporaryDirectory() as out:
         trainer = HmdeTrainer(model, pairs, docs, config, out, show_progress=False, prepared=prepared)
         trainer.validate = lambda: {}  # no validation pass inside the timing
@@ -142,6 +150,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=0, help="also run the cached arm with this many loader workers")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lower-trainable", default=None, metavar="PARTS,...",
+                   help="compare these choices of trainable lower-encoder parts instead (e.g. all,no-embeddings,top-4)")
     args = p.parse_args()
     source = model_source(args.model)
     pairs, docs, _ = read_pairs(args.pairs)
@@ -156,6 +166,9 @@ def main() -> int:
             "cached, dense embeddings": (True, True, False, 0), "cached, no checkpointing": (True, False, True, 0)}
     if args.workers:
         arms[f"cached, {args.workers} workers"] = (True, True, True, args.workers)
+    if args.lower_trainable:
+        arms = {f"lower {spec}": (True, False, True, 0, spec) for spec in args.lower_trainable.split(",")}
+    base_arm = next(iter(arms))
     rates: dict[str, list[float]] = {a: [] for a in arms}
     print(f"{args.model} on {args.device}, {torch.get_num_threads()} threads; {args.steps} steps of "
           f"{args.batch_size} x {args.grad_accum} pairs per arm and round")
@@ -170,18 +183,18 @@ def main() -> int:
             rates[arm].append(result["rate"])
             row.append(f"{arm} {result['rate']:.3f} pairs/s, peak RSS {result['rss_gb']:.1f} GB"
                        + (f", GPU {result['gpu']:.0f}%" if result["gpu"] is not None else ""))
-        base_rate = rates["before"][-1]
+        base_rate = rates[base_arm][-1]
         print(f"round {r + 1}: " + "; ".join(row) + " | ratios: " +
-              ", ".join(f"{a} {rates[a][-1] / base_rate:.2f}x" for a in arms if a != "before"), flush=True)
+              ", ".join(f"{a} {rates[a][-1] / base_rate:.2f}x" for a in arms if a != base_arm), flush=True)
     for arm in arms:
         ok = [x for x in rates[arm] if x == x]  # rounds whose process was not killed
-        ratios = [x / y for x, y in zip(rates[arm], rates["before"]) if x == x and y == y]
-        base = [x for x in rates["before"] if x == x]
+        ratios = [x / y for x, y in zip(rates[arm], rates[base_arm]) if x == x and y == y]
+        base = [x for x in rates[base_arm] if x == x]
         if not ok:
             print(f"{arm}: killed in every round")
             continue
         print(f"{arm}: best {max(ok):.3f} pairs/s, median {statistics.median(ok):.3f}" + (
-            f"; vs before best/best {max(ok) / max(base):.2f}x, per-round median {statistics.median(ratios):.2f}x"
+            f"; vs {base_arm} best/best {max(ok) / max(base):.2f}x, per-round median {statistics.median(ratios):.2f}x"
             if base and ratios else ""))
     return 0
 
