@@ -105,7 +105,9 @@ def test_hmde_e5_ships_only_what_training_changed_and_loads_offline_from_the_whe
     with safe_open(str(folder / "lower" / CHANGES_FILE), "pt") as f:
         assert any(k.endswith(Q8) for k in f.keys())
     model = HierarchicalEncoder.from_pretrained("hmde-e5", device="cpu")
-    assert model.lower.prompts == {"query": "query: ", "document": "passage: "}
+    # trained before document sentences got e5's passage: prompt, so its lower encoder declares none: its
+    # vectors stay what they were (queries keep query:)
+    assert model.lower.prompts["query"] == "query: " and model.lower.document_prompt == ""
     plain = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
     texts = ["Η γάτα κοιμάται στον καναπέ.", "Serikali inapunguza kodi."]
     assert not np.allclose(model.lower.encode(texts), plain.lower.encode(texts), atol=1e-3)

@@ -73,6 +73,32 @@ def test_an_hmde_on_e5_keeps_its_prompts_in_the_router_folder_and_the_onnx_expor
         assert float((c * d).sum()) > tolerance
 
 
+def test_an_hmde_on_e5_embeds_document_sentences_with_the_document_prompt_in_every_path(e5_folder, tmp_path):
+    """Inference, training with the units cache and training without it give the lower encoder the
+    same ids: the document prompt (``passage: ``) and the sentence. The segmentation's length check
+    used to hand its bare-sentence ids to the lower encoder, so HMDE on e5 embedded its documents
+    without the prompt that ``mean`` and the training step without a cache gave them."""
+    import torch
+
+    from hmde import HierarchicalEncoder
+    from hmde.pretraining.prepared import build_units
+
+    torch.manual_seed(0)
+    model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small").eval()
+    doc = "Die Katze schläft auf dem Sofa. Draußen regnet es."
+    units = model.segment(doc, "deu")
+    assert len(units) == 2 and model.lower.document_prompt == "passage: "
+    with torch.no_grad():
+        prompted = model.contextualize([model.lower.embed(units, prompt="passage: ")]).numpy()
+        bare = model.contextualize([model.lower.embed(units, prompt="")]).numpy()
+    got = model.encode_documents([doc], langs=["deu"])
+    np.testing.assert_allclose(got, prompted, atol=1e-5)
+    assert not np.allclose(got, bare, atol=1e-3)
+    prepared = build_units({"d": (doc, "deu")}, model, limit=32, show_progress=False)
+    assert prepared.ids["d"] == model.lower.token_ids(units)
+    assert model.lower.tokenizer.convert_ids_to_tokens(prepared.ids["d"][0])[1:4] == ["▁passage", ":", "▁Die"]
+
+
 def test_encode_by_name_without_a_method_gives_mean_vectors(e5_folder, docs_file, tmp_path, capsys):
     """Issue 26, done when: `hmde encode multilingual-e5-small docs.jsonl` works offline."""
     from hmde.methods import DocumentVectorizer

@@ -315,3 +315,19 @@ def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
                {"step": 20, "time": 604.3}, {"step": 30, "time": 1300.0},       # session 2 (the clock restarts)
                {"step": 40, "time": 700.0}]                                      # session 3
     assert logged_seconds(records) == 3062.5 + 1300.0 + 700.0
+
+
+def test_the_model_card_says_whether_document_sentences_take_the_passage_prompt(tmp_path):
+    """hmde-e5 as shipped was trained with bare document sentences and its lower folder declares no
+    document prompt; a model trained since has passage: and its card must not claim otherwise."""
+    from hmde.cli.recipe_e5_card import write_model_card
+
+    export, out = tmp_path / "hmde-e5", tmp_path / "run"
+    (export / "lower").mkdir(parents=True)
+    out.mkdir()
+    prompts = export / "lower" / "config_sentence_transformers.json"
+    for declared, expected in (({"query": "query: "}, "document sentences take none"),
+                               ({"query": "query: ", "document": "passage: "}, "document sentences take `passage: `")):
+        prompts.write_text(json.dumps({"prompts": declared}))
+        write_model_card(export, out, "2 CPU cores")
+        assert expected in " ".join((export / "README.md").read_text().split())

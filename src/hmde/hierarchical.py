@@ -188,8 +188,17 @@ class HierarchicalEncoder(nn.Module):
         A string is split into sentences (or 128-token chunks); a list of strings is
         taken as already split. Over-long sentences are split or truncated according to
         ``config.long_sentences``. Empty pieces are dropped.
+
+        ``ids_out`` receives the token ids the segmentation's length check made, for the lower encoder
+        to reuse, or None per unit to tokenize. A lower encoder with a document prompt (e5's
+        ``passage: ``) gets None throughout: those ids are of the bare sentence, and reusing them
+        embedded e5 documents without their prompt while ``mean`` and the queries had theirs.
         """
-        return segment_document(document, lang, self.config, self.lower.tokenizer, ids_out)
+        if ids_out is None or not self.lower.document_prompt:
+            return segment_document(document, lang, self.config, self.lower.tokenizer, ids_out)
+        units = segment_document(document, lang, self.config, self.lower.tokenizer)
+        ids_out.extend([None] * len(units))
+        return units
 
     def windows(self, n_units: int) -> list[tuple[int, int]]:
         """Sentence ranges the upper encoder sees for a document of ``n_units`` units."""

@@ -28,16 +28,26 @@ package's included and for local folders too, requires that flag.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from .config import HierarchicalConfig
 from .document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
-from .model_folder import (DOCUMENT_MODULE_TYPE, LOWER_DIR, QUERY_ROUTE, ROUTER_CONFIG, load_upper_state,
-                           parse_model_config, read_model_config, write_upper)
+from .model_folder import (
+    DOCUMENT_MODULE_TYPE,
+    LOWER_DIR,
+    QUERY_ROUTE,
+    ROUTER_CONFIG,
+    load_upper_state,
+    parse_model_config,
+    read_model_config,
+    write_upper,
+)
+from .sentence_encoder import _saved_prompts
 
 try:
     from sentence_transformers.base.modules.input_module import InputModule
@@ -60,11 +70,15 @@ class HmdeDocumentModule(InputModule):
     forward_kwargs = {"lang"}
     save_in_root = False
 
-    def __init__(self, config: HierarchicalConfig, hidden_size: int, lower_route: str = QUERY_ROUTE):
+    def __init__(self, config: HierarchicalConfig, hidden_size: int, lower_route: str = QUERY_ROUTE,
+                 lower_prompts: dict | None = None):
         super().__init__()
         self.config = config
         self.hidden_size = hidden_size
         self.lower_route = lower_route
+        # the lower encoder's prompts and default (e5's passage: for document sentences), which its bare
+        # modules in the query route do not carry
+        self.lower_prompts = dict(lower_prompts or {})
         self.upper = DocumentEncoder(config, hidden_size)
         object.__setattr__(self, "_hierarchical", None)  # not a submodule: the lower weights belong to the route
 
@@ -85,7 +99,7 @@ class HmdeDocumentModule(InputModule):
         from .sentence_encoder import SentenceEncoder
 
         device = next((p.device for m in modules for p in m.parameters()), torch.device("cpu"))
-        lower = SentenceEncoder(SentenceTransformer(modules=list(modules), device=str(device)),
+        lower = SentenceEncoder(SentenceTransformer(modules=list(modules), device=str(device), **self.lower_prompts),
                                 max_tokens=self.config.max_sentence_tokens)
         if lower.dim != self.hidden_size:
             raise ModelLoadError(f"the lower encoder gives {lower.dim}-d vectors, the upper encoder takes {self.hidden_size}")
@@ -131,14 +145,18 @@ class HmdeDocumentModule(InputModule):
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None, revision=None,
-             local_files_only: bool = False, **kwargs) -> "HmdeDocumentModule":
+             local_files_only: bool = False, **kwargs) -> HmdeDocumentModule:
         hub = {"token": token, "cache_folder": cache_folder, "revision": revision, "local_files_only": local_files_only}
         config_path = cls.load_file_path(model_name_or_path, cls.config_file_name, subfolder=subfolder, **hub)
         weights_path = cls.load_file_path(model_name_or_path, "model.safetensors", subfolder=subfolder, **hub)
         if config_path is None or weights_path is None:
             raise ModelLoadError(f"{model_name_or_path}/{subfolder}: no hmde config.json and model.safetensors")
         meta = parse_model_config(Path(config_path))
-        module = cls(HierarchicalConfig.from_dict(meta["config"]), int(meta["hidden_size"]))
+        lower_dir = "/".join(x for x in (subfolder, meta.get("lower_encoder", LOWER_DIR)) if x)
+        prompts_path = cls.load_file_path(model_name_or_path, "config_sentence_transformers.json",
+                                          subfolder=lower_dir, **hub)
+        module = cls(HierarchicalConfig.from_dict(meta["config"]), int(meta["hidden_size"]),
+                     lower_prompts=_saved_prompts(Path(prompts_path).parent) if prompts_path else None)
         load_upper_state(module.upper, Path(weights_path))
         return module
 

