@@ -192,7 +192,9 @@ class HierarchicalEncoder(nn.Module):
         ``ids_out`` receives the token ids the segmentation's length check made, for the lower encoder
         to reuse, or None per unit to tokenize. A lower encoder with a document prompt (e5's
         ``passage: ``) gets None throughout: those ids are of the bare sentence, and reusing them
-        embedded e5 documents without their prompt while ``mean`` and the queries had theirs.
+        embedded e5 documents without their prompt while ``mean`` and the queries had theirs. The
+        length check still counts the bare sentence, as ``mean`` does, so a sentence that fits only
+        without the prompt is cut at the token limit rather than split.
         """
         if ids_out is None or not self.lower.document_prompt:
             return segment_document(document, lang, self.config, self.lower.tokenizer, ids_out)

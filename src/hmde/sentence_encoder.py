@@ -74,10 +74,10 @@ def sentence_transformer_from_entries(path: Path, entries: list, device: str | N
             raise ModelLoadError(f"{entries_path}, entry {i}: module type {kind!r} is neither hmde's nor "
                                  "sentence-transformers'; hmde does not import other code from a model folder")
         modules.append(cls.load(str(path), subfolder=entry.get("path", "")))
-    return SentenceTransformer(modules=modules, device=device, **_saved_prompts(path))
+    return SentenceTransformer(modules=modules, device=device, **saved_prompts(path))
 
 
-def _saved_prompts(path: Path) -> dict:
+def saved_prompts(path: Path) -> dict:
     """The prompts and default prompt name a folder's config_sentence_transformers.json records (e5's
     ``query: `` / ``passage: ``), which a model built from its modules would otherwise lose: a trained
     hmde-e5 embedded its documents without ``passage: `` until this was read."""

@@ -47,7 +47,7 @@ from .model_folder import (
     read_model_config,
     write_upper,
 )
-from .sentence_encoder import _saved_prompts
+from .sentence_encoder import saved_prompts
 
 try:
     from sentence_transformers.base.modules.input_module import InputModule
@@ -156,7 +156,7 @@ class HmdeDocumentModule(InputModule):
         prompts_path = cls.load_file_path(model_name_or_path, "config_sentence_transformers.json",
                                           subfolder=lower_dir, **hub)
         module = cls(HierarchicalConfig.from_dict(meta["config"]), int(meta["hidden_size"]),
-                     lower_prompts=_saved_prompts(Path(prompts_path).parent) if prompts_path else None)
+                     lower_prompts=saved_prompts(Path(prompts_path).parent) if prompts_path else None)
         load_upper_state(module.upper, Path(weights_path))
         return module
 
