@@ -190,9 +190,9 @@ class HierarchicalEncoder(nn.Module):
         ``config.long_sentences``. Empty pieces are dropped.
 
         ``ids_out`` receives the token ids the segmentation's length check made, for the lower encoder
-        to reuse, or None per unit to tokenize. A lower encoder with a document prompt (e5's
+        to reuse, or None per unit to tokenize. A lower encoder with a document prompt (such as
         ``passage: ``) gets None throughout: those ids are of the bare sentence, and reusing them
-        embedded e5 documents without their prompt while ``mean`` and the queries had theirs. The
+        embedded such documents without their prompt while ``mean`` and the queries had theirs. The
         length check still counts the bare sentence, as ``mean`` does, so a sentence that fits only
         without the prompt is cut at the token limit rather than split.
         """
