@@ -2,7 +2,8 @@
 
 The model card asks for "query: " or "passage: " on every input. Queries get "query: ". For the
 sentences that hmde embeds inside documents (methods mean, hmde, lawdr, ...) this script measures
-both on the dev sets, with method ``mean``, queries through the lower encoder alone:
+both on the dev sets, with method ``mean``, queries through the lower encoder alone (``--prompts``
+adds ``none``: document sentences bare, as an HMDE on e5 embedded them before stop 34's fix):
 
 - PUD document alignment, P@1 of each language's 397 documents against English (both directions);
 - XQuAD: questions in one language, whole articles in another, MAP (one relevant article each);
@@ -60,6 +61,12 @@ def sentence_queries(model, folder: Path, bounds: list[int]) -> list[tuple[str, 
     return rows
 
 
+def record(rows: list, prompt_name: str, task: str, value: float) -> None:
+    """Keep one figure and print it at once, so that a run cut short keeps what it measured."""
+    rows.append((prompt_name, task, value))
+    print(f"{prompt_name}: {task}: {value:.3f}", flush=True)
+
+
 def main() -> None:
     from hmde.evaluation.clir import load_xquad
     from hmde.hierarchical import HierarchicalEncoder
@@ -72,14 +79,20 @@ def main() -> None:
     parser.add_argument("--sq", default="", help="sentence-query task folders, comma-separated (eng queries; the "
                         "documents' language is the folder name's last part)")
     parser.add_argument("--length-buckets", default="16,24,32,48")
+    parser.add_argument("--prompts", default="query,document",
+                        help="document-sentence prompts to compare: query, document (passage: ), none (bare)")
     args = parser.parse_args()
     data = Path(args.data)
     bounds = [int(b) for b in args.length_buckets.split(",")]
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small")
     st = model.lower.model
+    prompt_names = args.prompts.split(",")
+    saved = dict(st.prompts)
     rows = []
-    for prompt_name in ("query", "document"):
-        st.default_prompt_name = prompt_name  # the switch a user has: hmde reads it on every call
+    for prompt_name in prompt_names:
+        # the switch a user has: hmde reads it on every call; "none" leaves the folder no document prompt
+        st.prompts = saved if prompt_name != "none" else {"query": saved["query"]}
+        st.default_prompt_name = None if prompt_name == "none" else prompt_name
         vectorizer = DocumentVectorizer(model, "mean")
         if args.pud:
             ids, eng = pud_documents(data / "eval" / "pud", "eng")
@@ -87,8 +100,8 @@ def main() -> None:
         for lang in filter(None, args.pud.split(",")):
             lang_ids, docs = pud_documents(data / "eval" / "pud", lang)
             assert lang_ids == ids
-            rows.append((prompt_name, f"PUD {lang}-eng P@1",
-                         p_at_1(vectorizer.encode(docs, [lang] * len(docs), normalize_embeddings=True), english)))
+            record(rows, prompt_name, f"PUD {lang}-eng P@1",
+                   p_at_1(vectorizer.encode(docs, [lang] * len(docs), normalize_embeddings=True), english))
         for pair in filter(None, args.xquad.split(",")):
             q_lang, d_lang = pair.split("-")
             topics, collection, qrels = load_xquad(data / "eval" / "xquad", q_lang, d_lang, unit="article")
@@ -96,23 +109,22 @@ def main() -> None:
             queries = model.encode_queries(topics.texts, normalize_embeddings=True)
             index = {d: i for i, d in enumerate(collection.doc_ids)}
             relevant = [index[next(iter(qrels[q]))] for q in topics.ids]
-            rows.append((prompt_name, f"XQuAD {pair} article MAP", mean_average_precision(queries, docs, relevant)))
+            record(rows, prompt_name, f"XQuAD {pair} article MAP", mean_average_precision(queries, docs, relevant))
         for folder in filter(None, args.sq.split(",")):
             for task, value in sentence_queries(model, Path(folder), bounds):
-                rows.append((prompt_name, task, value))
-                print(f"{prompt_name}: {task}: {value:.3f}", flush=True)  # a run cut short keeps what it measured
+                record(rows, prompt_name, task, value)
         print(f"done: {prompt_name}", flush=True)
     tasks = list(dict.fromkeys(task for _, task, _ in rows))
     value = {(p, t): v for p, t, v in rows}
-    print("| task | `query: ` | `passage: ` |\n|---|---|---|")
+    heads = {"query": "`query: `", "document": "`passage: `", "none": "bare"}
+    print("| task | " + " | ".join(heads[p] for p in prompt_names) + " |\n|---" + "|---" * len(prompt_names) + "|")
     for task in tasks:
-        print(f"| {task} | {value['query', task]:.3f} | {value['document', task]:.3f} |")
+        print(f"| {task} | " + " | ".join(f"{value[p, task]:.3f}" for p in prompt_names) + " |")
     for kind in ("PUD", "XQuAD", "sq"):
-        if not any(t.startswith(kind) for t in tasks):
-            continue
-        q = np.mean([value["query", t] for t in tasks if t.startswith(kind) and "sentences" not in t])
-        p = np.mean([value["document", t] for t in tasks if t.startswith(kind) and "sentences" not in t])
-        print(f"| {kind} mean | {q:.3f} | {p:.3f} |")
+        kept = [t for t in tasks if t.startswith(kind) and "sentences" not in t]
+        if kept:
+            print(f"| {kind} mean | " + " | ".join(f"{np.mean([value[p, t] for t in kept]):.3f}" for p in prompt_names)
+                  + " |")
 
 
 if __name__ == "__main__":

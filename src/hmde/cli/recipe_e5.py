@@ -46,8 +46,8 @@ def add_arguments(p) -> None:
                    help="e5: weight of the sentence-query -> document loss (not in the paper; default 0)")
     g.add_argument("--e5-residual", action="store_true",
                    help="e5: stage 1 builds the upper encoder with --residual-sentences (not in the paper; default "
-                   "off); with --e5-frozen-lr 2e-5 the one setting measured to beat mean on sentence queries and "
-                   "document alignment at once (docs/hmde-e5.md)")
+                   "off); with --e5-frozen-lr 2e-5 it keeps mean's figures on every task measured, no better "
+                   "(docs/hmde-e5.md)")
     g.add_argument("--e5-news-documents", type=int, default=300, help="e5: WMT pseudo-documents per file")
     g.add_argument("--e5-frozen-epochs", type=float, default=3.0, help="e5: epochs of stage 1 (frozen lower)")
     g.add_argument("--e5-frozen-lr", type=float, default=2e-4,
