@@ -82,17 +82,18 @@ def main() -> None:
     parser.add_argument("--prompts", default="query,document",
                         help="document-sentence prompts to compare: query, document (passage: ), none (bare)")
     args = parser.parse_args()
+    heads = {"query": "`query: `", "document": "`passage: `", "none": "bare"}
+    prompt_names = args.prompts.split(",")
+    if unknown := [p for p in prompt_names if p not in heads]:
+        parser.error(f"--prompts: unknown {', '.join(unknown)}; choose from {', '.join(heads)}")
     data = Path(args.data)
     bounds = [int(b) for b in args.length_buckets.split(",")]
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small")
     st = model.lower.model
-    prompt_names = args.prompts.split(",")
-    saved = dict(st.prompts)
+    st.prompts = {**st.prompts, "none": ""}  # the bare arm is one more named prompt, the empty one
     rows = []
     for prompt_name in prompt_names:
-        # the switch a user has: hmde reads it on every call; "none" leaves the folder no document prompt
-        st.prompts = saved if prompt_name != "none" else {"query": saved["query"]}
-        st.default_prompt_name = None if prompt_name == "none" else prompt_name
+        st.default_prompt_name = prompt_name  # the switch a user has: hmde reads it on every call
         vectorizer = DocumentVectorizer(model, "mean")
         if args.pud:
             ids, eng = pud_documents(data / "eval" / "pud", "eng")
@@ -116,7 +117,6 @@ def main() -> None:
         print(f"done: {prompt_name}", flush=True)
     tasks = list(dict.fromkeys(task for _, task, _ in rows))
     value = {(p, t): v for p, t, v in rows}
-    heads = {"query": "`query: `", "document": "`passage: `", "none": "bare"}
     print("| task | " + " | ".join(heads[p] for p in prompt_names) + " |\n|---" + "|---" * len(prompt_names) + "|")
     for task in tasks:
         print(f"| {task} | " + " | ".join(f"{value[p, task]:.3f}" for p in prompt_names) + " |")
