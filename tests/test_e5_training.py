@@ -163,8 +163,8 @@ def test_compact_export_stores_only_the_changes_and_loads_to_the_same_vectors(e5
     trained = HierarchicalEncoder.from_pretrained(tmp_path / "trained", device="cpu")
     compact = HierarchicalEncoder.from_pretrained(tmp_path / "compact", device="cpu")
     # its modules are hmde's, so it is built module by module: the saved prompts must come along
-    assert compact.lower.prompts == trained.lower.prompts == {"query": "query: ", "document": "passage: "}
-    assert compact.lower.document_prompt == "passage: "
+    assert compact.lower.prompts == trained.lower.prompts == {"query": "query: ", "document": ""}
+    assert compact.lower.document_prompt == "" and compact.lower.prompt_for("query") == "query: "
     a, b = torch.as_tensor(trained.encode_documents(docs)), torch.as_tensor(compact.encode_documents(docs))
     assert torch.nn.functional.cosine_similarity(a, b).min() > 0.9999  # the upper encoder and changes in fp16
     untouched = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
@@ -317,16 +317,17 @@ def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
     assert logged_seconds(records) == 3062.5 + 1300.0 + 700.0
 
 
-def test_the_model_card_says_whether_document_sentences_take_the_passage_prompt(tmp_path):
-    """hmde-e5 as shipped was trained with bare document sentences and its lower folder declares no
-    document prompt; a model trained since has passage: and its card must not claim otherwise."""
+def test_the_model_card_says_which_prompt_document_sentences_take(tmp_path):
+    """The card reads the prompt from the lower folder: none (hmde-e5 as shipped, and hmde's default for
+    e5 since stop 36), or a declared one (a model trained on a folder whose documents take ``passage: ``)."""
     from hmde.cli.recipe_e5_card import write_model_card
 
     export, out = tmp_path / "hmde-e5", tmp_path / "run"
     (export / "lower").mkdir(parents=True)
     out.mkdir()
     prompts = export / "lower" / "config_sentence_transformers.json"
-    for declared, expected in (({"query": "query: "}, "document sentences take none"),
+    for declared, expected in (({"query": "query: "}, "document sentences go in bare"),
+                               ({"query": "query: ", "document": ""}, "document sentences go in bare"),
                                ({"query": "query: ", "document": "passage: "}, "document sentences take `passage: `")):
         prompts.write_text(json.dumps({"prompts": declared}))
         write_model_card(export, out, "2 CPU cores")

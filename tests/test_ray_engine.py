@@ -157,7 +157,7 @@ E5_DOCS = [{"doc_id": "tax", "text": "Η κυβέρνηση μειώνει το�
 @pytest.mark.parametrize("name,method", [("multilingual-e5-small", "mean"), ("hmde-e5", "hmde")])
 def test_e5_models_by_name_with_ray_equal_the_local_encode(ray_local, e5_folder, tmp_path, name, method):
     """Issue 26: the wheel-based lower encoder runs in Ray actors like any other, by its name; its
-    prompts reach the actors (the local path prefixes ``passage: `` too)."""
+    prompts reach the actors (queries take ``query: ``; documents whatever the folder declares, as locally)."""
     (tmp_path / "in").mkdir()
     with gzip.open(tmp_path / "in" / "shard-0.jsonl.gz", "wt", encoding="utf-8") as f:
         f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in E5_DOCS)

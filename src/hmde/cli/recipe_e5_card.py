@@ -159,9 +159,9 @@ def write_model_card(export: Path, out: Path, trained_on: str) -> None:
     use_table, decision = default_decision(out / "results")
     prompts_file = export / "lower" / "config_sentence_transformers.json"
     prompts = json.loads(prompts_file.read_text(encoding="utf-8")).get("prompts") or {} if prompts_file.exists() else {}
-    prompt_note = ("Queries take e5's `query: ` prompt; document sentences take `passage: `." if prompts.get("document")
-                   else "Queries take e5's `query: ` prompt; document sentences take none: this model was trained "
-                   "before hmde gave them `passage: `, and its folder says so (docs/hmde-e5.md).")
+    prompt_note = (f"Queries take e5's `query: ` prompt; document sentences take `{prompts['document']}`."
+                   if prompts.get("document") else "Queries take e5's `query: ` prompt; document sentences go in "
+                   "bare, as they did in training (hmde's default for e5; docs/multilingual-e5.md).")
     card = f"""# hmde-e5
 
 HMDE on multilingual-e5-small (intfloat, MIT; about 100 languages, XLM-R vocabulary), trained
