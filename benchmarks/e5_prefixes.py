@@ -2,8 +2,10 @@
 
 The model card asks for "query: " or "passage: " on every input. Queries get "query: ". For the
 sentences that hmde embeds inside documents (methods mean, hmde, lawdr, ...) this script measures
-both on the dev sets, with method ``mean``, queries through the lower encoder alone (``--prompts``
-adds ``none``: document sentences bare, as an HMDE on e5 embedded them before stop 34's fix):
+the prefixes on the dev sets, with method ``mean``, queries through the lower encoder alone (``--prompts``
+picks the arms: ``query``, ``passage`` and ``none``, bare, hmde's default since stop 36). Each arm names
+its literal prefix, not the folder's ``document`` prompt, so the arms stay what they say whatever the
+folder's default is:
 
 - PUD document alignment, P@1 of each language's 397 documents against English (both directions);
 - XQuAD: questions in one language, whole articles in another, MAP (one relevant article each);
@@ -79,18 +81,19 @@ def main() -> None:
     parser.add_argument("--sq", default="", help="sentence-query task folders, comma-separated (eng queries; the "
                         "documents' language is the folder name's last part)")
     parser.add_argument("--length-buckets", default="16,24,32,48")
-    parser.add_argument("--prompts", default="query,document",
-                        help="document-sentence prompts to compare: query, document (passage: ), none (bare)")
+    parser.add_argument("--prompts", default="query,passage,none",
+                        help="document-sentence prefixes to compare: query (query: ), passage (passage: ), none (bare)")
     args = parser.parse_args()
-    heads = {"query": "`query: `", "document": "`passage: `", "none": "bare"}
+    arms = {"query": "query: ", "passage": "passage: ", "none": ""}
+    heads = {name: f"`{prefix}`" if prefix else "bare" for name, prefix in arms.items()}
     prompt_names = args.prompts.split(",")
-    if unknown := [p for p in prompt_names if p not in heads]:
-        parser.error(f"--prompts: unknown {', '.join(unknown)}; choose from {', '.join(heads)}")
+    if unknown := [p for p in prompt_names if p not in arms]:
+        parser.error(f"--prompts: unknown {', '.join(unknown)}; choose from {', '.join(arms)}")
     data = Path(args.data)
     bounds = [int(b) for b in args.length_buckets.split(",")]
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small")
     st = model.lower.model
-    st.prompts = {**st.prompts, "none": ""}  # the bare arm is one more named prompt, the empty one
+    st.prompts = {**st.prompts, **arms}  # each arm one more named prompt (the bare one empty)
     rows = []
     for prompt_name in prompt_names:
         st.default_prompt_name = prompt_name  # the switch a user has: hmde reads it on every call

@@ -73,18 +73,6 @@ def test_an_hmde_on_e5_keeps_its_prompts_in_the_router_folder_and_the_onnx_expor
         assert float((c * d).sum()) > tolerance
 
 
-def test_e5_embeds_document_sentences_bare_and_queries_with_the_query_prompt(e5_folder):
-    """hmde's default for e5 (FORMAT 3): bare document sentences, which beat ``passage: `` on the dev
-    and held-out tasks (docs/multilingual-e5.md); queries keep ``query: ``."""
-    from hmde import HierarchicalEncoder
-
-    model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small").eval()
-    assert model.lower.prompts == {"query": "query: ", "document": ""} and model.lower.document_prompt == ""
-    assert model.lower.prompt_for("query") == "query: "
-    ids = model.lower.token_ids(["Die Katze schläft."])[0]
-    assert model.lower.tokenizer.convert_ids_to_tokens(ids)[:2] == ["<s>", "▁Die"]
-
-
 def test_an_hmde_on_e5_embeds_document_sentences_with_the_document_prompt_in_every_path(e5_folder, tmp_path):
     """On a lower encoder whose documents take a prompt (here ``passage: ``, as hmde's e5 folder had
     until stop 36), inference, training with the units cache and training without it give the lower
