@@ -186,3 +186,24 @@ def test_train_an_hmde_on_e5_frozen_and_joint_then_encode_with_it(stage, e5_fold
     out = tmp_path / "v.npy"
     assert main(["encode", str(run), str(concept_folder / "swh.jsonl"), "-o", str(out), "--no-progress"]) == 0
     assert np.load(out).shape == (3, 384)
+
+
+def test_train_says_how_many_pages_are_in_languages_the_lower_encoder_lacks(e5_folder, concept_folder, tmp_path,
+                                                                             capsys):
+    """K'iche' (quc) is not among e5's languages: its sentence vectors are close to random, and a pair with
+    such a page can be matched only by what survives in them; hmde train says so before it trains."""
+    from hmde.pretraining.pairs import PairOptions, build_pairs
+
+    quc = tmp_path / "quc.jsonl"
+    rows = [json.loads(line) for line in (concept_folder / "swh.jsonl").read_text(encoding="utf-8").splitlines()]
+    quc.write_text("".join(json.dumps(dict(r, lang="quc", doc_id="quc/" + r["concept"])) + "\n" for r in rows),
+                   encoding="utf-8")
+    pairs = tmp_path / "p.parquet"
+    build_pairs([concept_folder / "eng.jsonl", concept_folder / "ell.jsonl", quc], pairs,
+                PairOptions(no_negative="keep"), show_progress=False)
+    assert main(["train", "multilingual-e5-small", str(pairs), "-o", str(tmp_path / "run"), "--batch-size", "2",
+                 "--grad-accum", "1", "--max-steps", "1", "--warmup", "0", "--no-progress", "--device", "cpu",
+                 "--freeze-lower"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "not trained on" in line]
+    assert warnings == [("hmde: warning: 3 training pages are in languages multilingual-e5-small's lower encoder "
+                         "(multilingual-e5-small) was not trained on: quc (3); its vectors there are close to random")]

@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 overrides["residual_sentences"] = True
             model = HierarchicalEncoder.from_sentence_encoder(str(path or args.model), device=device, **overrides)
     apply_length_overrides(model, length_overrides(args))  # saved with the model: it encodes as it was trained
+    warn_uncovered_pages(args.model, model, pairs, docs)
     config = PretrainingConfig(
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
@@ -156,6 +157,16 @@ def run(args: argparse.Namespace) -> int:
     elif is_main():
         print(f"saved the trained hmde model to {output}")
     return 0
+
+
+def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> None:
+    """Say how many training pages are in languages the lower encoder was not trained on: its vectors
+    there are close to random, so pairs of such pages can only be matched by what survives in them
+    (length, names, numbers), and the upper encoder learns that instead of meaning."""
+    from ..coverage import languages_of, warn_uncovered
+
+    pages = sorted({d for p in pairs for d in (p["doc_a"], p["doc_b"])})
+    warn_uncovered(name, model, languages_of([docs[d][1] for d in pages], [docs[d][0] for d in pages]), "training pages")
 
 
 def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
