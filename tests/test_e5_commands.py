@@ -188,10 +188,12 @@ def test_train_an_hmde_on_e5_frozen_and_joint_then_encode_with_it(stage, e5_fold
     assert np.load(out).shape == (3, 384)
 
 
-def test_train_says_how_many_pages_are_in_languages_the_lower_encoder_lacks(e5_folder, concept_folder, tmp_path,
-                                                                             capsys):
+@pytest.mark.parametrize("covered_only", [False, True])
+def test_train_says_how_many_pages_are_in_languages_the_lower_encoder_lacks(covered_only, e5_folder, concept_folder,
+                                                                             tmp_path, capsys):
     """K'iche' (quc) is not among e5's languages: its sentence vectors are close to random, and a pair with
-    such a page can be matched only by what survives in them; hmde train says so before it trains."""
+    such a page can be matched only by what survives in them; hmde train says so before it trains, and
+    --covered-pairs-only trains on the other pairs alone."""
     from hmde.pretraining.pairs import PairOptions, build_pairs
 
     quc = tmp_path / "quc.jsonl"
@@ -203,7 +205,28 @@ def test_train_says_how_many_pages_are_in_languages_the_lower_encoder_lacks(e5_f
                 PairOptions(no_negative="keep"), show_progress=False)
     assert main(["train", "multilingual-e5-small", str(pairs), "-o", str(tmp_path / "run"), "--batch-size", "2",
                  "--grad-accum", "1", "--max-steps", "1", "--warmup", "0", "--no-progress", "--device", "cpu",
-                 "--freeze-lower"]) == 0
-    warnings = [line for line in capsys.readouterr().err.splitlines() if "not trained on" in line]
+                 "--freeze-lower", *(["--covered-pairs-only"] if covered_only else [])]) == 0
+    err = capsys.readouterr().err
+    start = json.loads((tmp_path / "run" / "train_log.jsonl").read_text().splitlines()[0])
+    if covered_only:  # eng-ell pairs only: one a concept
+        assert "not trained on" not in err and start["pairs"] == 3
+        assert ("hmde: --covered-pairs-only: training on the 3 of 9 pairs whose two pages are in languages "
+                "multilingual-e5-small was trained on") in err
+        return
+    assert start["pairs"] == 9
+    warnings = [line for line in err.splitlines() if "not trained on" in line]
     assert warnings == [("hmde: warning: 3 training pages are in languages multilingual-e5-small's lower encoder "
                          "(multilingual-e5-small) was not trained on: quc (3); its vectors there are close to random")]
+
+
+def test_covered_pairs_only_refuses_a_lower_encoder_whose_languages_are_unknown(concept_folder, tmp_path, capsys):
+    from hmde.pretraining.pairs import PairOptions, build_pairs
+
+    pairs = tmp_path / "p.parquet"
+    build_pairs([concept_folder / "eng.jsonl", concept_folder / "ell.jsonl"], pairs, PairOptions(no_negative="keep"),
+                show_progress=False)
+    assert main(["train", "hmde-mini", str(pairs), "-o", str(tmp_path / "run"), "--covered-pairs-only",
+                 "--max-steps", "1", "--no-progress", "--device", "cpu"]) == 2
+    assert ("--covered-pairs-only: hmde cannot tell which languages hmde-mini's lower encoder was trained on"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "run" / "checkpoint").exists()

@@ -54,6 +54,9 @@ def register(sub) -> None:
                    help="not in the paper (new models only): contextualised sentence vector = lower-encoder vector + "
                         "a learned gate (starting at 0) x the upper encoder's output, so training starts from the "
                         "mean of the sentence vectors")
+    p.add_argument("--covered-pairs-only", action="store_true",
+                   help="train only on pairs whose two pages are in languages the lower encoder was trained on "
+                   "(the paper's Wikipedia pairs all were, in LaBSE's); the others are dropped, and counted on stderr")
     p.add_argument("--train-max-sentences", type=int,
                    help="train on each document's first N sentences (default: the model's max_sentences, 32, as the "
                    "paper; 0: every sentence, in windows of 32, all through the lower encoder with gradients)")
@@ -129,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
                 overrides["residual_sentences"] = True
             model = HierarchicalEncoder.from_sentence_encoder(str(path or args.model), device=device, **overrides)
     apply_length_overrides(model, length_overrides(args))  # saved with the model: it encodes as it was trained
-    warn_uncovered_pages(args.model, model, pairs, docs)
+    if args.covered_pairs_only:
+        pairs = covered_pairs(args.model, model, pairs, docs)
+    else:
+        warn_uncovered_pages(args.model, model, pairs, docs)
     config = PretrainingConfig(
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, weight_decay=args.weight_decay,
         warmup=args.warmup, epochs=args.epochs, max_steps=args.max_steps, temperature=args.temperature,
@@ -167,6 +173,26 @@ def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> Non
 
     pages = sorted({d for p in pairs for d in (p["doc_a"], p["doc_b"])})
     warn_uncovered(name, model, languages_of([docs[d][1] for d in pages], [docs[d][0] for d in pages]), "training pages")
+
+
+def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]:
+    """The pairs whose two pages are in the lower encoder's languages (``--covered-pairs-only``), in
+    their order (so a resumed run trains on the same pairs); said on stderr."""
+    import sys
+
+    from ..coverage import document_language, model_languages
+
+    known = model_languages(model)
+    if known is None:
+        raise HmdeError(f"--covered-pairs-only: hmde cannot tell which languages {name}'s lower encoder was trained "
+                        "on (it knows those of USE-m and multilingual-e5-small)")
+    label, covered = known
+    inside = {d: document_language(docs[d][1], docs[d][0]) in covered
+              for d in {d for p in pairs for d in (p["doc_a"], p["doc_b"])}}
+    kept = [p for p in pairs if inside[p["doc_a"]] and inside[p["doc_b"]]]
+    print(f"hmde: --covered-pairs-only: training on the {len(kept):,} of {len(pairs):,} pairs whose two pages are in "
+          f"languages {label} was trained on", file=sys.stderr)
+    return kept
 
 
 def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
