@@ -212,6 +212,11 @@ def test_train_says_how_many_pages_are_in_languages_the_lower_encoder_lacks(cove
         assert "not trained on" not in err and start["pairs"] == 3
         assert ("hmde: --covered-pairs-only: training on the 3 of 9 pairs whose two pages are in languages "
                 "multilingual-e5-small was trained on") in err
+        # a saved HMDE on e5 (hmde recipe e5's stage 2 starts from stage 1's folder) is still known to be e5
+        assert main(["train", str(tmp_path / "run"), str(pairs), "-o", str(tmp_path / "run2"), "--batch-size", "2",
+                     "--grad-accum", "1", "--max-steps", "1", "--warmup", "0", "--no-progress", "--device", "cpu",
+                     "--freeze-lower", "--covered-pairs-only"]) == 0
+        assert "training on the 3 of 9 pairs" in capsys.readouterr().err
         return
     assert start["pairs"] == 9
     warnings = [line for line in err.splitlines() if "not trained on" in line]

@@ -61,10 +61,22 @@ def model_languages(model) -> tuple[str, frozenset] | None:
     declared = getattr(module, "covered_languages", None)  # hmde's own lower-encoder modules say it
     if declared is not None:
         return declared
-    path = str(getattr(getattr(getattr(module, "auto_model", None), "config", None), "_name_or_path", "") or "")
-    if E5_NAME in path:
+    config = getattr(getattr(module, "auto_model", None), "config", None)
+    path = str(getattr(config, "_name_or_path", "") or "")
+    if E5_NAME in path or _e5_body(config):
         return E5_NAME, XLM_R
     return None
+
+
+# multilingual-e5's vocabulary: XLM-R's SentencePiece pieces, 250,037 rows, in a BERT body
+E5_VOCAB_SIZE = 250037
+
+
+def _e5_body(config) -> bool:
+    """Whether a lower encoder is multilingual-e5 or trained from it: an HMDE saved after training on
+    e5 keeps e5's BERT body and vocabulary in ``lower/`` but not its name in the path (so ``hmde train
+    --covered-pairs-only`` on a stage-1 folder could not tell e5's languages)."""
+    return getattr(config, "model_type", None) == "bert" and getattr(config, "vocab_size", None) == E5_VOCAB_SIZE
 
 
 def document_language(lang: str | None, text) -> str | None:
