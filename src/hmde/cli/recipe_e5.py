@@ -50,8 +50,8 @@ def add_arguments(p) -> None:
                    "(docs/hmde-e5.md)")
     g.add_argument("--e5-covered-pairs", action="store_true",
                    help="e5: train every stage on the pairs whose two pages are in e5's languages only (hmde train "
-                   "--covered-pairs-only; 1,034 of the 3,069 pairs, 945 of them news). Default off: all 48 Bible "
-                   "languages, as the shipped hmde-e5 (docs/hmde-e5.md measures both)")
+                   "--covered-pairs-only; 1,034 of the 3,069 pairs, 945 of them news). Default off: all 45 trained "
+                   "Bible languages, as the shipped hmde-e5 (docs/hmde-e5.md measures both)")
     g.add_argument("--e5-news-documents", type=int, default=300, help="e5: WMT pseudo-documents per file")
     g.add_argument("--e5-frozen-epochs", type=float, default=3.0, help="e5: epochs of stage 1 (frozen lower)")
     g.add_argument("--e5-frozen-lr", type=float, default=2e-4,

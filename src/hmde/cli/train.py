@@ -165,14 +165,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def page_languages(pairs: list[dict], docs: dict) -> dict[str, str | None]:
+    """Each training page's language (hmde.coverage's reading of its ``lang``), once per page."""
+    from ..coverage import document_language
+
+    pages = {d for p in pairs for d in (p["doc_a"], p["doc_b"])}
+    return {d: document_language(docs[d][1], docs[d][0]) for d in sorted(pages)}
+
+
 def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> None:
     """Say how many training pages are in languages the lower encoder was not trained on: its vectors
     there are close to random, so pairs of such pages can only be matched by what survives in them
     (length, names, numbers), and the upper encoder learns that instead of meaning."""
-    from ..coverage import languages_of, warn_uncovered
+    from collections import Counter
 
-    pages = sorted({d for p in pairs for d in (p["doc_a"], p["doc_b"])})
-    warn_uncovered(name, model, languages_of([docs[d][1] for d in pages], [docs[d][0] for d in pages]), "training pages")
+    from ..coverage import warn_uncovered
+
+    warn_uncovered(name, model, Counter(page_languages(pairs, docs).values()), "training pages")
 
 
 def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]:
@@ -180,16 +189,15 @@ def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]
     their order (so a resumed run trains on the same pairs); said on stderr."""
     import sys
 
-    from ..coverage import document_language, model_languages
+    from ..coverage import model_languages
 
     known = model_languages(model)
     if known is None:
         raise HmdeError(f"--covered-pairs-only: hmde cannot tell which languages {name}'s lower encoder was trained "
                         "on (it knows those of USE-m and multilingual-e5-small)")
     label, covered = known
-    inside = {d: document_language(docs[d][1], docs[d][0]) in covered
-              for d in {d for p in pairs for d in (p["doc_a"], p["doc_b"])}}
-    kept = [p for p in pairs if inside[p["doc_a"]] and inside[p["doc_b"]]]
+    languages = page_languages(pairs, docs)
+    kept = [p for p in pairs if languages[p["doc_a"]] in covered and languages[p["doc_b"]] in covered]
     print(f"hmde: --covered-pairs-only: training on the {len(kept):,} of {len(pairs):,} pairs whose two pages are in "
           f"languages {label} was trained on", file=sys.stderr)
     return kept
