@@ -212,16 +212,17 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     assert value(joint, "--output") != value(control, "--output")
     stage1 = argv["stage 1: hmde, frozen e5"]
     assert "--residual-sentences" not in stage1 and value(stage1, "--lr") == "0.0002"  # the paper's upper encoder
-    assert not any("--covered-pairs-only" in args for args in (stage1, joint, control))  # all 45 trained Bible languages
+    # the shipped hmde-e5: every stage on the pairs whose two pages e5 knows (the paper's pairs were all in LaBSE's)
+    assert all("--covered-pairs-only" in args for args in (stage1, joint, control))
     steps.clear()
     assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run2"), "--skip-eval", "--e5-residual",
-                 "--e5-frozen-lr", "2e-5", "--e5-covered-pairs"]) == 0
+                 "--e5-frozen-lr", "2e-5", "--no-e5-covered-pairs"]) == 0
     argv = dict(steps)
     stage1 = argv["stage 1: hmde, frozen e5"]
     assert "--residual-sentences" in stage1 and value(stage1, "--lr") == "2e-05"
-    assert all("--covered-pairs-only" in argv[step] for step in ("stage 1: hmde, frozen e5",
-                                                                 "stage 2: hmde, joint (e5 updated)",
-                                                                 "control: stage 1 continued, e5 frozen"))
+    assert not any("--covered-pairs-only" in argv[step] for step in ("stage 1: hmde, frozen e5",
+                                                                     "stage 2: hmde, joint (e5 updated)",
+                                                                     "control: stage 1 continued, e5 frozen"))
 
 
 def test_lower_trainable_defaults_to_the_paper():
@@ -337,3 +338,26 @@ def test_the_model_card_says_which_prompt_document_sentences_take(tmp_path):
         prompts.write_text(json.dumps({"prompts": declared}))
         write_model_card(export, out, "2 CPU cores")
         assert expected in " ".join((export / "README.md").read_text().split())
+
+
+@pytest.mark.parametrize(("trained", "expected"), [
+    (2, "saw the 2 of the 3 Bible and WMT pairs below whose two pages are in e5's languages (`--e5-covered-pairs`"),
+    (3, "saw all 3 Bible and WMT pairs below, e5's languages or not."),
+    (None, "saw the Bible and WMT pairs below.")])
+def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained, expected):
+    """--e5-covered-pairs (the default since stop 38) trains on part of the pairs file: the card tells
+    it from the joint stage's logged pair count against the file's rows, and says nothing it cannot read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hmde.cli.recipe_e5_card import write_model_card
+
+    export, out = tmp_path / "hmde-e5", tmp_path / "run"
+    (export / "lower").mkdir(parents=True)
+    (out / "hmde-joint").mkdir(parents=True)
+    pq.write_table(pa.table({"src": ["a", "b", "c"]}), out / "pairs.parquet")
+    if trained is not None:
+        (out / "hmde-joint" / "train_log.jsonl").write_text(
+            json.dumps({"event": "start", "pairs": trained, "steps": 4, "pairs_per_step": 2, "time": 0.0}) + "\n")
+    write_model_card(export, out, "2 CPU cores")
+    assert expected in " ".join((export / "README.md").read_text().split())

