@@ -340,13 +340,16 @@ def test_the_model_card_says_which_prompt_document_sentences_take(tmp_path):
         assert expected in " ".join((export / "README.md").read_text().split())
 
 
-@pytest.mark.parametrize(("trained", "expected"), [
-    (2, "saw the 2 of the 3 Bible and WMT pairs below whose two pages are in e5's languages (`--e5-covered-pairs`"),
-    (3, "saw all 3 Bible and WMT pairs below, e5's languages or not."),
-    (None, "saw the Bible and WMT pairs below.")])
-def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained, expected):
+@pytest.mark.parametrize(("trained", "expected", "languages"), [
+    (2, "saw the 2 of the 3 Bible and WMT pairs below whose two pages are in e5's languages (`--e5-covered-pairs`",
+     "Languages of the pairs trained on (3): deu, eng, spa."),
+    (3, "saw all 3 Bible and WMT pairs below, e5's languages or not.",
+     "Languages of the pairs trained on (4): deu, eng, kab, spa."),
+    (None, "saw the Bible and WMT pairs below.", "pseudo-documents. Held out")])
+def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained, expected, languages):
     """--e5-covered-pairs (the default since stop 38) trains on part of the pairs file: the card tells
-    it from the joint stage's logged pair count against the file's rows, and says nothing it cannot read."""
+    it from the joint stage's logged pair count against the file's rows, names the languages of the
+    pairs trained on (Kabyle, outside e5's, only when every pair trained), and says nothing it cannot read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -355,9 +358,10 @@ def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained
     export, out = tmp_path / "hmde-e5", tmp_path / "run"
     (export / "lower").mkdir(parents=True)
     (out / "hmde-joint").mkdir(parents=True)
-    pq.write_table(pa.table({"src": ["a", "b", "c"]}), out / "pairs.parquet")
+    pq.write_table(pa.table({"lang_a": ["deu", "kab", "eng"], "lang_b": ["eng", "eng", "spa"]}), out / "pairs.parquet")
     if trained is not None:
         (out / "hmde-joint" / "train_log.jsonl").write_text(
             json.dumps({"event": "start", "pairs": trained, "steps": 4, "pairs_per_step": 2, "time": 0.0}) + "\n")
     write_model_card(export, out, "2 CPU cores")
-    assert expected in " ".join((export / "README.md").read_text().split())
+    card = " ".join((export / "README.md").read_text().split())
+    assert expected in card and languages in card

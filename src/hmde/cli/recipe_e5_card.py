@@ -152,6 +152,32 @@ def pairs_note(out: Path, trained: int | None) -> str:
             "(`--e5-covered-pairs`; the paper's Wikipedia pairs were all in LaBSE's)")
 
 
+def trained_languages(out: Path, trained: int | None) -> list[str] | None:
+    """The languages of the pairs document-level training saw (ISO 639-3, as the pairs file has them):
+    every pair's, or under ``--e5-covered-pairs`` (the joint stage logged fewer pairs than the file
+    holds) those of the pairs whose two pages e5 knows, read as ``hmde train --covered-pairs-only``
+    reads them; None when the run's files are missing."""
+    pairs = out / "pairs.parquet"
+    if trained is None or not pairs.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    from ..coverage import document_language
+
+    table = pq.read_table(pairs, columns=["lang_a", "lang_b"]).to_pylist()
+    if trained < len(table):
+        table = [p for p in table if all(document_language(lang, None) in XLM_R for lang in p.values())]
+    return sorted({lang for p in table for lang in p.values()})
+
+
+def data_note(out: Path, trained: int | None) -> str:
+    """The card's data line: what the pairs file holds, and the languages training saw of it."""
+    langs = trained_languages(out, trained)
+    seen = "" if langs is None else f" Languages of the pairs trained on ({len(langs)}): {', '.join(langs)}."
+    return ("Bible chapters of the 45 trained languages of ../shared/data/bible (the 42 New Testaments included; "
+            f"language pairs sampled with p^0.3) and WMT newstest pseudo-documents.{seen}")
+
+
 def logged_seconds(records: list[dict]) -> float:
     """The time a stage ran over all its sessions: each resumed process restarts the log's clock, so
     the clock's last value before each restart is summed (time after a session's last record is lost)."""
@@ -196,8 +222,7 @@ pretraining; document-level training saw {pairs_note(out, stage2.get('pairs'))}.
 - Control (the paper's Table 3 frozen row): stage 1 continued with e5 frozen, stage 2's pairs,
   steps, batch and learning rate, from stage 1's sentence vectors (`--frozen-vectors`):
   {control.get('steps')} steps, {control.get('minutes')} minutes.
-- Data: Bible chapters of the 45 trained languages of ../shared/data/bible (the 42 New
-  Testaments included; language pairs sampled with p^0.3) and WMT newstest pseudo-documents.
+- Data: {data_note(out, stage2.get('pairs'))}
   Held out of document-level training: {', '.join(HELD_OUT)} (Swahili, Gujarati, Estonian).
   No evaluation data is used for training.
 
