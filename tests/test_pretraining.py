@@ -494,6 +494,35 @@ def test_a_frozen_run_seeded_with_another_runs_vectors_embeds_nothing_and_trains
         other.train(seed_vectors=seed)
 
 
+@pytest.mark.parametrize("control_bf16", ["on", "off"])
+def test_a_bf16_stage_1s_vectors_seed_its_control_in_either_precision(labse_dir, pairs_file, tmp_path, control_bf16):
+    """hmde recipe e5's control failed at once on a CPU with AVX512-BF16 (and would on every GPU): stage 1
+    had embedded under bf16 autocast (the default there), the seed check embedded again in fp32 and
+    refused the gap (7.8e-4 on e5, over the old 1e-4). The same encoder's vectors are accepted whatever
+    the precision of either run; an encoder moved like a short fine-tuning is still refused."""
+    from hmde.pretraining.frozen_vectors import FILE, SEED_ATOL
+
+    source = _frozen_run(labse_dir, pairs_file, tmp_path / "stage1")
+    source.config.bf16 = "on"
+    source.train()
+    seed = tmp_path / "stage1" / "checkpoint" / FILE
+    control = _frozen_run(labse_dir, pairs_file, tmp_path / "control")
+    control.config.bf16 = control_bf16
+    fresh = control._embed_again(sorted(source.vector_cache)[:2])
+    gap = max(float((f - source.vector_cache[d]).abs().max()) for d, f in zip(sorted(source.vector_cache), fresh))
+    assert 1e-4 < gap < SEED_ATOL  # bf16 against fp32: over the old tolerance, under the new one
+    control.train(seed_vectors=seed)
+    assert (tmp_path / "control" / "checkpoint" / FILE).exists()
+
+    moved = _frozen_run(labse_dir, pairs_file, tmp_path / "moved")
+    moved.config.bf16 = control_bf16
+    with torch.no_grad():
+        for param in moved.model.lower.parameters():
+            param.mul_(1 + 0.05 * torch.randn_like(param))
+    with pytest.raises(HmdeError, match=r"the vectors of .* differ from this lower encoder's by"):
+        moved.train(seed_vectors=seed)
+
+
 def test_frozen_vectors_without_freeze_lower_is_refused_in_one_line(labse_dir, pairs_file, tmp_path, capsys):
     from hmde.cli.main import main
 

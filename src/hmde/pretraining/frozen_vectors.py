@@ -51,9 +51,19 @@ def load_frozen_vectors(folder: Path, units_of, device: torch.device, path: Path
     return kept
 
 
-def check_seed_vectors(path: Path, cache: dict[str, torch.Tensor], embed, sample: int = 2, atol: float = 1e-4) -> None:
+# bf16 autocast (hmde train's default where the device has it: GPUs, CPUs with AVX512-BF16) moves e5's
+# sentence-vector components by up to 7.6e-4 between two batchings of the same sentences, and fp32 vectors
+# differ from bf16 ones by as much (7.8e-4); another encoder moves them by far more, even e5 after hmde-e5's
+# joint stage (60 steps at lr 1e-5: 0.04-0.06). Measured on hmde recipe e5's stage-1 vectors.
+SEED_ATOL = 5e-3
+
+
+def check_seed_vectors(path: Path, cache: dict[str, torch.Tensor], embed, sample: int = 2,
+                       atol: float = SEED_ATOL) -> None:
     """Another run's vectors are only this run's if its lower encoder is this one: ``embed(doc_ids)``
-    embeds ``sample`` of them again and they must agree to ``atol`` (batching moves the last bits)."""
+    embeds ``sample`` of them again and they must agree to ``atol``: batching and bf16 move the last
+    bits (a seed made in bf16 and a run in fp32, or the reverse, use the same encoder), another
+    encoder moves far more. The tolerance was 1e-4, which refused every bf16 stage 1's own vectors."""
     ids = sorted(cache)[:sample]
     for doc_id, fresh in zip(ids, embed(ids)):
         gap = float((fresh.float().cpu() - cache[doc_id].float().cpu()).abs().max())

@@ -267,9 +267,13 @@ class HmdeTrainer:
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total)
         step = 0
         seeded = {}
+        use_bf16 = resolve_bf16(cfg.bf16, model.device)
         if seed_vectors is not None and cfg.freeze_lower:
             seeded = load_frozen_vectors(ckpt, self.units, model.device, path=seed_vectors)
-            check_seed_vectors(Path(seed_vectors), seeded, self._embed_again)
+            # embedded again in the precision the run embeds in (the seed run's too, when it ran here): under bf16
+            # autocast the vectors are bf16's, which fp32 ones miss by ~1e-3, over the check's tolerance
+            with autocast_context(model.device.type, torch.bfloat16 if use_bf16 else None):
+                check_seed_vectors(Path(seed_vectors), seeded, self._embed_again)
             self.vector_cache = dict(seeded)
         if resume:
             if cfg.freeze_lower:  # before the checkpoint restores the RNG states; loading draws nothing
@@ -285,7 +289,6 @@ class HmdeTrainer:
                               f"schedule changes at step {step}, so the result will not equal a straight {total}-step "
                               "run (to split one run in parts, give the same length and --stop-at-step)", file=sys.stderr)
         log = JsonlLog(self.output / LOG_FILE) if main else None
-        use_bf16 = resolve_bf16(cfg.bf16, model.device)
         if not resume and main:
             self.output.mkdir(parents=True, exist_ok=True)
             (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
