@@ -361,7 +361,10 @@ def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained
     pq.write_table(pa.table({"lang_a": ["deu", "kab", "eng"], "lang_b": ["eng", "eng", "spa"]}), out / "pairs.parquet")
     if trained is not None:
         (out / "hmde-joint" / "train_log.jsonl").write_text(
-            json.dumps({"event": "start", "pairs": trained, "steps": 4, "pairs_per_step": 2, "time": 0.0}) + "\n")
+            json.dumps({"event": "start", "pairs": trained, "steps": 4, "pairs_per_step": 2, "bf16": True, "time": 0.0})
+            + "\n")
     write_model_card(export, out, "2 CPU cores")
     card = " ".join((export / "README.md").read_text().split())
     assert expected in card and languages in card
+    # the precision each stage trained in, from its log (this run's CPU had AVX512-BF16; earlier ones did not)
+    assert ("(logged), bf16 autocast." in card) == (trained is not None)

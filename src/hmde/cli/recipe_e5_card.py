@@ -134,7 +134,8 @@ def training_summary(run: Path) -> dict:
     start = next((r for r in records if r.get("event") == "start"), {})
     last = max((r for r in records if "step" in r and "loss" in r), key=lambda r: r["step"], default={})
     return {"steps": last.get("step"), "planned": start.get("steps"), "pairs_per_step": start.get("pairs_per_step"),
-            "pairs": start.get("pairs"), "minutes": round(logged_seconds(records) / 60, 1)}
+            "pairs": start.get("pairs"), "minutes": round(logged_seconds(records) / 60, 1),
+            "precision": {True: "bf16 autocast", False: "fp32"}.get(start.get("bf16"), "precision not logged")}
 
 
 def pairs_note(out: Path, trained: int | None) -> str:
@@ -214,14 +215,14 @@ pretraining; document-level training saw {pairs_note(out, stage2.get('pairs'))}.
 {prompt_note}
 
 - Stage 1: the paper's upper encoder (2 layers, 8 heads, FFN 2048, 32 sentences) on frozen e5:
-  {stage1.get('steps')} steps of {stage1.get('pairs_per_step')} pairs, {stage1.get('minutes')} minutes.
+  {stage1.get('steps')} steps of {stage1.get('pairs_per_step')} pairs, {stage1.get('minutes')} minutes, {stage1.get('precision')}.
 - Stage 2 (joint): lr {cfg.get('lr')}, linear schedule, warm-up {cfg.get('warmup')}, batch {cfg.get('batch_size')} x
   accumulation {cfg.get('grad_accum')}, 32 sentences of up to 128 tokens, e5 weights updated:
   {cfg.get('lower_trainable', 'all')}; {stage2.get('steps')} steps of {stage2.get('planned')} planned,
-  {stage2.get('minutes')} minutes (logged).
+  {stage2.get('minutes')} minutes (logged), {stage2.get('precision')}.
 - Control (the paper's Table 3 frozen row): stage 1 continued with e5 frozen, stage 2's pairs,
   steps, batch and learning rate, from stage 1's sentence vectors (`--frozen-vectors`):
-  {control.get('steps')} steps, {control.get('minutes')} minutes.
+  {control.get('steps')} steps, {control.get('minutes')} minutes, {control.get('precision')}.
 - Data: {data_note(out, stage2.get('pairs'))}
   Held out of document-level training: {', '.join(HELD_OUT)} (Swahili, Gujarati, Estonian).
   No evaluation data is used for training.
