@@ -58,8 +58,12 @@ def test_index_build_and_search_on_onnx(hmde_dir, exported, files, tmp_path, cap
     for name in ("t", "o"):  # search defaults to the index's backend and model
         assert main(["search", str(tmp_path / name), "a cat on a mat", "economic growth", "--json", "--top-k", "6"]) == 0
         hits[name] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(h["query"], h["doc_id"], h["best_sentence"]) for h in hits["o"]] == \
-        [(h["query"], h["doc_id"], h["best_sentence"]) for h in hits["t"]]
+    assert [(h["query"], h["doc_id"]) for h in hits["o"]] == [(h["query"], h["doc_id"]) for h in hits["t"]]
+    # a document's best sentence on random weights can be a near tie between two of its sentences, which float
+    # summation order decides (stop 39's full run: 'economic growth' -> d1 once picked its other sentence, one
+    # time in three runs); every other hit must name the same sentence
+    same = sum(o["best_sentence"] == t["best_sentence"] for o, t in zip(hits["o"], hits["t"]))
+    assert same >= len(hits["t"]) - 1, (same, len(hits["t"]))
     np.testing.assert_allclose([h["score"] for h in hits["o"]], [h["score"] for h in hits["t"]], atol=1e-4)
     # --add keeps the index's backend; another one is refused before anything is encoded
     more = tmp_path / "more.jsonl"
