@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -375,6 +376,23 @@ def test_units_cache_follows_the_segmentation_settings(labse_dir, pairs_file, tm
     assert prepare_units(pairs_file, docs, model, 32, show_progress=False).path not in (first.path, cropped.path)
     for doc_id, (text, lang) in docs.items():  # the step's own tokenisation, exactly
         assert first.ids[doc_id] == model.lower.token_ids(first.units[doc_id])
+
+
+def test_a_units_cache_that_cannot_be_locked_is_one_line_naming_the_lock(labse_dir, pairs_file, tmp_path):
+    """filelock opens its file with O_NOFOLLOW: a lock path that is a symlink (a run folder of links to
+    another run's files, as stop 40 made) raised ELOOP as a traceback."""
+    from hmde.errors import HmdeError
+    from hmde.pretraining.prepared import prepare_units
+
+    pairs, docs, _ = read_pairs(pairs_file)
+    model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir))
+    first = prepare_units(pairs_file, docs, model, 32, show_progress=False)
+    lock = Path(str(first.path) + ".lock")
+    lock.unlink()
+    lock.symlink_to(tmp_path / "elsewhere.lock")
+    with pytest.raises(HmdeError, match=r"^cannot lock the units cache .*units-.*\.parquet\.lock: .*--no-units-cache$"):
+        prepare_units(pairs_file, docs, model, 32, show_progress=False)
+    assert first.path.exists()  # the cache built before is kept
 
 
 def test_sparse_embedding_gradients_train_as_dense_ones(labse_dir, pairs_file, tmp_path, monkeypatch):
