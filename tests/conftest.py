@@ -101,3 +101,16 @@ def e5_folder(tmp_path_factory) -> Path:
             os.environ.pop("HMDE_CACHE", None)
         else:
             os.environ["HMDE_CACHE"] = old
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """Code that sets torch's thread count in the test process (a Ray actor built in-process,
+    ``RayEncoder(spec, "cpu", 1)``) would leave every later test on one thread: slower, and rounded
+    differently from the same test run alone (stop 40 found a test that passed or failed on it)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
