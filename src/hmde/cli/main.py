@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # write faults a user fixes (permissions, a full or read-only disk): one line naming the file, exit 2
-USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT}
+# ELOOP: a path that is a symlink where hmde will not follow one (filelock opens its lock files
+# with O_NOFOLLOW) or a symlink loop
+USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ELOOP}
 
 
 class Terminated(KeyboardInterrupt):

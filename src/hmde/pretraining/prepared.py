@@ -19,7 +19,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
-from ..errors import HmdeError, InputError
+from ..errors import InputError
 
 FORMAT = "hmde-units/1"
 
@@ -75,13 +75,7 @@ def prepare_units(pairs_path: str | Path, docs: dict, model, limit: int, prespli
     docs_file = pairs_path.with_name(pairs_path.name[: -len(".parquet")] + ".docs.parquet")
     path = cache_path(pairs_path, cache_key(docs_file, model.lower.tokenizer, model.config, limit, presplit,
                                              model.lower.document_prompt))
-    lock = FileLock(str(path) + ".lock")
-    try:
-        lock.acquire()
-    except OSError as e:  # a read-only folder, a lock path that is a symlink (filelock will not follow one)
-        raise HmdeError(f"cannot lock the units cache {lock.lock_file}: {e.strerror}; put the pairs file in a "
-                        "folder hmde may write, or train with --no-units-cache") from None
-    try:
+    with FileLock(str(path) + ".lock"):
         if path.exists():
             prepared = read_units(path)
             missing = [d for d in docs if d not in prepared.units]
@@ -91,8 +85,6 @@ def prepare_units(pairs_path: str | Path, docs: dict, model, limit: int, prespli
         write_units(path, prepared)
         prepared.path, prepared.built = path, True
         return prepared
-    finally:
-        lock.release()
 
 
 def build_units(docs: dict, model, limit: int, show_progress: bool = True) -> PreparedUnits:
