@@ -245,6 +245,10 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
         (data / "bible" / f"{lang}.jsonl.gz").write_bytes(b"")
     for lang in ("eng", "deu"):
         (data / "eval" / "pud" / f"{lang}.jsonl.gz").write_bytes(b"")
+    (data / "eval" / "tatoeba").mkdir()
+    for lang in ("deu", "kab", "jpn"):  # Kabyle is not in e5's languages
+        for side in (lang, "eng"):
+            (data / "eval" / "tatoeba" / f"tatoeba.{lang}-eng.{side}").write_text("x\n")
     (run / "hmde-frozen").mkdir(parents=True)
     (run / "hmde-frozen" / "config.json").write_text("{}")
     steps = []
@@ -257,7 +261,8 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert names.index("eval sq-bible-eng-est mean") < xsr < heldout < names.index("eval masakhanews-frozen mean")
     assert names.index("eval xldc finetune mean") < names.index("eval pud first")  # then the other baselines
     assert names[names.index("eval pud first"):][:3] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
-    assert "--langs" in dict(steps)["eval xsr e5"]
+    xsr_argv = dict(steps)["eval xsr e5"]  # every Tatoeba language that e5 covers, not a sample
+    assert xsr_argv[xsr_argv.index("--langs") + 1] == "deu,jpn"
     assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
     # hmde-use and USE-m's mean on this recipe's WMT stretches (hmde recipe use cut its own elsewhere), after
     # the first tier's sentence queries, and on no other task
@@ -312,6 +317,21 @@ def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_
     table, decision = default_decision(results)
     assert ("| WMT eng -> deu, sentence queries, MAP (this recipe's documents) | 0.405 | 0.400 | – | -0.005 |"
             in table) and decision.endswith("all 3 tasks measured")
+
+
+def test_the_tatoeba_check_compares_e5_and_hmde_e5_on_the_languages_both_measured(tmp_path):
+    from hmde.cli.recipe_e5_card import tatoeba_note
+
+    def write(name, scores):
+        langs = {lang: {"mean": v} for lang, v in scores.items()}
+        (tmp_path / f"xsr.{name}.json").write_text(json.dumps({"metrics": {"languages": langs, "average": 0.0}}))
+
+    assert tatoeba_note(tmp_path) == ""
+    write("e5", {"deu": 0.90, "swh": 0.50, "amh": 0.40})
+    write("hmde-e5", {"deu": 0.95, "swh": 0.44})  # amh not measured for hmde-e5: left out of both means
+    assert tatoeba_note(tmp_path) == (
+        "\nTatoeba P@1 (both directions), the 2 dev-set languages e5 covers: multilingual-e5-small 0.700, "
+        "hmde-e5's lower encoder 0.695; 1 of them fell, most swh (0.500 -> 0.440).\n")
 
 
 def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..coverage import XLM_R
-from .recipe_e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS, XSR_LANGS
+from .recipe_e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS
 
 
 def _metrics(path: Path) -> dict | None:
@@ -42,16 +42,31 @@ def results_table(results: Path) -> str:
         best = max(v for v in values.values() if v is not None)
         cells = [f"**{_fmt(v)}**" if v is not None and v == best else _fmt(v) for v in values.values()]
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
-    xsr = {name: _average(results / f"xsr.{name}.json") for name in ("e5", "hmde-e5")}
-    text = "\n".join(lines) + "\n"
-    if any(v is not None for v in xsr.values()):
-        text += (f"\nTatoeba P@1, {len(XSR_LANGS.split(','))} languages: multilingual-e5-small {_fmt(xsr['e5'])}, "
-                 f"hmde-e5's lower encoder {_fmt(xsr['hmde-e5'])}.\n")
+    text = "\n".join(lines) + "\n" + tatoeba_note(results)
     finetune = {row: _average(results / f"masakhanews-finetune.{row}.json") for row in ("hmde-e5", "mean")}
     if any(v is not None for v in finetune.values()):
         text += (f"\nMasakhaNEWS eng -> fra, fine-tuned: hmde-e5 {_fmt(finetune['hmde-e5'])}, "
                  f"`mean` {_fmt(finetune['mean'])}.\n")
     return text
+
+
+def tatoeba_note(results: Path) -> str:
+    """The sentence-quality check of the joint stage: Tatoeba P@1 of e5 and of hmde-e5's lower encoder
+    over the languages both were measured on, and the language that lost most."""
+    xsr = {name: _metrics(results / f"xsr.{name}.json") for name in ("e5", "hmde-e5")}
+    if all(v is None for v in xsr.values()):
+        return ""
+    if any(v is None for v in xsr.values()):
+        name, found = next((k, v) for k, v in xsr.items() if v is not None)
+        return f"\nTatoeba P@1, {len(found['languages'])} languages: {name} {found['average']:.3f}.\n"
+    before, after = (xsr[name]["languages"] for name in ("e5", "hmde-e5"))
+    langs = sorted(set(before) & set(after))
+    drop = {lang: after[lang]["mean"] - before[lang]["mean"] for lang in langs}
+    worst = min(langs, key=drop.get)
+    mean = (lambda side: sum(side[lang]["mean"] for lang in langs) / len(langs))
+    return (f"\nTatoeba P@1 (both directions), the {len(langs)} dev-set languages e5 covers: multilingual-e5-small "
+            f"{mean(before):.3f}, hmde-e5's lower encoder {mean(after):.3f}; {sum(d < 0 for d in drop.values())} of them "
+            f"fell, most {worst} ({before[worst]['mean']:.3f} -> {after[worst]['mean']:.3f}).\n")
 
 
 # hmde-use on the same dev tasks, USE-m's languages (README's results table; `hmde recipe use`)
