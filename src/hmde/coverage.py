@@ -5,8 +5,9 @@ them its vectors are near random (held-out news alignment about 0.5 P@1; Greek, 
 Amharic near 0.1) and nothing said so. hmde now says it once per run, naming the model that
 covers the language.
 
-A document's language is its ``lang`` field (ISO 639-1, 639-3 or a BCP-47 tag), or, where it
-has none, its script when the script names the language cheaply and surely (Greek, Hebrew,
+A document's language is its ``lang`` field (ISO 639-1, 639-3 or a BCP-47 tag, read by
+``langcodes``: an individual language of a macrolanguage counts as the macrolanguage, so FLORES'
+``npi_Deva`` is Nepali and ``lvs`` Latvian), or, where it has none, its script when the script names the language cheaply and surely (Greek, Hebrew,
 Ethiopic, the Indic scripts, Georgian, Armenian, Khmer, Lao, Myanmar, Sinhala). Latin,
 Cyrillic and Arabic texts without a ``lang`` are not guessed: no warning rather than a wrong one.
 """
@@ -15,16 +16,41 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from functools import lru_cache
 from typing import Sequence
 
-from .e5.folder import NAME as E5_NAME
-from .segmentation import splitter_language
+import langcodes
 
-USE_M = frozenset("ar de en es fr it ja ko nl pl pt ru th tr zh".split())  # zh-cn and zh-tw fold into zh
-# XLM-R's CC-100 languages (multilingual-e5-small's vocabulary and pretraining)
-XLM_R = frozenset("""af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he
+from .e5.folder import NAME as E5_NAME
+
+
+@lru_cache(maxsize=4096)
+def language_code(lang: str) -> str:
+    """The language of a code or tag, as langcodes standardises it (ISO 639-1 where there is one;
+    639-3 and BCP-47 tags, deprecated codes such as ``iw``, and individual languages folded into their
+    macrolanguage: ``cmn`` -> zh, ``npi_Deva`` -> ne, ``zh-TW`` -> zh). A tag langcodes cannot read is
+    kept as given, lower-cased, without its subtags.
+
+    Why langcodes and not sentence splitting's table (:data:`hmde.segmentation.ISO3_TO_ISO1`): that
+    table names the rules of a splitter and lacks most 639-3 codes (jav, tgl, fry, yid, lvs, ekk...), so
+    documents in languages e5 knows were said to be outside it."""
+    text = lang.strip().replace("_", "-")
+    try:
+        text = langcodes.standardize_tag(text, macro=True)
+    except (langcodes.tag_parser.LanguageTagError, ValueError):
+        pass
+    return text.split("-")[0].lower()
+
+
+def _languages(codes: str) -> frozenset:
+    return frozenset(language_code(code) for code in codes.split())
+
+
+USE_M = _languages("ar de en es fr it ja ko nl pl pt ru th tr zh")  # zh-cn and zh-tw fold into zh
+# XLM-R's CC-100 languages (multilingual-e5-small's vocabulary and pretraining; langcodes names Tagalog fil)
+XLM_R = _languages("""af am ar as az be bg bn br bs ca cs cy da de el en eo es et eu fa fi fr fy ga gd gl gu ha he
 hi hr hu hy id is it ja jv ka kk km kn ko ku ky la lo lt lv mg mk ml mn mr ms my ne nl no nb om or pa pl ps pt ro
-ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk ur uz vi xh yi zh""".split())
+ru sa sd si sk sl so sq sr su sv sw ta te th tl tr ug uk ur uz vi xh yi zh""")
 
 # scripts that name one language (or, for Devanagari, the most common one) at no cost
 _SCRIPTS = ((0x0370, 0x03FF, "el"), (0x0590, 0x05FF, "he"), (0x1200, 0x139F, "am"), (0x0900, 0x097F, "hi"),
@@ -81,7 +107,7 @@ def _e5_body(config) -> bool:
 
 def document_language(lang: str | None, text) -> str | None:
     if lang:
-        return splitter_language(lang)
+        return language_code(lang)
     if isinstance(text, str):
         return script_language(text)
     if isinstance(text, (list, tuple)) and text and isinstance(text[0], str):

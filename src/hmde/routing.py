@@ -21,8 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from .coverage import USE_M
-from .segmentation import splitter_language
+from .coverage import USE_M, language_code
 
 AUTO = "hmde-auto"
 USE_MODEL, E5_MODEL = "hmde-use", "hmde-e5"
@@ -32,7 +31,7 @@ def _languages(languages: Iterable[str | None] | Counter | None) -> set[str]:
     if languages is None:
         return set()
     names = [lang for lang, n in languages.items() if n] if isinstance(languages, Counter) else list(languages)
-    return {splitter_language(lang) for lang in names if lang}
+    return {language_code(lang) for lang in names if lang}
 
 
 def model_for(languages: Iterable[str | None] | Counter | None) -> tuple[str, str]:
