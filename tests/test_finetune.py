@@ -45,6 +45,35 @@ def test_finetuning_learns_a_separable_toy_set(labse_dir, method):
     assert result["method"] == method and result["best_epoch"] == 6  # still improving: the last epoch is best
 
 
+@pytest.mark.parametrize("cls_shortcut", [True, False])
+def test_the_head_reads_baseline_vectors_before_the_final_normalize(labse_dir, cls_shortcut):
+    """The paper's baselines fed LaBSE's pooled output to the softmax head; hub folders end in
+    ``Normalize``, and on unit vectors the head could barely learn at the paper's learning rate (e5
+    ``mean``: English dev loss 1.61 after an epoch against hmde-e5's 0.41). ``mean`` fine-tunes on the
+    mean of the unnormalised sentence vectors (the folder run without its last module, by hand, on
+    both of hmde's paths: the CLS shortcut and the full forward pass); ``encode`` stays unit length."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(labse_dir), device="cpu").eval()
+    lower = SentenceEncoder.load(str(labse_dir))
+    lower.cls_last_layer = cls_shortcut
+    vec = DocumentVectorizer(lower, "mean")
+    docs = ["The cat sleeps on the mat. Prices rose in March.", "A dog runs in the park."]
+    units = vec.document_method.tensor_units(docs, ["en", "en"], None)
+    with torch.no_grad():
+        got = vec.document_tensor(docs, ["en", "en"])
+        expected = []
+        for sentences in units:
+            features = st.tokenize(sentences)
+            for module in list(st)[:-1]:  # Transformer, Pooling (CLS), Dense (tanh); not Normalize
+                features = module(features)
+            expected.append(features["sentence_embedding"].mean(0))
+    torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-5)
+    assert [len(u) for u in units] == [2, 1] and not torch.allclose(got[1].norm(), torch.tensor(1.0), atol=1e-2)
+    np.testing.assert_allclose(np.linalg.norm(lower.encode(["A dog runs in the park."]), axis=1), 1.0, atol=1e-5)
+
+
 def test_early_stopping_stops_and_keeps_the_best_epoch(labse_dir):
     """Dev labels are the training labels swapped: once the fit improves, the dev loss only rises,
     so training stops `patience` epochs after the best one, long before max_epochs, and the

@@ -94,3 +94,7 @@ def test_the_longformer_baseline_finetunes(longformer_dir):
     assert result["method"] == "longformer" and result["epochs_run"] == 2
     after = vec.longformer.model.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
+    with torch.no_grad():  # its head reads the vector before the folder's Normalize, as the other baselines'
+        raw, unit = vec.document_tensor(docs.texts[:2]), vec.longformer.forward(docs.texts[:2])
+    torch.testing.assert_close(torch.nn.functional.normalize(raw, dim=-1), unit)
+    assert (raw.norm(dim=-1) - 1).abs().min() > 1e-2

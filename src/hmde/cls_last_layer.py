@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .unnormalized import without_final_normalize
+
 
 def _is_cls_pooling(module: nn.Module) -> bool:
     mode = getattr(module, "pooling_mode", None)  # sentence-transformers >= 6
@@ -49,8 +51,10 @@ def supports_cls_last_layer(st_model: nn.Module, tokenizer) -> bool:
             and getattr(tokenizer, "padding_side", "right") == "right")
 
 
-def forward_cls_last_layer(st_model: nn.Sequential, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``st_model(features)`` with the last encoder layer run for the first token only."""
+def forward_cls_last_layer(st_model: nn.Sequential, features: dict[str, torch.Tensor],
+                           normalized: bool = True) -> dict[str, torch.Tensor]:
+    """``st_model(features)`` with the last encoder layer run for the first token only
+    (``normalized=False``: without a final ``Normalize`` module)."""
     modules = list(st_model.children())
     auto = modules[0].auto_model
     layers = auto.encoder.layer
@@ -75,6 +79,6 @@ def forward_cls_last_layer(st_model: nn.Sequential, features: dict[str, torch.Te
     attended = last.attention.output(context.transpose(1, 2).reshape(batch, 1, width), first)
     cls = last.output(last.intermediate(attended), attended)
     out = dict(features, token_embeddings=cls, cls_token_embeddings=cls[:, 0])
-    for module in modules[1:]:
+    for module in modules[1:] if normalized else without_final_normalize(modules)[1:]:
         out = module(out)
     return out

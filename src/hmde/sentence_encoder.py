@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .cls_last_layer import forward_cls_last_layer, supports_cls_last_layer
+from .unnormalized import without_final_normalize
 from .eval_mode import eval_mode
 from .precision import POLICY_VARIABLE, autocast_context, low_precision_forced, low_precision_is_faster
 from .errors import ModelLoadError, unreachable_model_message
@@ -259,14 +260,19 @@ class SentenceEncoder(nn.Module):
         self.max_tokens = max_tokens
         self.cls_last_layer = supports_cls_last_layer(model, model.tokenizer)  # see hmde.cls_last_layer
 
-    def forward_features(self, features: dict[str, torch.Tensor], model=None) -> torch.Tensor:
+    def forward_features(self, features: dict[str, torch.Tensor], model=None, normalized: bool = True) -> torch.Tensor:
         """Sentence vectors of padded features; CLS-pooled BERT encoders skip most of their last
         layer (:mod:`hmde.cls_last_layer`) unless training (dropout) or told not to.
-        ``model``: another copy of the modules to run (the low-precision one)."""
+        ``model``: another copy of the modules to run (the low-precision one). ``normalized=False``
+        stops before a final ``Normalize`` module (:func:`without_final_normalize`)."""
         model = model if model is not None else self.model
         if self.cls_last_layer and not model.training:
-            return forward_cls_last_layer(model, features)["sentence_embedding"]
-        return model(features)["sentence_embedding"]
+            return forward_cls_last_layer(model, features, normalized)["sentence_embedding"]
+        if normalized:
+            return model(features)["sentence_embedding"]
+        for module in without_final_normalize(list(model)):
+            features = module(features)
+        return features["sentence_embedding"]
 
     def low_precision_pays(self, dtype: torch.dtype) -> bool:
         """Whether a ``dtype`` copy of the weights is faster than float32 here; if not, inference
@@ -391,6 +397,7 @@ class SentenceEncoder(nn.Module):
         batch_size: int | None = None,
         show_progress_bar: bool = False,
         autocast_dtype: torch.dtype | None = None,
+        normalized: bool = True,
     ) -> torch.Tensor:
         """Embed tokenized inputs; returns a (len(ids), dim) float32 tensor in input order.
 
@@ -398,17 +405,19 @@ class SentenceEncoder(nn.Module):
         a token budget of ``batch_size * max_tokens`` padded tokens, so batches of short
         sentences hold more sentences and padding stays minimal (None: the device's
         :meth:`default_batch_size`). Gradients flow unless the caller runs under
-        ``torch.inference_mode``.
+        ``torch.inference_mode``. ``normalized=False``: the vectors before a final ``Normalize``
+        module (what fine-tuning's softmax head reads, :mod:`hmde.evaluation.classification`).
         """
         if len(ids) == 0:
             return torch.zeros(0, self.dim, device=self.device)
 
         def embed(batch_ids):
             plan = plan_batches(batch_ids, (batch_size or self.default_batch_size()) * self.max_tokens, self.padding())
-            return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype)
+            return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype,
+                                   normalized=normalized)
 
         cache = self.__dict__.get("_vector_cache")
-        if cache is not None and not torch.is_grad_enabled() and not self.model.training:
+        if cache is not None and normalized and not torch.is_grad_enabled() and not self.model.training:
             return cache.embed_ids(self, ids, embed, autocast_dtype)
         return embed(ids)
 
@@ -418,7 +427,7 @@ class SentenceEncoder(nn.Module):
         object.__setattr__(self, "_vector_cache", cache)
 
     def embed_plan(self, plan: "BatchPlan", show_progress_bar: bool = False,
-                   autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+                   autocast_dtype: torch.dtype | None = None, normalized: bool = True) -> torch.Tensor:
         """Run a :func:`plan_batches` plan (made here or in a DataLoader worker); input order restored."""
         if not plan.batches:
             return torch.zeros(0, self.dim, device=self.device)
@@ -433,7 +442,7 @@ class SentenceEncoder(nn.Module):
         with autocast_context(self.device.type, autocast_dtype):
             for features in tqdm(plan.batches, desc="sentences", unit="batch", disable=not show_progress_bar):
                 features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
-                outputs.append(self.forward_features(features, model).float())
+                outputs.append(self.forward_features(features, model, normalized).float())
         embedded = torch.cat(outputs)
         return embedded[plan.gather.to(embedded.device)]
 

@@ -96,10 +96,12 @@ class DocumentMethod:
         return list(self.lower.parameters())
 
     def document_tensor(self, docs: Sequence, langs: list[str | None], max_units: int | None) -> torch.Tensor:
-        """Document vectors with gradients: the lower encoder on the method's units, averaged."""
+        """Document vectors with gradients (fine-tuning's softmax head reads them): the lower encoder on
+        the method's units, before its final ``Normalize`` (as the paper's LaBSE pooled output;
+        :mod:`hmde.unnormalized`), averaged."""
         units = self.tensor_units(docs, langs, max_units)
         flat = [u for doc in units for u in doc]
-        vectors = self.lower.embed(flat, batch_size=self.options.sentence_batch_size) if flat else None
+        vectors = self.lower.embed(flat, batch_size=self.options.sentence_batch_size, normalized=False) if flat else None
         out, start = [], 0
         for doc in units:
             if doc:

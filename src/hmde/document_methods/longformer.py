@@ -30,4 +30,4 @@ class LongformerMethod(DocumentMethod):
         return list(self.longformer.model.parameters())
 
     def document_tensor(self, docs, langs, max_units):
-        return self.longformer.forward(list(docs))
+        return self.longformer.forward(list(docs), normalized=False)  # as the other methods' (base.document_tensor)

@@ -26,8 +26,11 @@ class LongformerEncoder:
     def tokenizer(self):
         return self.model.tokenizer
 
-    def forward(self, texts: Sequence) -> torch.Tensor:
-        """Document vectors of one batch, with gradients (fine-tuning); texts or sentence lists."""
+    def forward(self, texts: Sequence, normalized: bool = True) -> torch.Tensor:
+        """Document vectors of one batch, with gradients (fine-tuning); texts or sentence lists.
+        ``normalized=False``: before the folder's final ``Normalize`` (:mod:`hmde.unnormalized`)."""
+        from ..unnormalized import without_final_normalize
+
         auto = self.model[0].auto_model
         device = next(auto.parameters()).device
         flat = [t if isinstance(t, str) else " ".join(t) for t in texts]
@@ -37,7 +40,7 @@ class LongformerEncoder:
         glob[:, 0] = 1
         hidden = auto(**enc, global_attention_mask=glob).last_hidden_state
         features = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "token_embeddings": hidden}
-        for module in list(self.model)[1:]:
+        for module in (list(self.model) if normalized else without_final_normalize(list(self.model)))[1:]:
             features = module(features)
         return features["sentence_embedding"].float()
 
