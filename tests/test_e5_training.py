@@ -331,7 +331,9 @@ def test_the_tatoeba_check_compares_e5_and_hmde_e5_on_the_languages_both_measure
     write("hmde-e5", {"deu": 0.95, "swh": 0.44})  # amh not measured for hmde-e5: left out of both means
     assert tatoeba_note(tmp_path) == (
         "\nTatoeba P@1 (both directions), the 2 dev-set languages e5 covers: multilingual-e5-small 0.700, "
-        "hmde-e5's lower encoder 0.695; 1 of them fell, most swh (0.500 -> 0.440).\n")
+        "hmde-e5's lower encoder 0.695; 1 of them fell, most swh 0.500 -> 0.440.\n")
+    write("hmde-e5", {"deu": 0.95, "swh": 0.51})
+    assert tatoeba_note(tmp_path).endswith("; none fell (the smallest change: swh 0.500 -> 0.510).\n")
 
 
 def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():

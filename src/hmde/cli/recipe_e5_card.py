@@ -63,10 +63,12 @@ def tatoeba_note(results: Path) -> str:
     langs = sorted(set(before) & set(after))
     drop = {lang: after[lang]["mean"] - before[lang]["mean"] for lang in langs}
     worst = min(langs, key=drop.get)
+    fell = sum(d < 0 for d in drop.values())
     mean = (lambda side: sum(side[lang]["mean"] for lang in langs) / len(langs))
+    change = f"{worst} {before[worst]['mean']:.3f} -> {after[worst]['mean']:.3f}"
     return (f"\nTatoeba P@1 (both directions), the {len(langs)} dev-set languages e5 covers: multilingual-e5-small "
-            f"{mean(before):.3f}, hmde-e5's lower encoder {mean(after):.3f}; {sum(d < 0 for d in drop.values())} of them "
-            f"fell, most {worst} ({before[worst]['mean']:.3f} -> {after[worst]['mean']:.3f}).\n")
+            f"{mean(before):.3f}, hmde-e5's lower encoder {mean(after):.3f}; "
+            + (f"{fell} of them fell, most {change}" if fell else f"none fell (the smallest change: {change})") + ".\n")
 
 
 # hmde-use on the same dev tasks, USE-m's languages (README's results table; `hmde recipe use`)
