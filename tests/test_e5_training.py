@@ -263,7 +263,9 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     assert names[names.index("eval pud first"):][:3] == ["eval pud first", "eval pud seg", "eval pud lawdr"]
     xsr_argv = dict(steps)["eval xsr e5"]  # every Tatoeba language that e5 covers, not a sample
     assert xsr_argv[xsr_argv.index("--langs") + 1] == "deu,jpn"
-    assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet
+    assert not any("hmde-e5" in n or "hmde-control" in n for n in names)  # not trained yet (hmde-e5-mean neither)
+    # e5 as the joint stage left it, under mean: hmde-e5's folder, its lower encoder's sentences averaged
+    assert recipe_e5_eval.row_model(run, "hmde-e5-mean") == (str(run / "hmde-e5"), "mean")
     # hmde-use and USE-m's mean on this recipe's WMT stretches (hmde recipe use cut its own elsewhere), after
     # the first tier's sentence queries, and on no other task
     reference = [n for n in names if n.endswith(("hmde-use", "use-m-mean"))]

@@ -69,8 +69,8 @@ def add_arguments(p) -> None:
     g.add_argument("--e5-eval-only", action="store_true",
                    help="e5: train nothing; evaluate the rows whose models exist (beside a training process)")
     g.add_argument("--e5-eval-rows", type=eval_rows, default=None, metavar="ROW,...",
-                   help="e5: evaluate only these rows (of hmde-frozen, hmde-control, hmde-e5, mean, first, seg, lawdr), "
-                   "e.g. one process for hmde-e5 and one for the rows on frozen e5, side by side")
+                   help=f"e5: evaluate only these rows (of {', '.join(ROWS)}), e.g. one process for hmde-e5 and "
+                   "one for the rows on frozen e5, side by side")
 
 
 def eval_rows(text: str) -> tuple[str, ...]:
