@@ -248,6 +248,8 @@ pretraining; document-level training saw {pairs_note(out, stage2.get('pairs'))}.
 {results_table(out / 'results')}
 `hmde-frozen`: stage 1 only. `hmde-control`: stage 1 continued with e5 frozen for stage 2's
 pairs, steps and learning rate, the paper's Table 3 comparison (frozen vs updated) on equal terms.
+`hmde-e5-mean`: this model with `--method mean`, the sentence vectors of its lower encoder (e5 as
+the joint stage left it) averaged; `mean`, `first`, `seg`, `lawdr`: e5 as published.
 
 ## Against hmde-use, in USE-m's languages (the default model's rule)
 {use_table}
