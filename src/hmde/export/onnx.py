@@ -112,7 +112,9 @@ class OnnxSentenceEncoder(SentenceEncoder):
     def default_batch_size(self) -> int:
         return max(1, self.max_batch_tokens // self.max_tokens)
 
-    def forward_features(self, features: dict[str, torch.Tensor], model=None) -> torch.Tensor:
+    def forward_features(self, features: dict[str, torch.Tensor], model=None, normalized: bool = True) -> torch.Tensor:
+        if not normalized:  # the exported graph ends where the folder does (Normalize included)
+            raise HmdeError("an ONNX model gives its final vectors only: fine-tune with --backend torch")
         inputs = {k: features[k].cpu().numpy().astype(np.int64) for k in ("input_ids", "attention_mask")}
         return torch.from_numpy(self.session.run(None, inputs)[0])
 
