@@ -112,3 +112,15 @@ def test_backend_errors_are_one_line_and_come_first(hmde_dir, exported, files, t
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x.npy").exists()
+
+
+def test_an_onnx_lower_encoder_refuses_vectors_from_before_normalize(exported):
+    """Fine-tuning's head reads a baseline's vector before the folder's Normalize (hmde.unnormalized); the
+    exported graph ends where the folder does, so the ONNX encoder says so instead of giving unit vectors."""
+    from hmde.errors import HmdeError
+    from hmde.export.onnx import OnnxHierarchicalEncoder
+
+    lower = OnnxHierarchicalEncoder(exported).lower
+    assert lower.embed(["The cat sat on the mat."]).shape[0] == 1
+    with pytest.raises(HmdeError, match="final vectors only"):
+        lower.embed(["The cat sat on the mat."], normalized=False)

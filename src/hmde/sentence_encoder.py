@@ -442,7 +442,10 @@ class SentenceEncoder(nn.Module):
         with autocast_context(self.device.type, autocast_dtype):
             for features in tqdm(plan.batches, desc="sentences", unit="batch", disable=not show_progress_bar):
                 features = {k: v.to(self.device, non_blocking=True) for k, v in features.items()}
-                outputs.append(self.forward_features(features, model, normalized).float())
+                # normalized only when asked for: subclasses (ONNX) and wrappers of forward_features keep working
+                out = self.forward_features(features, model) if normalized else \
+                    self.forward_features(features, model, normalized=False)
+                outputs.append(out.float())
         embedded = torch.cat(outputs)
         return embedded[plan.gather.to(embedded.device)]
 
