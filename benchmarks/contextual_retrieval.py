@@ -25,6 +25,7 @@ from pathlib import Path
 
 XQUAD_PAIRS = ",".join([f"{c}-en" for c in ("ar", "de", "es", "ru", "th", "tr", "zh")]
                        + [f"en-{c}" for c in ("ar", "de", "es", "ru", "th", "tr", "zh")])
+XQUAD_OTHER_PAIRS = ",".join([f"{c}-en" for c in ("el", "hi", "ro", "vi")] + [f"en-{c}" for c in ("el", "hi", "ro", "vi")])
 TRAINING_WMT = ("deu-eng", "deu-fra", "eng-fra", "eng-jpn", "eng-pol", "eng-rus", "eng-tur", "eng-zho")  # hmde-use's
 LONG_WMT = ("deu-eng", "eng-rus", "eng-zho", "eng-tur", "eng-fra")
 COLUMNS = {  # name -> extra eval arguments
@@ -36,6 +37,11 @@ COLUMNS = {  # name -> extra eval arguments
     "sentences": ["--multi-vector", "lower"],
     "contextual": ["--multi-vector", "context"],
     "contextual+doc": ["--multi-vector", "context", "--doc-weight", "0.5"],
+    # the fusions hmde search can default to (issue 42): plain sentences with the `mean` document vector
+    "sentences-top2": ["--multi-vector", "lower", "--top-sentences", "2"],
+    "sentences+0.25mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "0.25"],
+    "sentences+0.5mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "0.5"],
+    "sentences+1mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "1"],
 }
 
 
@@ -49,6 +55,9 @@ def tasks(data: Path, work: Path) -> dict[str, list[str]]:
     out = {
         "XQuAD article": ["--xquad", str(data / "eval" / "xquad"), "--pairs", XQUAD_PAIRS, "--unit", "article"],
         "XQuAD paragraph": ["--xquad", str(data / "eval" / "xquad"), "--pairs", XQUAD_PAIRS, "--unit", "paragraph"],
+        # languages outside USE-m's 16 (el, hi, ro, vi): only models covering them are measured there
+        "XQuAD article (other)": ["--xquad", str(data / "eval" / "xquad"), "--pairs", XQUAD_OTHER_PAIRS, "--unit",
+                                  "article"],
     }
     wmt = data / "parallel" / "wmt"
     training_news, long_news = work / "wmt-training.jsonl.gz", work / "wmt-long.jsonl.gz"

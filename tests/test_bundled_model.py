@@ -46,11 +46,11 @@ def hmde_use():
     return HierarchicalEncoder.from_pretrained("hmde-use")
 
 
-def test_hmde_use_is_the_default_for_use_m_languages_and_ships_only_its_upper_encoder():
+def test_hmde_auto_picks_hmde_use_for_use_m_languages_and_it_ships_only_its_upper_encoder():
     from hmde.registry import DEFAULT_MODEL, resolve_model_path
     from hmde.routing import model_for
 
-    assert DEFAULT_MODEL == "hmde-auto" and model_for(["en", "de", "zh"])[0] == "hmde-use"
+    assert DEFAULT_MODEL == "hmde-e5" and model_for(["en", "de", "zh"])[0] == "hmde-use"  # hmde-auto, when asked
     assert resolve_model_path("hmde-use") == PACKAGE_MODELS / "hmde-use"
     folder = PACKAGE_MODELS / "hmde-use"
     assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) <= 16 * 2**20

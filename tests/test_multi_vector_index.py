@@ -25,7 +25,8 @@ def built(hmde_dir, tmp_path):
     src = tmp_path / "docs.jsonl"
     src.write_text("".join(json.dumps({"doc_id": i, "lang": lang, "text": t}) + "\n" for i, lang, t in DOCS[:3]))
     out = tmp_path / "idx"
-    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(out), "--multi-vector", "--no-progress"]) == 0
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(out), "--multi-vector", "--sentence-vectors",
+                 "context", "--no-progress"]) == 0
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"doc_id": DOCS[3][0], "lang": DOCS[3][1], "text": DOCS[3][2]}) + "\n")
     assert main(["index", "build", str(more), "-o", str(out), "--add", "--no-progress"]) == 0  # keeps the mode
@@ -34,7 +35,8 @@ def built(hmde_dir, tmp_path):
 
 def search(capsys, index, *extra):
     capsys.readouterr()
-    assert main(["search", str(index), *QUERIES, "--json", "--top-k", "4", *extra]) == 0
+    weight = [] if "--doc-weight" in extra else ["--doc-weight", "0"]  # late interaction alone unless asked
+    assert main(["search", str(index), *QUERIES, "--json", "--top-k", "4", *weight, *extra]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
@@ -89,13 +91,14 @@ def test_sentence_table_round_trip_and_options(built, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--type", "ivf"], "flat or hnsw"),
-    (["--method", "mean"], "method hmde, not mean"),
+    (["--multi-vector", "--engine", "ray"], "--engine local"),
+    (["--sentence-vectors", "context", "--method", "mean"], "method hmde, not mean"),
+    (["--single-vector", "--sentence-vectors", "lower"], "leave it out with --single-vector"),
 ])
 def test_multi_vector_refusals_come_before_encoding(hmde_dir, tmp_path, capsys, extra, message):
     src = tmp_path / "d.jsonl"
     src.write_text(json.dumps({"doc_id": "a", "text": "One. Two."}) + "\n")
-    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), "--multi-vector", *extra]) == 2
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "i").exists()
 
@@ -103,9 +106,11 @@ def test_multi_vector_refusals_come_before_encoding(hmde_dir, tmp_path, capsys, 
 def test_a_sentence_encoder_and_a_single_vector_index_are_refused(labse_dir, hmde_dir, tmp_path, capsys):
     src = tmp_path / "d.jsonl"
     src.write_text(json.dumps({"doc_id": "a", "text": "One. Two."}) + "\n")
-    assert main(["index", "build", str(labse_dir), str(src), "-o", str(tmp_path / "i"), "--multi-vector"]) == 2
+    assert main(["index", "build", str(labse_dir), str(src), "-o", str(tmp_path / "i"), "--sentence-vectors",
+                 "context"]) == 2
     assert "is not an hmde model" in capsys.readouterr().err
-    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "j"), "--no-progress"]) == 0
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "j"), "--single-vector",
+                 "--no-progress"]) == 0
     hits = search(capsys, tmp_path / "j")  # a single-vector index: evidence is its best lower-encoder sentence
     assert all(len(h["evidence"]) == 1 for h in hits)
     more = tmp_path / "more.jsonl"

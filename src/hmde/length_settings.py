@@ -19,8 +19,9 @@ PRESETS = {
 
 def add_length_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="paper: every setting as in the paper (documents truncated at 32 sentences, sentences "
-                        "at 128 tokens, sentence segmentation); explicit flags below still win")
+                        help="paper: every setting as in the paper (the hierarchical model's document vectors, documents "
+                        "truncated at 32 sentences, sentences at 128 tokens, sentence segmentation; an index stores one "
+                        "vector per document); explicit flags still win")
     parser.add_argument("--long-documents", choices=LONG_DOCUMENT_MODES,
                         help="documents over 32 sentences: windows (default: every sentence counts) or truncate "
                         "(the paper)")

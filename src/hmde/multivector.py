@@ -24,6 +24,13 @@ from .errors import HmdeError
 from .similarity import normalize
 
 
+# What `hmde search` (and hmde.Index.search) ranks a multi-vector index by when not told: the best sentence
+# plus this weight times the document vector's cosine, the fusion the dev sets rank first (docs/defaults.md).
+# `hmde eval clir --multi-vector` keeps 0, so that each row there measures one thing.
+DEFAULT_TOP_SENTENCES = 1
+DEFAULT_DOC_WEIGHT = 0.5
+
+
 @dataclass
 class SentenceMatrix:
     """Every document's sentence vectors in one normalised matrix, documents contiguous."""

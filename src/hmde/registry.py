@@ -15,8 +15,14 @@ from pathlib import Path
 from .errors import ModelLoadError, unreachable_model_message
 
 PACKAGE_MODELS = Path(__file__).parent / "models"
-DEFAULT_MODEL = "hmde-auto"  # hmde-use or hmde-e5 by the languages of a job (hmde.routing)
+# One model for every language in one vector space (issue 42): hmde-e5 covers about 100 languages, and in
+# USE-m's 16 its figures are close to hmde-use's (docs/defaults.md). hmde-auto (hmde.routing) stays a name.
+DEFAULT_MODEL = "hmde-e5"
 USE_DEFAULT = "hmde-use"  # what hmde-auto picks for USE-m's 16 languages, and for a job of unknown languages
+# The document method a bundled model's dev figures rank first, used when no --method is given (docs/defaults.md;
+# `--method hmde` or `--preset paper` give the paper's vectors). hmde-e5: `mean` over its lower encoder, the
+# encoder the joint stage updated, is the best single vector on 8 of 11 dev tasks (docs/hmde-e5.md).
+RECOMMENDED_METHODS = {"hmde-e5": "mean"}
 
 
 def _is_model_folder(path: Path) -> bool:
@@ -47,6 +53,21 @@ def bundled_folder(name: str) -> Path | None:
         return derived()
     folder = PACKAGE_MODELS / name
     return folder if _is_model_folder(folder) else None
+
+
+def recommended_method(name_or_path: str | None) -> str | None:
+    """The document method a bundled model recommends (:data:`RECOMMENDED_METHODS`), also when it is named by
+    its folder, or None (then an hmde model encodes with ``hmde``). Reads no weights."""
+    if not name_or_path:
+        return None
+    if str(name_or_path) in RECOMMENDED_METHODS:
+        return RECOMMENDED_METHODS[str(name_or_path)]
+    path = Path(name_or_path).expanduser()
+    for name, method in RECOMMENDED_METHODS.items():
+        folder = PACKAGE_MODELS / name
+        if path.is_dir() and folder.is_dir() and path.resolve() == folder.resolve():
+            return method
+    return None
 
 
 def close_bundled_name(name: str) -> str | None:

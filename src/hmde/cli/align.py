@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     languages = languages_of([args.src_lang or r.lang for r in src] + [args.tgt_lang or r.lang for r in tgt],
                              [r.text for r in src] + [r.text for r in tgt])
     kind, model = load_model(args.model, pick_device(args.device), args=args, languages=languages)
-    method = args.method or default_method(kind == "hmde")
+    method = args.method or default_method(kind == "hmde", args.model, getattr(args, "preset", None))
     if args.k < 1 or args.candidates < 1:
         raise HmdeError("--k and --candidates must be >= 1")
     vec = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),

@@ -83,13 +83,14 @@ def add_backend_argument(parser, default: str | None = "torch", help_suffix: str
                         + help_suffix)
 
 
-def add_sentence_scoring_arguments(parser, when: str) -> None:
+def add_sentence_scoring_arguments(parser, when: str, top: int = 1, doc_weight: float = 0.0) -> None:
     """How multi-vector scoring (hmde.multivector) ranks a document; ``when``: where the flags apply."""
-    parser.add_argument("--top-sentences", type=int, default=1, metavar="K",
-                        help=f"{when}: a document scores the sum of its K best sentences' cosines (default 1: its best "
-                        "sentence); search shows these K sentences as evidence")
-    parser.add_argument("--doc-weight", type=finite_float, default=0.0, metavar="W",
-                        help=f"{when}: plus W times the query's cosine with the document vector (default 0)")
+    parser.add_argument("--top-sentences", type=int, default=top, metavar="K",
+                        help=f"{when}: a document scores the sum of its K best sentences' cosines (default {top}: "
+                        f"{'its best sentence' if top == 1 else 'the best ones'}); search shows these K sentences as "
+                        "evidence")
+    parser.add_argument("--doc-weight", type=finite_float, default=doc_weight, metavar="W",
+                        help=f"{when}: plus W times the query's cosine with the document vector (default {doc_weight:g})")
 
 
 def check_backend_options(args) -> None:

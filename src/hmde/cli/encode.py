@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     kind, model = load_model(args.model, device, args=args)
     warn_uncovered(args.model, model, languages, "texts" if args.queries else "documents")
     if not args.queries:  # an ONNX export's kind is known only now; it takes its model's method
-        args.method = args.method or default_method(kind == "hmde")
+        args.method = args.method or default_method(kind == "hmde", args.model, args.preset)
         if method_class(args.method).needs_hmde_model and kind != "hmde":
             raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
@@ -166,14 +166,13 @@ def choose_method(args: argparse.Namespace) -> None:
 
     if args.queries or (args.method and not method_class(args.method).needs_hmde_model):
         return
-    if args.model == AUTO:  # both of its models are hmde models; which one is known after the scan
-        args.method = args.method or default_method(True)
+    if args.model == AUTO:  # both of its models are hmde models; which one (and its method) is known after the scan
         return
     path = resolve_model_path(args.model)
     if is_onnx_export(path):
         return  # an export's kind is known once it is loaded: checked after loading
     if is_hmde_folder(path):
-        args.method = args.method or default_method(True)
+        args.method = args.method or default_method(True, args.model, args.preset)
         return
     if args.method:  # one that needs an hmde model
         raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))

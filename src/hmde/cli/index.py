@@ -21,6 +21,7 @@ from .common import (
     warn,
 )
 from ..index.search import search_index
+from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .index_build import run_build
 from .ray_arguments import add_ray_arguments
 
@@ -47,10 +48,18 @@ def register(sub) -> None:
     b.add_argument("--ivf-lists", type=positive_int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
     b.add_argument("--pq-m", type=int, default=96,
                    help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
-    b.add_argument("--multi-vector", action="store_true",
-                   help="also store every sentence's contextualised vector (HMDE's upper encoder; method hmde) in a "
-                   "sentence-level FAISS index: `hmde search` then scores a document by its best sentences and "
-                   "returns them as evidence (flat or hnsw; with --add: the index's mode)")
+    vectors = b.add_mutually_exclusive_group()
+    vectors.add_argument("--multi-vector", dest="multi_vector", action="store_const", const=True, default=None,
+                         help="store every sentence's vector in a sentence-level FAISS index beside the document "
+                         "vectors, so that `hmde search` ranks a document by its best sentence fused with its document "
+                         "vector and shows the matching sentences (the default with --engine local; with --add: the "
+                         "index's mode)")
+    vectors.add_argument("--single-vector", dest="multi_vector", action="store_const", const=False,
+                         help="store one vector per document only (smaller; the default of --preset paper and "
+                         "--engine ray)")
+    b.add_argument("--sentence-vectors", choices=["lower", "context"], default=None,
+                   help="multi-vector: the sentence encoder's own vectors (lower, default: best measured, "
+                   "docs/defaults.md) or HMDE's contextualised ones (context: method hmde, --backend torch)")
     b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
                    "--hybrid`; kept up to date by --add")
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
@@ -86,7 +95,7 @@ def register(sub) -> None:
                    help="weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=10)
-    add_sentence_scoring_arguments(s, "multi-vector index")
+    add_sentence_scoring_arguments(s, "multi-vector index", DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT)
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
     s.add_argument("--lang", help="only documents of this language")

@@ -25,7 +25,9 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                      hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
                      pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)),
                      backend=getattr(args, "backend", None) or "torch",
-                     multi_vector=bool(getattr(args, "multi_vector", False)))
+                     multi_vector=bool(getattr(args, "multi_vector", False)),
+                     sentence_vectors=(getattr(args, "sentence_vectors", None) or "lower")
+                     if getattr(args, "multi_vector", False) else "")
 
 
 def check_build_output(args: argparse.Namespace):
@@ -40,12 +42,7 @@ def check_build_output(args: argparse.Namespace):
     from ..registry import bundled_folder, recorded_model
 
     check_writable_parent(args.output)
-    if args.multi_vector and args.type not in ("flat", "hnsw"):
-        raise HmdeError(f"--multi-vector indexes sentences in a flat or hnsw FAISS index, not {args.type}")
-    if args.multi_vector and args.method and not method_class(args.method).contextual:
-        raise HmdeError(f"--multi-vector stores HMDE's contextualised sentence vectors: method hmde, not {args.method}")
-    if args.multi_vector and args.engine == "ray":
-        raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
+    choose_index_mode(args)
     if not args.add:
         check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
         args.model = args.model or DEFAULT_MODEL
@@ -68,7 +65,12 @@ def check_build_output(args: argparse.Namespace):
         if args.multi_vector and not meta.multi_vector:
             raise HmdeError(f"index {args.output} stores one vector per document; --multi-vector needs an index built "
                             "with it (rebuild, or add without --multi-vector)")
-        args.multi_vector = meta.multi_vector
+        if args.multi_vector is False and meta.multi_vector:
+            raise HmdeError(f"index {args.output} stores every sentence's vector; add to it without --single-vector")
+        if args.sentence_vectors and meta.multi_vector and args.sentence_vectors != meta.sentence_vectors:
+            raise HmdeError(f"index {args.output} stores '{meta.sentence_vectors}' sentence vectors; add to it with "
+                            f"--sentence-vectors {meta.sentence_vectors} (or leave it out)")
+        args.multi_vector, args.sentence_vectors = meta.multi_vector, meta.sentence_vectors or None
         if args.model is None:
             model = recorded_model(meta.model)
             if not Path(model).exists() and bundled_folder(model) is None:
@@ -87,22 +89,47 @@ def check_build_output(args: argparse.Namespace):
     return index
 
 
+def choose_index_mode(args: argparse.Namespace) -> None:
+    """One vector per document, or also every sentence's (``args.multi_vector``, None until decided here).
+
+    The default, with ``--engine local`` and no ``--preset paper``, is multi-vector with the sentence
+    encoder's own sentence vectors: `hmde search` then ranks by the best sentence fused with the document
+    vector, the best ranking measured (docs/defaults.md). ``--add`` takes the index's mode instead.
+    """
+    explicit = args.multi_vector
+    if args.multi_vector and args.engine == "ray":
+        raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
+    if args.sentence_vectors and args.multi_vector is False:
+        raise HmdeError("--sentence-vectors describes a multi-vector index; leave it out with --single-vector")
+    if args.sentence_vectors == "context" and args.method and not method_class(args.method).contextual:
+        raise HmdeError(f"--sentence-vectors context stores HMDE's contextualised sentence vectors: method hmde, "
+                        f"not {args.method}")
+    if args.add:
+        return
+    if explicit is None:
+        args.multi_vector = args.engine != "ray" and getattr(args, "preset", None) != "paper"
+    if args.multi_vector:
+        args.sentence_vectors = args.sentence_vectors or "lower"
+
+
 def check_multi_vector_model(args: argparse.Namespace) -> None:
-    """--multi-vector needs the hierarchical model on PyTorch: checked on the folder, before loading it."""
+    """Contextualised sentence vectors need the hierarchical model on PyTorch: checked on the folder,
+    before loading it."""
     from ..model_folder import is_hmde_folder
     from ..registry import resolve_model_path
 
-    if not args.multi_vector:
+    if not args.multi_vector or args.sentence_vectors != "context":
         return
     if args.backend != "torch":
-        raise HmdeError("--multi-vector needs --backend torch: the exported upper graph gives document vectors only")
+        raise HmdeError("--sentence-vectors context needs --backend torch: the exported upper graph gives document "
+                        "vectors only")
     try:
         hmde_model = args.model == AUTO or is_hmde_folder(resolve_model_path(args.model))
     except HmdeError:
         hmde_model = False
     if not hmde_model:
-        raise HmdeError(f"--multi-vector stores HMDE's contextualised sentence vectors: '{args.model}' is not an hmde "
-                        "model")
+        raise HmdeError(f"--sentence-vectors context stores HMDE's contextualised sentence vectors: '{args.model}' is "
+                        "not an hmde model")
 
 
 def check_same_model(index, name: str) -> None:
@@ -177,7 +204,7 @@ def load_index_model(args: argparse.Namespace, existing, languages=None):
 
     args.model = route(args.model, languages)
     kind, model = load_model(args.model, pick_device(args.device), args=args)
-    method = args.method or default_method(kind == "hmde")
+    method = args.method or default_method(kind == "hmde", args.model, args.preset)
     dim = (model.lower if kind == "hmde" else model).dim
     check_pq(dim, args)
     if existing is not None and existing.meta.dim != dim:
@@ -201,7 +228,8 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
     # one batch at a time: the progress bar moves per batch
-    batches = encoded_batches(vectorizer, input_chunks(args, vectorizer.options.batch_size), args.multi_vector,
+    batches = encoded_batches(vectorizer, input_chunks(args, vectorizer.options.batch_size),
+                              bool(args.multi_vector) and args.sentence_vectors == "context",
                               bar.update)
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
     index = write_batches(args.output, meta, batches, args.add)
@@ -214,8 +242,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
 def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
-    from ..index.build import encoded_batches
-    from ..index.store import DocumentIndex
+    from ..index.build import encoded_batches, write_batches
     from ..io.documents import read_documents
     from ..methods import DocumentVectorizer, MethodOptions
     from ..registry import resolve_model_path
@@ -230,9 +257,10 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     warn_uncovered(args.model, model, languages)
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
-    batch = next(encoded_batches(DocumentVectorizer(model, method, options), [records]))
+    batch = next(encoded_batches(DocumentVectorizer(model, method, options), [records],
+                                 bool(args.multi_vector) and args.sentence_vectors == "context"))
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(batch.doc_vectors.shape[1]), method)
-    index = DocumentIndex.write_batches(args.output, meta, [batch], add=args.add, train_vectors=batch.doc_vectors)
+    index = write_batches(args.output, meta, iter([batch]), args.add)
     print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
     index.close()
     return 0

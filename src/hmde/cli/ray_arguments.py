@@ -36,7 +36,7 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     from ..scale.ray_encode import QUERIES, EncodeSpec
 
     path = resolve_model_path(args.model)
-    method = method or default_method(is_hmde_folder(path))
+    method = method or default_method(is_hmde_folder(path), args.model, getattr(args, "preset", None))
     if method != QUERIES:
         if method_class(method).needs_hmde_model and not is_hmde_folder(path):
             raise HmdeError(f"'{args.model}' is a sentence encoder, not an hmde model: use --method mean"

@@ -33,9 +33,17 @@ def method_class(name: str) -> type[DocumentMethod]:
         raise HmdeError(f"unknown method '{name}' (choose from {', '.join(REGISTRY)})") from None
 
 
-def default_method(is_hmde_model: bool) -> str:
-    """The method a command uses when none is given: hmde on an hmde model, mean on a sentence encoder."""
-    return HmdeMethod.name if is_hmde_model else MeanMethod.name
+def default_method(is_hmde_model: bool, model: str | None = None, preset: str | None = None) -> str:
+    """The method a command uses when none is given: the one a bundled ``model`` recommends
+    (hmde-e5: ``mean``, :data:`hmde.registry.RECOMMENDED_METHODS`), else hmde on an hmde model and
+    mean on a sentence encoder. ``preset="paper"`` gives an hmde model the paper's ``hmde``."""
+    if not is_hmde_model:
+        return MeanMethod.name
+    if preset == "paper":
+        return HmdeMethod.name
+    from ..registry import recommended_method
+
+    return recommended_method(model) or HmdeMethod.name
 
 
 __all__ = ["REGISTRY", "DocumentMethod", "MethodOptions", "method_class", "default_method", "flat_text",

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..finite_vectors import require_finite
 from ..methods import flat_text
-from .store import DocumentBatch, DocumentIndex, IndexMeta
+from .store import SENTENCE_LISTS_PER_DOCUMENT_LIST, DocumentBatch, DocumentIndex, IndexMeta
 
 IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
 
@@ -30,16 +30,24 @@ def encoded_batches(vectorizer, chunks: Iterable[Sequence], contextual: bool = F
 
 def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add: bool) -> DocumentIndex:
     """Write (or, ``add``, extend) the index; a new IVF index first trains on the batches' first
-    ``ivf_lists * IVF_TRAIN_PER_LIST`` vectors, holding those batches until they are written."""
-    first, train = [], None
+    ``ivf_lists * IVF_TRAIN_PER_LIST`` vectors (a multi-vector one also on as many sentence vectors per
+    sentence list), holding those batches until they are written: memory holds that sample, not the
+    collection."""
+    first, train, sentence_train = [], None, None
     if meta.ivf_lists and not add:
         need = meta.ivf_lists * IVF_TRAIN_PER_LIST
+        sentence_need = need * SENTENCE_LISTS_PER_DOCUMENT_LIST if meta.multi_vector else 0
         for batch in batches:
             first.append(batch)
-            if sum(len(b.doc_ids) for b in first) >= need:
+            sentences = sum(len(v) for b in first for v in (b.sentence_vectors or []))
+            if sum(len(b.doc_ids) for b in first) >= need and sentences >= sentence_need:
                 break
         train = np.concatenate([b.doc_vectors for b in first])[:need]
-    return DocumentIndex.write_batches(output, meta, itertools.chain(first, batches), add=add, train_vectors=train)
+        if meta.multi_vector:
+            rows = [np.asarray(v, np.float32).reshape(-1, meta.dim) for b in first for v in (b.sentence_vectors or [])]
+            sentence_train = np.concatenate(rows)[:sentence_need] if rows else np.zeros((0, meta.dim), np.float32)
+    return DocumentIndex.write_batches(output, meta, itertools.chain(first, batches), add=add, train_vectors=train,
+                                       sentence_train=sentence_train)
 
 
 def shard_batches(vectors_dir, shards, written: list[int]) -> Iterator[DocumentBatch]:

@@ -8,13 +8,14 @@ import argparse
 from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..model_loading import load_model
+from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
                  device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
-                 backend: str | None = None, multi_vector: bool | None = None, top_sentences: int = 1,
-                 doc_weight: float = 0.0):
+                 backend: str | None = None, multi_vector: bool | None = None,
+                 top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
     from ..devices import pick_device
     from ..evaluation.provenance import model_hash
     from ..index.store import DocumentIndex, check_compatible

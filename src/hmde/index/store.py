@@ -30,6 +30,7 @@ import numpy as np
 from ..atomic import atomic_dir, carry_foreign_entries
 from ..errors import HmdeError, InputError
 from ..locks import exclusive_writer, reading
+from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from ..similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
@@ -54,6 +55,10 @@ class IndexMeta:
     # multi-vector: sentences.npy holds contextualised sentence vectors, searched through sentences.faiss;
     # docs.duckdb's table sentences maps each to its document row and position (hmde.multivector)
     multi_vector: bool = False
+    # what sentences.faiss holds: "lower" (the sentence encoder's vectors, the default since issue 42) or
+    # "context" (HMDE's contextualised vectors); indexes from before the field held only the latter
+    sentence_vectors: str = "context"
+    sentence_lists: int = 0  # ivf/ivfpq multi-vector indexes: the inverted lists of sentences.faiss
 
 
 @dataclass
@@ -137,23 +142,25 @@ class DocumentIndex:
 
     @classmethod
     def write_batches(cls, path: str | Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool = False,
-                      train_vectors: np.ndarray | None = None) -> "DocumentIndex":
+                      train_vectors: np.ndarray | None = None,
+                      sentence_train: np.ndarray | None = None) -> "DocumentIndex":
         """Stream ``batches`` into a new index at ``path`` (or, with ``add``, onto the old one).
 
         Memory holds the FAISS index and one batch, not the collection: each batch's
         vectors are added and its rows inserted into DuckDB (as an Arrow table) before the
-        next is read. ``train_vectors`` trains an IVF index (a sample suffices).
+        next is read. ``train_vectors`` trains an IVF index (a sample suffices), ``sentence_train``
+        the sentence index of an IVF multi-vector index.
         Documents without sentences (e.g. from ``--engine ray``) get their best sentence
         computed at search time. ``meta.count`` is set from what was written.
         Concurrent writers of one index wait for each other (:mod:`hmde.locks`).
         """
         path = Path(path)
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
-            return cls._write_locked(path, meta, batches, add, train_vectors)
+            return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train)
 
     @classmethod
     def _write_locked(cls, path: Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool,
-                      train_vectors: np.ndarray | None) -> "DocumentIndex":
+                      train_vectors: np.ndarray | None, sentence_train: np.ndarray | None = None) -> "DocumentIndex":
         import duckdb
         import faiss
         import pyarrow as pa
@@ -178,8 +185,13 @@ class DocumentIndex:
                 sample = normalize(train_vectors) if trains else None  # flat and HNSW need no training
                 index = _new_faiss_index(meta.index_type, meta.dim, sample, meta.hnsw_m, meta.ivf_lists, meta.pq_m)
                 sent_parts, row, sent_offset = [], 0, 0
-                sentence_index = _new_faiss_index(meta.index_type, meta.dim, None, meta.hnsw_m, 0) \
-                    if meta.multi_vector else None
+                sentence_index = None
+                if meta.multi_vector:
+                    if meta.index_type in ("ivf", "ivfpq"):
+                        meta.sentence_lists = meta.sentence_lists or sentence_lists_for(meta.ivf_lists, sentence_train)
+                    sentence_index = _new_faiss_index(
+                        meta.index_type, meta.dim, None if sentence_train is None else normalize(sentence_train),
+                        meta.hnsw_m, meta.sentence_lists, meta.pq_m)
             con = duckdb.connect(str(tmp / "docs.duckdb"))
             con.execute("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
                         "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
@@ -386,10 +398,13 @@ class DocumentIndex:
         return self._sentence_owner
 
     def _multi_vector_rows(self, q: np.ndarray, top_k: int, allowed: set[int] | None, top_sentences: int,
-                           doc_weight: float, ef_search: int | None) -> list[list[tuple[float, int]]]:
+                           doc_weight: float, ef_search: int | None,
+                           nprobe: int | None = None) -> list[list[tuple[float, int]]]:
         """Documents by their best sentences (:mod:`hmde.multivector`): the ``SENTENCE_POOL`` nearest
         sentences of each query are grouped by document; a document's score is the sum of its
-        ``top_sentences`` best among them, plus ``doc_weight`` times its document vector's cosine."""
+        ``top_sentences`` best among them, plus ``doc_weight`` times its document vector's cosine.
+        In an IVF-PQ index the candidates are found by their compressed codes and scored exactly
+        from ``sentences.npy``."""
         import faiss
 
         from ..multivector import check_scoring
@@ -399,15 +414,19 @@ class DocumentIndex:
         if n == 0:
             return [[] for _ in range(len(q))]
         owners = self.sentence_owners()
-        params = None
+        kind = self.meta.index_type
+        params = faiss.SearchParametersHNSW() if kind == "hnsw" else faiss.SearchParametersIVF() \
+            if kind in ("ivf", "ivfpq") else faiss.SearchParameters()
         if allowed is not None:  # only the sentences of allowed documents
-            params = faiss.SearchParametersHNSW() if self.meta.index_type == "hnsw" else faiss.SearchParameters()
             selector = faiss.IDSelectorBatch(np.flatnonzero(np.isin(owners, np.fromiter(allowed, np.int64))))
             params.sel = selector
-        if self.meta.index_type == "hnsw":
-            params = params or faiss.SearchParametersHNSW()
+        if kind == "hnsw":
             params.efSearch = max(ef_search or index.hnsw.efSearch, SENTENCE_POOL)
+        elif kind in ("ivf", "ivfpq"):
+            params.nprobe = nprobe or index.nprobe
         sims, rows = index.search(q, min(n, SENTENCE_POOL), params=params)
+        if kind == "ivfpq":  # compressed codes find the candidates; their stored vectors score them exactly
+            sims = exact_scores(self.sentence_vectors, rows, q)
         out = []
         for qi in range(len(q)):
             found = rows[qi] >= 0
@@ -420,16 +439,26 @@ class DocumentIndex:
             unique, slot = np.unique(docs[keep], return_inverse=True)
             total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
             if doc_weight and len(unique):
-                total = total + doc_weight * (self.index.reconstruct_batch(unique) @ q[qi])
+                total = total + doc_weight * (self.document_vectors(unique) @ q[qi])
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
+
+    def document_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The stored document vectors of ``rows`` (IVF-PQ: as its codes decode them)."""
+        if self.meta.index_type in ("ivf", "ivfpq") and not getattr(self, "_direct_map", False):
+            import faiss
+
+            faiss.extract_index_ivf(self.index).make_direct_map()
+            self._direct_map = True
+        return self.index.reconstruct_batch(np.asarray(rows, np.int64))
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
                sentences_of: Callable | None = None, ef_search: int | None = None,
                nprobe: int | None = None, hybrid_texts: Sequence[str] | None = None,
                hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
-               top_sentences: int = 1, doc_weight: float = 0.0) -> list[list[SearchHit]]:
+               top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT
+               ) -> list[list[SearchHit]]:
         """Hits per query, best first; ``lang`` keeps only documents of that language.
 
         ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of
@@ -462,7 +491,7 @@ class DocumentIndex:
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
         pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
         if multi_vector:
-            fused = self._multi_vector_rows(q, top_k, allowed, top_sentences, doc_weight, ef_search)
+            fused = self._multi_vector_rows(q, top_k, allowed, top_sentences, doc_weight, ef_search, nprobe)
         else:
             scores, rows = self._search(q, pool, allowed, ef_search, nprobe)
             fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
@@ -504,6 +533,30 @@ SENTENCE_INDEX = "sentences.faiss"
 # everything an index build writes: any other entry of an index folder is the user's and is kept
 INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", SENTENCE_INDEX, "bm25"}
 SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
+SENTENCE_LISTS_PER_DOCUMENT_LIST = 4  # an IVF sentence index: about sqrt(20 sentences per document) more lists
+
+
+def sentence_lists_for(ivf_lists: int, sentence_train: np.ndarray | None) -> int:
+    """Inverted lists of an IVF sentence index: four times the documents' (a collection holds about 16
+    times more sentences than documents, and lists grow with the square root), at most what the training
+    sample supports (FAISS wants about 39 vectors per list)."""
+    available = 0 if sentence_train is None else len(sentence_train) // 39
+    return max(1, min(ivf_lists * SENTENCE_LISTS_PER_DOCUMENT_LIST, available))
+
+
+def exact_scores(vectors: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """(Q, K) cosines of each query with its candidate rows of ``vectors`` (-1: none), best first per query;
+    rows re-ordered to match."""
+    sims = np.full(rows.shape, -np.inf, np.float32)
+    for qi in range(len(q)):
+        found = rows[qi] >= 0
+        picked = rows[qi][found]
+        order = np.argsort(picked)  # memory-mapped rows read in file order
+        block = np.asarray(vectors[picked[order]], np.float32)
+        sims[qi, np.flatnonzero(found)[order]] = block @ q[qi]
+    order = np.argsort(-sims, axis=1, kind="stable")
+    rows[:] = np.take_along_axis(rows, order, axis=1)
+    return np.take_along_axis(sims, order, axis=1)
 
 
 def _read_faiss(path: Path):
@@ -538,14 +591,18 @@ def read_index_meta(path: Path) -> IndexMeta:
     for name in ("model", "dim", "method", "index_type", "count"):
         if name not in raw:
             raise InputError("missing field", path=str(path), field=name)
-    for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m"):
+    for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m", "sentence_lists"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
     for name in ("model", "method", "index_type"):
         if not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
-    if "bm25" in raw and not isinstance(raw["bm25"], bool):
-        raise InputError(f"must be true or false, got {raw['bm25']!r}", path=str(path), field="bm25")
+    for name in ("bm25", "multi_vector"):
+        if name in raw and not isinstance(raw[name], bool):
+            raise InputError(f"must be true or false, got {raw[name]!r}", path=str(path), field=name)
+    if raw.get("sentence_vectors", "context") not in ("lower", "context", ""):
+        raise InputError(f"must be 'lower' or 'context', got {raw['sentence_vectors']!r}", path=str(path),
+                         field="sentence_vectors")
     if raw["index_type"] not in INDEX_TYPES:
         raise InputError(f"unknown index type {raw['index_type']!r} ({', '.join(INDEX_TYPES)})", path=str(path),
                          field="index_type")
