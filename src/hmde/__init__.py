@@ -6,10 +6,21 @@ encoder, as a library and a command-line tool.
 """
 
 from .version import __version__
-from .config import HierarchicalConfig  # noqa: E402
 from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
-from .hierarchical import HierarchicalEncoder  # noqa: E402
-from .sentence_encoder import SentenceEncoder  # noqa: E402
+
+# The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
+# check made before a model loads start at once (PEP 562).
+_LAZY = {"HierarchicalConfig": ".config", "HierarchicalEncoder": ".hierarchical", "SentenceEncoder": ".sentence_encoder"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hmde' has no attribute {name!r}")
 
 
 def sentence_transformer(name_or_path, device=None):

@@ -11,17 +11,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
-
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from .atomic import atomic_path, write_text_atomic
 from .config import HierarchicalConfig
 from .errors import HmdeError, ModelLoadError
 from .version import __version__
+
+if TYPE_CHECKING:  # PyTorch loads with the weights: reading a folder's config (is_hmde_folder) needs none
+    import torch
+    from torch import nn
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -76,6 +75,10 @@ def parse_model_config(config_path: Path) -> dict:
 
 def load_upper_state(upper: nn.Module, weights: Path) -> None:
     """The upper encoder's weights from a safetensors file (stored in any float type)."""
+    import torch
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
     try:
         state = load_file(str(weights))
     except (OSError, SafetensorError) as exc:
@@ -93,6 +96,8 @@ def write_upper(path: Path, upper: nn.Module, config: HierarchicalConfig, hidden
                 lower_encoder: str | None, dtype: torch.dtype | None = None) -> None:
     """model.safetensors (the upper encoder) then config.json, each atomically. ``lower_encoder``:
     the lower encoder's folder name, or None for the document module of a sentence-transformers save."""
+    from safetensors.torch import save_file
+
     state = {k: v.detach().contiguous().cpu() for k, v in upper.state_dict().items()}
     if dtype is not None:
         state = {k: v.to(dtype) for k, v in state.items()}

@@ -37,7 +37,7 @@ def _load_onnx(name: str, backend: str):
 
 
 def _load_model(name: str, device: str, want: str = "any"):
-    from .export.onnx import is_onnx_export
+    from .export.folder import is_onnx_export
     from .hierarchical import HierarchicalEncoder
     from .model_folder import is_hmde_folder
     from .sentence_encoder import SentenceEncoder

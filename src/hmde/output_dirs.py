@@ -27,7 +27,7 @@ def is_hmde_index(path: Path) -> bool:
 
 
 def is_onnx_export(path: Path) -> bool:
-    from .export.onnx import FORMAT
+    from .export.folder import FORMAT
 
     return _json_field(path / "config.json", "format") == FORMAT
 

@@ -14,22 +14,29 @@ from ..registry import DEFAULT_MODEL
 
 
 def quiet_libraries() -> None:
-    """Silence the load reports and progress bars of transformers and the hub."""
+    """Silence the load reports and progress bars of transformers and the hub: through the settings
+    they read when they are imported, so that a command that never loads a model never imports them
+    (seconds of start-up), and directly where they are imported already."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        import transformers
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        try:
+            import transformers
 
-        transformers.utils.logging.set_verbosity_error()
-        transformers.utils.logging.disable_progress_bar()
-    except Exception:  # pragma: no cover - logging helpers moved
-        pass
-    try:
-        from huggingface_hub.utils import disable_progress_bars
+            transformers.utils.logging.set_verbosity_error()
+            transformers.utils.logging.disable_progress_bar()
+        except Exception:  # pragma: no cover - logging helpers moved
+            pass
+    if "huggingface_hub" in sys.modules:
+        try:
+            from huggingface_hub.utils import disable_progress_bars
 
-        disable_progress_bars()
-    except Exception:  # pragma: no cover
-        pass
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+            disable_progress_bars()
+        except Exception:  # pragma: no cover
+            pass
+    for name in ("sentence_transformers", "sentence_transformers.base.model"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -160,7 +161,7 @@ def choose_method(args: argparse.Namespace) -> None:
     """Before anything is read: without --method, an hmde model encodes with ``hmde`` and a sentence
     encoder (``hmde encode multilingual-e5-small docs.jsonl``) with ``mean``, said once on stderr, as
     ``align`` and ``index build`` do; ``--method hmde`` on a sentence encoder stays an error."""
-    from ..export.onnx import is_onnx_export
+    from ..export.folder import is_onnx_export
     from ..model_folder import is_hmde_folder
     from ..registry import resolve_model_path
 
@@ -219,8 +220,9 @@ def input_chunks(args, size: int | None = None):
     documents is encoded on its own, whatever surrounds it)."""
     size = min(size or STREAM_CHUNK, STREAM_CHUNK)
     chunk = []
+    lang = getattr(args, "lang", None)
     for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
-        chunk.append(r)
+        chunk.append(dataclasses.replace(r, lang=lang) if lang else r)
         if len(chunk) == size:
             yield chunk
             chunk = []

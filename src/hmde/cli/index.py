@@ -66,10 +66,13 @@ def register(sub) -> None:
                    help="document vectors (default: hmde for an hmde model, else mean; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
     add_lawdr_fit_arguments(b)
-    b.add_argument("--text-field", default="text")
-    b.add_argument("--id-field", default="doc_id")
-    b.add_argument("--lang-field", default="lang")
-    b.add_argument("--device", default="auto")
+    b.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field); an ISO 639 "
+                   "code or BCP-47 tag, e.g. en, deu, zh-Hant")
+    b.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
+    b.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
+    b.add_argument("--lang-field", default="lang", help="the field holding a document's language (default lang; "
+                   "'' for none)")
+    b.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
     b.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
     b.add_argument("--no-progress", action="store_true")

@@ -5,6 +5,7 @@ the model loads (the output, the ids, an index to extend), then the library fill
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ..coverage import languages_of, warn_uncovered
@@ -189,7 +190,7 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     from .preflight import check_index_size
 
     records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
-    lines = check_records(tally(records, Counter() if languages is None else languages), args)
+    lines = check_records(tally(records, Counter() if languages is None else languages, args.lang), args)
     check_new_ids(existing, lines, args)
     check_index_size(len(lines), args)
     return len(lines)
@@ -248,7 +249,8 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     from ..registry import resolve_model_path
     from .preflight import check_index_size, check_lawdr_inputs
 
-    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    records = [dataclasses.replace(r, lang=args.lang or r.lang)
+               for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)]
     check_new_ids(existing, check_records(records, args), args)
     check_index_size(len(records), args)
     check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)

@@ -19,8 +19,18 @@ from ..errors import HmdeError
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe", "longformer", "pseudo-documents", "sentence-queries", "export"]
 
 
+class Parser(argparse.ArgumentParser):
+    """hmde's parsers take no abbreviated flags: ``--lang eng`` was silently taken as ``--lang-field``
+    where a command had no ``--lang``. Subcommands' parsers are of this class too (argparse makes them of
+    their parent's class)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="hmde", description="Multilingual long-document embeddings (HMDE, LAWDR, lightweight sentence encoders)."
     )
     parser.add_argument("--version", action="version", version=f"hmde {__version__}")
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sigterm_as_interrupt():
             check_backend_options(args)
-            if isinstance(getattr(args, "device", None), str):
+            if isinstance(getattr(args, "device", None), str) and args.device not in ("auto", "cpu"):
                 pick_device(args.device)  # a device string that cannot be is refused before anything is read
             return int(args.func(args) or 0)
     except HmdeError as exc:

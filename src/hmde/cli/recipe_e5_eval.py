@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..document_methods import method_class
 from ..e5 import NAME as E5_NAME
-from ..usem.module import NAME as USE_M_NAME
+from ..usem.name import NAME as USE_M_NAME
 from .recipe_steps import build_sentence_tasks, run_step
 
 LOWER = E5_NAME

@@ -7,9 +7,6 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-import torch
-
 from ..errors import HmdeError
 from .common import pick_device, warn
 
@@ -166,6 +163,9 @@ def tokenizer_texts(corpus, per_language: int, seed: int) -> list[str]:
 
 
 def make_encode_fn(model, tokenizer, max_length: int, batch_size: int = 256):
+    import numpy as np
+    import torch
+
     def encode(texts):
         out = []
         with torch.inference_mode():

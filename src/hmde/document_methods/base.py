@@ -10,10 +10,12 @@ its segmentation), the :class:`MethodOptions`, and LAWDR's statistics once fitte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # PyTorch loads with the model, not with the command line's checks
+    import torch
 
 @dataclass
 class MethodOptions:
@@ -99,6 +101,8 @@ class DocumentMethod:
         """Document vectors with gradients (fine-tuning's softmax head reads them): the lower encoder on
         the method's units, before its final ``Normalize`` (as the paper's LaBSE pooled output;
         :mod:`hmde.unnormalized`), averaged."""
+        import torch
+
         units = self.tensor_units(docs, langs, max_units)
         flat = [u for doc in units for u in doc]
         vectors = self.lower.embed(flat, batch_size=self.options.sentence_batch_size, normalized=False) if flat else None

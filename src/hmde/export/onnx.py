@@ -22,11 +22,11 @@ from torch import nn
 from ..atomic import atomic_dir
 from ..config import HierarchicalConfig
 from ..errors import HmdeError, ModelLoadError
+from .folder import FORMAT, is_onnx_export  # noqa: F401  (hmde.export.onnx.is_onnx_export, as before)
 from ..hierarchical import HierarchicalEncoder
 from ..io.tagged_json import read_tagged_json
 from ..sentence_encoder import SentenceEncoder
 
-FORMAT = "hmde-onnx/1"
 
 
 def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) -> Path:
@@ -177,10 +177,3 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
         raise HmdeError("an ONNX model cannot be saved as an hmde folder: save the PyTorch model it was exported from")
 
 
-def is_onnx_export(path: str | Path) -> bool:
-    """True for a folder written by :func:`export_onnx` (its config.json says so)."""
-    config = Path(path) / "config.json"
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False

@@ -485,9 +485,14 @@ class DocumentIndex:
             return [[] for _ in range(len(q))]
         allowed = None
         if lang:
-            allowed = {r[0] for r in self._query("SELECT row FROM docs WHERE lang = ?", (lang,))}
+            from ..coverage import language_code
+
+            langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
+            # the code as stored, else every code of the same language (el finds documents stored as ell)
+            same = [x for x in langs if x == lang] or [x for x in langs if x and language_code(x) == language_code(lang)]
+            allowed = {r[0] for r in self._query("SELECT row FROM docs WHERE lang IN (SELECT unnest(?::VARCHAR[]))",
+                                                 (same,))} if same else set()
             if not allowed:
-                langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
         pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
         if multi_vector:

@@ -7,10 +7,18 @@ folder holding only its small config (``models/use-multilingual-v3``) is an ordi
 sentence-transformers folder for every hmde command.
 """
 
-from .module import MODULE_TYPE, UseMultilingual
-from .network import UseMultilingualNetwork
-from .resources import UsemResources, find_resources
-from .tokenizer import build_tokenizer
+# Loaded on first use (PEP 562): the module imports sentence-transformers, seconds that a parser or a
+# name check need not spend.
+_LAZY = {"MODULE_TYPE": ".module", "UseMultilingual": ".module", "UseMultilingualNetwork": ".network",
+         "UsemResources": ".resources", "find_resources": ".resources", "build_tokenizer": ".tokenizer"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'hmde.usem' has no attribute {name!r}")
 
 __all__ = ["MODULE_TYPE", "UseMultilingual", "UseMultilingualNetwork", "UsemResources", "build_tokenizer",
            "find_resources"]

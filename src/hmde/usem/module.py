@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 MODULE_TYPE = "hmde.usem.module.UseMultilingual"
 CONFIG_FILE = "use_multilingual_config.json"
 WEIGHTS_FILE = "model.safetensors"
-NAME = "use-multilingual-v3"
+from .name import NAME  # noqa: E402,F401  (hmde.usem.module.NAME, as before)
 
 
 class UseMultilingual(InputModule):

@@ -1,0 +1,4 @@
+"""The bundled name of USE-m alone, importable without loading sentence-transformers (the command line's
+parser names it)."""
+
+NAME = "use-multilingual-v3"
