@@ -7,6 +7,7 @@ place with :func:`os.replace`, which is atomic on POSIX and Windows.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -28,17 +29,57 @@ def apply_umask(path: Path, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+# what libraries that write files say when the disk is full or a write fails (FAISS, torch's zip writer,
+# safetensors, DuckDB...): their exceptions are no OSError, so the CLI would print a traceback
+_DISK_FULL = ("no space left", "code: 28", "storagefull", "errno 28", "disk quota")
+_WRITE_FAILED = ("file write failed", "write error", "failed writing", "error while serializing", "could not write",
+                 "iostream error", "inline_container", "ioerror")
+
+
+def write_error(exc: BaseException, path: Path) -> OSError | None:
+    """The one translation of a failed write into an OSError naming ``path`` (the output being written),
+    which the CLI prints as one line; None for an exception that is no write failure."""
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) and not exc.filename:
+            return OSError(exc.errno, exc.strerror or str(exc), str(path))
+        return None
+    if not isinstance(exc, Exception) or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return None
+    text = str(exc).lower()
+    if any(s in text for s in _DISK_FULL):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    if any(s in text for s in _WRITE_FAILED):
+        first = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else type(exc).__name__
+        return OSError(errno.EIO, f"the write failed ({first}); is the disk full?", str(path))
+    return None
+
+
+@contextlib.contextmanager
+def write_errors_named(path: str | os.PathLike) -> Iterator[None]:
+    """Within the block, a failed write (a full disk, above all) raises an OSError naming ``path``."""
+    try:
+        yield
+    except BaseException as exc:
+        translated = write_error(exc, Path(path))
+        if translated is None:
+            raise
+        raise translated from exc
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success move it onto ``path``."""
+    """Yield a temporary path beside ``path``; on success move it onto ``path``. A write that fails
+    inside (a full disk) is an OSError naming ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
+    with write_errors_named(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix + ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     apply_umask(tmp_path)
     try:
-        yield tmp_path
+        with write_errors_named(path):
+            yield tmp_path
         apply_umask(tmp_path)  # again: writers that replace the file they are given (safetensors) make it 0600
         os.replace(tmp_path, path)
     finally:
@@ -74,7 +115,8 @@ def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         apply_umask(tmp, directory=True)
         try:
-            yield tmp
+            with write_errors_named(path):
+                yield tmp
             for entry in tmp.rglob("*"):  # what hmde's writers made inside: safetensors leaves its files 0600
                 if not entry.is_symlink() and (entry.stat().st_mode & 0o777) == (0o700 if entry.is_dir() else 0o600):
                     apply_umask(entry, directory=entry.is_dir())

@@ -33,8 +33,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .atomic import atomic_dir
-from .errors import HmdeError
+from .atomic import atomic_dir, carry_foreign_entries
+from .errors import HmdeError, InputError
 from .io.tagged_json import read_tagged_json
 
 STATS_FORMAT = "hmde-lawdr/2"
@@ -43,6 +43,21 @@ M_GRID = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 M_SELECTIONS = ("svm", "logreg-cv")
 KDE_MODES = ("per-language", "pooled")
 POOLED = "*"  # the key of the density fitted on all languages
+STATS_FILES = {"lawdr.npz", "lawdr.json"}  # what save writes; anything else in the folder is the user's
+
+
+def is_lawdr_stats(path: Path) -> bool:
+    return (Path(path) / "lawdr.json").is_file()
+
+
+def check_stats_output(path: str | Path) -> None:
+    """``path`` may receive LAWDR statistics: absent, an empty folder, or statistics already (refitted);
+    never a file (an input given as ``--lawdr-stats``) or a folder of the user's."""
+    from .output_dirs import check_replaceable
+
+    if Path(path).exists() and not Path(path).is_dir():
+        raise HmdeError(f"{path}: --lawdr-stats names a folder for LAWDR statistics; this is a file")
+    check_replaceable(path, "hmde LAWDR statistics folder (lawdr.json)", is_lawdr_stats, overwrite=True)
 
 
 @dataclass
@@ -116,24 +131,59 @@ class LawdrStats:
         meta = {"format": STATS_FORMAT, "m": self.m, "languages": sorted(self.directions),
                 "densities": {key: {"bandwidth": d.bandwidth, "b": d.b} for key, d in self.densities.items()},
                 "info": self.info}
+        check_stats_output(path)  # a folder of the user's is never replaced (the swap would delete it)
         with atomic_dir(path) as tmp:
             np.savez(tmp / "lawdr.npz", **arrays)
             (tmp / "lawdr.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+            carry_foreign_entries(path, tmp, STATS_FILES)
 
     @classmethod
     def load(cls, path: str | Path) -> "LawdrStats":
+        """Read statistics saved by :meth:`save`; a damaged or inconsistent folder is one line naming the
+        file and field (never unpickled: object arrays are refused)."""
+        import zipfile
+
         path = Path(path)
         meta = read_tagged_json(path / "lawdr.json", (STATS_FORMAT, *OLD_FORMATS), "LAWDR statistics")
-        with np.load(path / "lawdr.npz", allow_pickle=False) as data:
-            directions = {lang: data[f"dir_{lang}"] for lang in meta["languages"]}
-            if meta["format"] in OLD_FORMATS:
-                densities = {POOLED: Density(data["pca_mean"], data["pca_components"], data["kde_points"],
-                                             float(meta["bandwidth"]), float(meta["b"]))}
-            else:
-                densities = {key: Density(data[f"pca_mean_{key}"], data[f"pca_components_{key}"],
-                                          data[f"kde_points_{key}"], float(v["bandwidth"]), float(v["b"]))
-                             for key, v in meta["densities"].items()}
-        return cls(directions, densities, int(meta["m"]), meta.get("info", {}))
+        json_path, npz = str(path / "lawdr.json"), path / "lawdr.npz"
+        if not npz.is_file():
+            raise InputError("missing: the statistics' arrays are not there (refit with --method lawdr)", str(npz))
+
+        def number(value, field_name):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                raise InputError(f"must be a finite number, got {value!r}", json_path, field=field_name)
+            return float(value)
+
+        languages, densities_meta = meta.get("languages"), meta.get("densities", {})
+        if not isinstance(languages, list) or not all(isinstance(x, str) for x in languages):
+            raise InputError("must be a list of language codes", json_path, field="languages")
+        if meta["format"] not in OLD_FORMATS and (not isinstance(densities_meta, dict) or not densities_meta
+                                                  or not all(isinstance(v, dict) for v in densities_meta.values())):
+            raise InputError("must map each density to its bandwidth and b", json_path, field="densities")
+        try:
+            with np.load(npz, allow_pickle=False) as data:
+                def array(key):
+                    if key not in data.files:
+                        raise InputError(f"lawdr.json needs the array '{key}', which lawdr.npz lacks; refit", str(npz))
+                    value = data[key]
+                    if not np.issubdtype(value.dtype, np.number):
+                        raise InputError(f"array '{key}' is not numeric ({value.dtype}); refit", str(npz))
+                    return value
+
+                directions = {lang: array(f"dir_{lang}") for lang in languages}
+                if meta["format"] in OLD_FORMATS:
+                    densities = {POOLED: Density(array("pca_mean"), array("pca_components"), array("kde_points"),
+                                                 number(meta.get("bandwidth"), "bandwidth"), number(meta.get("b"), "b"))}
+                else:
+                    densities = {key: Density(array(f"pca_mean_{key}"), array(f"pca_components_{key}"),
+                                              array(f"kde_points_{key}"),
+                                              number(v.get("bandwidth"), f"densities.{key}.bandwidth"),
+                                              number(v.get("b"), f"densities.{key}.b"))
+                                 for key, v in densities_meta.items()}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # truncated, not a zip, pickled objects
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"not readable LAWDR arrays ({first}); refit with --method lawdr", str(npz)) from None
+        return cls(directions, densities, int(number(meta.get("m"), "m")), meta.get("info", {}))
 
 
 def language_directions(vectors: np.ndarray, m: int) -> np.ndarray:

@@ -26,6 +26,11 @@ def is_hmde_index(path: Path) -> bool:
     return (path / "index.json").is_file() and (path / "vectors.faiss").exists()
 
 
+def is_longformer_folder(path: Path) -> bool:
+    """A folder written by ``hmde longformer convert`` or ``mlm``: a Longformer (sentence-transformers) folder."""
+    return _json_field(path / "config.json", "model_type") == "longformer"
+
+
 def is_onnx_export(path: Path) -> bool:
     from .export.folder import FORMAT
 
@@ -58,3 +63,31 @@ def check_writable_parent(path: str | os.PathLike) -> None:
         parent = parent.parent
     if not os.access(parent, os.W_OK | os.X_OK):
         raise HmdeError(f"{path}: cannot write there (no permission to write in {parent})")
+
+
+def same_or_inside(path: Path, given: Path) -> bool:
+    """``path`` is the file or folder ``given``, or lies inside the folder ``given``."""
+    try:
+        if path.exists() and given.exists() and path.samefile(given):
+            return True
+        return given.is_dir() and path.resolve().is_relative_to(given.resolve())
+    except OSError:
+        return False
+
+
+def check_not_an_input(outputs: dict[str, list[Path]], inputs: dict[str, Path]) -> None:
+    """The one rule every writer's output obeys: no file it writes (``outputs``: the option -> the files
+    written for it, sidecars included) may be one of the command's inputs (``inputs``: the option -> the
+    path given) or an existing file inside an input folder (``search IDX q --run IDX/index.json`` would
+    replace the index's own file). A new file inside an input folder is allowed."""
+    for out_flag, paths in outputs.items():
+        for path in paths:
+            for in_flag, given in inputs.items():
+                if not given.exists():
+                    continue
+                same = path.exists() and path.samefile(given)
+                inside = path.exists() and not path.is_dir() and same_or_inside(path, given)
+                if same or inside:
+                    what = "is" if same else "lies inside"
+                    raise HmdeError(f"{path}: the output ({out_flag}) {what} the input {given} ({in_flag}); "
+                                    "name another output")

@@ -128,6 +128,20 @@ def print_hits(query: str, hits, as_json: bool, out=None) -> None:
         out.write(f"  {h.rank:>2}. {h.score:.3f}  {h.doc_id}  [{h.lang}]  {h.snippet()}\n")
 
 
+def check_run_ids(index_dir: str, query_ids: list[str], tag: str) -> None:
+    """Before the model loads: every id the run would hold can be read back from a TREC run."""
+    from ..evaluation.clir import check_run_field
+    from ..index.store import DocumentIndex
+
+    check_run_field(tag, "run tag (--tag)")
+    for qid in query_ids:
+        check_run_field(qid, "query id")
+    with DocumentIndex.open(index_dir) as index:
+        spaced = index.ids_with_whitespace()
+    if spaced:
+        check_run_field(spaced, f"document id (index {index_dir})")
+
+
 def run_search(args: argparse.Namespace) -> int:
     """Queries from arguments (each its own) or a file; hits printed, or written as a TREC run and scored."""
     from ..evaluation import clir
@@ -149,6 +163,7 @@ def run_search(args: argparse.Namespace) -> int:
                          path=str(args.qrels))
     if args.run:
         check_output_file(args.run, (args.queries, args.qrels))
+        check_run_ids(args.index, ids, args.tag)
     try:
         weights = tuple(float(w) for w in args.hybrid_weights.split(","))
     except ValueError:

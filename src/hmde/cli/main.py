@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 # write faults a user fixes (permissions, a full or read-only disk): one line naming the file, exit 2
 # ELOOP: a path that is a symlink where hmde will not follow one (filelock opens its lock files
 # with O_NOFOLLOW) or a symlink loop
-USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ELOOP}
+USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ELOOP, errno.EIO}
 
 
 class Terminated(KeyboardInterrupt):
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with sigterm_as_interrupt():
             check_backend_options(args)
+            from .preflight import check_outputs_are_not_inputs
+
+            check_outputs_are_not_inputs(args)
             if isinstance(getattr(args, "device", None), str) and args.device not in ("auto", "cpu"):
                 pick_device(args.device)  # a device string that cannot be is refused before anything is read
             return int(args.func(args) or 0)

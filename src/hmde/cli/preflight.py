@@ -74,3 +74,45 @@ def check_output_file(output: str | Path, inputs: tuple = ()) -> None:
     for given in inputs:
         if given and Path(output).exists() and Path(given).exists() and Path(output).samefile(given):
             raise HmdeError(f"{output}: is also an input of this command; name another output file")
+
+
+# the options whose values a command writes; every other option naming an existing path is an input
+OUTPUT_OPTIONS = ("output", "run", "run_output", "plot", "vectors_dir")
+
+
+def written_files(dest: str, value: str) -> list[Path]:
+    """The files hmde writes for an output option: the path, and the sidecars written beside it."""
+    path = Path(value)
+    files = [path]
+    if dest == "output" and value.endswith(".npy"):
+        from ..io.vector_files import ids_path_for
+
+        files.append(ids_path_for(path))
+    if dest == "output" and value.endswith(".parquet"):
+        files.append(path.with_name(path.name[: -len(".parquet")] + ".docs.parquet"))
+    return files
+
+
+def check_outputs_are_not_inputs(args) -> None:
+    """Before a command does anything: none of its outputs replaces one of its inputs
+    (:func:`hmde.output_dirs.check_not_an_input`), whatever the command."""
+    from ..output_dirs import check_not_an_input
+
+    outputs, inputs = {}, {}
+    for dest, value in vars(args).items():
+        if dest in ("func", "model") or value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) and v for v in values):
+            continue
+        flag = dest.replace("_", "-")
+        if dest in OUTPUT_OPTIONS:
+            outputs[flag] = [f for v in values for f in written_files(dest, v)]
+        else:
+            for i, v in enumerate(values):
+                if len(v) < 4096 and "\n" not in v and Path(v).exists():
+                    inputs[flag if len(values) == 1 else f"{flag} #{i + 1}"] = Path(v)
+    model = getattr(args, "model", None)
+    if isinstance(model, str) and Path(model).exists():
+        inputs["MODEL"] = Path(model)
+    check_not_an_input(outputs, inputs)

@@ -81,9 +81,21 @@ def read_run(path: str | Path) -> dict[str, dict[str, float]]:
     return run
 
 
+def check_run_field(value: str, what: str) -> None:
+    """A TREC run's columns are split at whitespace: an id or tag holding any cannot be read back."""
+    if not value or any(c.isspace() for c in value):
+        raise HmdeError(f"the {what} {value!r} {'is empty' if not value else 'holds whitespace'}: a TREC run "
+                        "separates its columns by whitespace, so no reader could take it back; rename it")
+
+
 def write_run(path: str | Path, run: dict[str, dict[str, float]], tag: str = "hmde") -> None:
     from ..atomic import write_text_atomic
 
+    check_run_field(tag, "run tag")
+    for qid, docs in run.items():
+        check_run_field(qid, "query id")
+        for doc in docs:
+            check_run_field(doc, "document id")
     lines = []
     for qid, docs in run.items():
         for rank, (doc, score) in enumerate(sorted(docs.items(), key=lambda x: -x[1]), 1):

@@ -320,6 +320,11 @@ class DocumentIndex:
         return [r[0] for r in self._query("SELECT doc_id FROM docs WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))",
                                           [list(doc_ids)])]
 
+    def ids_with_whitespace(self) -> str | None:
+        """One document id that holds whitespace (a TREC run cannot), or None."""
+        rows = self._query("SELECT doc_id FROM docs WHERE regexp_matches(doc_id, '\\s') LIMIT 1")
+        return rows[0][0] if rows else None
+
     def sentence_rows(self) -> int:
         """Sentence vectors the documents table points into."""
         return int(self._query("SELECT coalesce(sum(sent_count), 0) FROM docs")[0][0])
@@ -512,11 +517,11 @@ class DocumentIndex:
                         f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences FROM docs WHERE row IN ({marks})",
                         [r for _, r in picked]):
                     records[row] = [doc_id, dlang, text, list(sents or []), self.sentence_vectors[start:start + count]]
-            lacking = [r for r in records.values() if not r[3] and r[2] and sentences_of is not None]
+            lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
             if lacking:  # not stored: embed these few documents' sentences now
                 units, vectors = sentences_of([r[2] for r in lacking], [r[1] for r in lacking])
                 for r, u, v in zip(lacking, units, vectors):
-                    r[3], r[4] = list(u), normalize(np.asarray(v, np.float32).reshape(len(u), -1))
+                    r[3], r[4] = list(u), normalize(np.asarray(v, np.float32).reshape(len(u), self.meta.dim))
             hits = []
             for rank, (score, row) in enumerate(picked, 1):
                 doc_id, dlang, text, sents, vectors = records[row]

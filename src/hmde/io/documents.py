@@ -181,6 +181,48 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
             )
 
 
+_WARNED_LANGS: set[tuple[str, str]] = set()
+
+
+def is_language_tag(lang: str) -> bool:
+    """A code or tag that names a language (ISO 639-1/-3, BCP-47; ``_`` as in ``zho_Hans`` read as
+    ``-``): ``en``, ``eng``, ``por_BR``, ``npi_Deva``; not ``xx``, ``!!`` or blanks."""
+    import langcodes
+
+    try:
+        return bool(lang.strip()) and langcodes.tag_is_valid(lang.strip().replace("_", "-"))
+    except (ValueError, LookupError, langcodes.tag_parser.LanguageTagError):
+        return False
+
+
+def _checked(records: Iterable[DocumentRecord], path, text_field: str, id_field: str, lang_field: str | None):
+    """Every format's records, checked where JSON escapes and Parquet types can break what comes later:
+    text and ids must be encodable UTF-8 (a lone surrogate ``\\ud800`` failed after the model loaded),
+    a language must be a string, and one that is no language tag (``xx``, ``!!``) is read as unknown,
+    with one warning per value naming its first line."""
+    import sys
+
+    for r in records:
+        for name, value in ((id_field, r.doc_id), (text_field, r.text)):
+            for s in ([value] if isinstance(value, str) else value):
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise InputError(f"holds a lone surrogate (U+{ord(s[exc.start]):04X}, from a JSON escape): not text; "
+                                     "fix or drop it", str(path), r.line, name) from None
+        if r.lang is not None:
+            if not isinstance(r.lang, str):
+                raise InputError(f"must be a string (a language code), got {type(r.lang).__name__}", str(path),
+                                 r.line, lang_field)
+            if not is_language_tag(r.lang):
+                if (str(path), r.lang) not in _WARNED_LANGS:  # once per run, though inputs are read twice
+                    _WARNED_LANGS.add((str(path), r.lang))
+                    print(f"hmde: warning: {path}, line {r.line}, field '{lang_field}': {r.lang!r} is no language "
+                          "code; read as unknown", file=sys.stderr)
+                r.lang = None
+        yield r
+
+
 def read_documents(
     path: str | Path,
     text_field: str = "text",
@@ -205,6 +247,8 @@ def read_documents(
         it = _read_txt(path)
     else:
         it = _read_parquet(path, text_field, id_field, lang_field, keep_fields)
+    it = _checked(it, path, text_field if fmt in ("jsonl", "parquet") else "text",
+                  id_field if fmt in ("jsonl", "parquet") else "id", lang_field)
     empty = True
     for record in it:
         empty = False
