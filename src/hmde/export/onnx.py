@@ -165,11 +165,15 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
         if threads:
             options.intra_op_num_threads = threads
         self.config = HierarchicalConfig.from_dict(meta["config"])
-        tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
-        self.lower = OnnxSentenceEncoder(ort.InferenceSession(str(lower_file), options, providers=providers),
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path / "tokenizer"))
+        except Exception as exc:  # transformers raises OSError, ValueError, TypeError... for a damaged folder
+            raise ModelLoadError(f"{path / 'tokenizer'}: not a readable tokenizer ({_last_line(exc)}); export the "
+                                 "model again") from None
+        self.lower = OnnxSentenceEncoder(_session(ort, lower_file, options, providers),
                                          tokenizer, int(meta["dim"]), self.config.max_sentence_tokens, max_batch_tokens,
                                          meta.get("prompts"), meta.get("document_prompt", ""))
-        self.upper = OnnxUpper(ort.InferenceSession(str(path / "upper.onnx"), options, providers=providers))
+        self.upper = OnnxUpper(_session(ort, path / "upper.onnx", options, providers))
         self.source = str(path)
         self.eval()
 
@@ -177,3 +181,18 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
         raise HmdeError("an ONNX model cannot be saved as an hmde folder: save the PyTorch model it was exported from")
 
 
+def _last_line(exc: BaseException) -> str:
+    lines = [x.strip() for x in str(exc).strip().splitlines() if x.strip()]
+    return lines[-1][:300] if lines else type(exc).__name__
+
+
+def _session(ort, graph: Path, options, providers):
+    """An ONNX Runtime session of one exported graph; a missing, truncated or damaged graph (or its
+    external ``.data`` file) is one line naming the graph, not ONNX Runtime's traceback."""
+    if not graph.is_file():
+        raise ModelLoadError(f"{graph} is missing; export the model again")
+    try:
+        return ort.InferenceSession(str(graph), options, providers=providers)
+    except Exception as exc:  # onnxruntime's Fail, InvalidProtobuf, NoSuchFile...
+        raise ModelLoadError(f"{graph}: not a loadable ONNX graph ({_last_line(exc)}); export the model "
+                             "again") from None
