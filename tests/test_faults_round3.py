@@ -291,3 +291,144 @@ def test_language_values_that_are_no_language_are_read_as_unknown_with_one_warni
 
     with DocumentIndex.open(tmp_path / "i") as index:
         assert [r[0] for r in index._query("SELECT lang FROM docs ORDER BY row")] == [None, None, None, "zho_Hans"]
+
+
+# -- training, pairs, recipes -----------------------------------------------------------------------------
+PAGES = [{"doc_id": f"{lang}/{c}", "concept": c, "lang": lang, "text": t, "categories": ["x"]}
+         for lang, c, t in (("eng", "Q1", "The cat sleeps. It is small."), ("deu", "Q1", "Die Katze schläft. Sie ist klein."),
+                            ("eng", "Q2", "The dog runs. It is fast."), ("deu", "Q2", "Der Hund rennt. Er ist schnell."),
+                            ("eng", "Q3", "Paris is a city. It is big."), ("deu", "Q3", "Paris ist eine Stadt. Sie ist groß."))]
+TRAIN = ["--batch-size", "2", "--grad-accum", "1", "--warmup", "1", "--seed", "3", "--save-every", "2", "--max-steps",
+         "4", "--no-progress", "--device", "cpu", "--bf16", "off"]
+
+
+@pytest.fixture()
+def quoted_pairs(tmp_path):
+    """A pairs file built in a folder whose name holds a quote (it was pasted into DuckDB's SQL)."""
+    folder = tmp_path / "it's"
+    folder.mkdir()
+    pages = folder / "pages.jsonl"
+    pages.write_text("".join(json.dumps(p) + "\n" for p in PAGES))
+    assert main(["build-pairs", str(pages), "-o", str(folder / "p.parquet"), "--no-negative", "keep",
+                 "--no-progress"]) == 0
+    return folder / "p.parquet"
+
+
+def test_resume_refuses_other_settings_and_another_model_before_loading(quoted_pairs, labse_dir, hf_dir, tmp_path,
+                                                                         capsys, monkeypatch):
+    run = tmp_path / "run"
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--stop-at-step", "2"]) == 0
+    assert json.loads((run / "training_config.json").read_text())["start_model"] == str(labse_dir.resolve())
+    import hmde.hierarchical
+
+    monkeypatch.setattr(hmde.hierarchical.HierarchicalEncoder, "from_sentence_encoder",
+                        classmethod(lambda *a, **k: pytest.fail("the model was loaded")))
+    for change, message in ((["--lr", "1e-3"], "--lr 1e-05; resume with the same value, not 0.001"),
+                            (["--batch-size", "3"], "--batch-size 2; resume with the same value, not 3"),
+                            (["--seed", "4"], "--seed 3; resume with the same value, not 4")):
+        argv = [a for a in TRAIN]
+        flag = change[0]
+        if flag in argv:
+            argv[argv.index(flag) + 1] = change[1]
+        else:
+            argv += change
+        assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *argv, "--resume"]) == 2
+        assert err(capsys).endswith(message + " (or start a new run with --overwrite)")
+    assert main(["train", str(hf_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--resume"]) == 2
+    assert f"was started from {labse_dir.resolve()}, not {hf_dir}" in err(capsys)
+
+
+def test_a_resumed_run_logs_each_step_once(quoted_pairs, labse_dir, tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--stop-at-step", "2"]) == 0
+    log = run / "train_log.jsonl"
+    # as SIGKILL leaves it: steps logged after the last checkpoint (step 2)
+    log.write_text(log.read_text() + json.dumps({"step": 3, "loss": 1.0}) + "\n" + '{"step": 4, "lo')
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--resume"]) == 0
+    steps = [r["step"] for r in map(json.loads, log.read_text().splitlines()) if "loss" in r]
+    assert steps == sorted(set(steps)) and steps[-1] == 4
+
+
+def test_overwrite_unlinks_a_symlinked_checkpoint_and_keeps_its_target(quoted_pairs, labse_dir, tmp_path, capsys):
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--stop-at-step", "2"]) == 0
+    (run / "checkpoint").rename(elsewhere)
+    (run / "checkpoint").symlink_to(elsewhere)
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--overwrite"]) == 0
+    assert elsewhere.is_dir() and any(elsewhere.iterdir())  # not hmde's to delete
+    assert (run / "checkpoint").is_dir() and not (run / "checkpoint").is_symlink()
+
+
+def test_a_pairs_documents_file_with_non_text_is_one_line(quoted_pairs, labse_dir, tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    docs = quoted_pairs.with_name("p.docs.parquet")
+    table = pq.read_table(docs)
+    pq.write_table(table.set_column(table.column_names.index("text"), "text",
+                                    pa.array(range(len(table)), pa.int64())), docs)
+    assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(tmp_path / "m"), *TRAIN]) == 2
+    assert err(capsys) == f"hmde: error: {docs}, field 'text': must hold text, holds int64; rebuild it with " \
+        "`hmde build-pairs`"
+
+
+def test_sigterm_in_a_recipe_step_ends_the_recipe_with_143(monkeypatch, capsys):
+    import hmde.cli.main as cli_main
+    from hmde.cli.recipe_steps import run_step
+
+    monkeypatch.setattr(cli_main, "main", lambda argv: 143)  # the step was terminated
+    with pytest.raises(cli_main.Terminated):
+        run_step("a step", False, ["encode"])
+
+
+# -- indexes ----------------------------------------------------------------------------------------------------
+def test_add_through_a_symlinked_index_updates_its_target(tmp_path, hmde_dir):
+    real, link = tmp_path / "real", tmp_path / "L"
+    assert main(["index", "build", str(hmde_dir), str(write_docs(tmp_path / "d.jsonl", DOCS[:2])), "-o", str(real),
+                 "--no-progress"]) == 0
+    link.symlink_to(real)
+    assert main(["index", "build", str(write_docs(tmp_path / "e.jsonl", DOCS[2:])), "-o", str(link), "--add",
+                 "--no-progress"]) == 0
+    assert link.is_symlink() and json.loads((real / "index.json").read_text())["count"] == 3
+    assert not [p for p in tmp_path.iterdir() if ".old." in p.name]
+
+
+def test_an_index_whose_model_is_gone_is_one_line_without_asking_the_hub(tmp_path, hmde_dir, capsys, monkeypatch):
+    out = tmp_path / "i"
+    assert main(["index", "build", str(hmde_dir), str(write_docs(tmp_path / "d.jsonl")), "-o", str(out),
+                 "--no-progress"]) == 0
+    meta = json.loads((out / "index.json").read_text())
+    meta["model"] = "someorg/a-model-not-here"
+    (out / "index.json").write_text(json.dumps(meta))
+    import huggingface_hub
+
+    real = huggingface_hub.snapshot_download
+
+    def offline_only(*args, **kwargs):
+        assert kwargs.get("local_files_only"), "the hub was asked"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline_only)
+    assert main(["search", str(out), "cats"]) == 2
+    assert "was built with someorg/a-model-not-here, which is neither a folder here" in err(capsys)
+    assert main(["search", str(out), "cats", "--model", "hmde-auto"]) == 2
+    assert "leave --model out" in err(capsys)
+    assert main(["index", "build", "hmde-auto", str(write_docs(tmp_path / "e.jsonl", [("z", "eng", "Z.")])), "-o",
+                 str(out), "--add"]) == 2
+    assert "leave the model out of --add" in err(capsys)
+
+
+def test_a_damaged_e5_cache_is_said_and_built_again(tmp_path, monkeypatch, capsys):
+    from hmde.e5 import folder as e5_folder
+
+    monkeypatch.setenv("HMDE_CACHE", str(tmp_path / "cache"))
+    built = e5_folder.ensure_folder()
+    assert e5_folder.damage(built) is None
+    config = built / "config.json"
+    config.write_text(config.read_text().replace("384", "385"))
+    capsys.readouterr()
+    again = e5_folder.ensure_folder()
+    assert again == built and e5_folder.damage(again) is None
+    assert "is damaged (config.json changed since it was built); building it again" in capsys.readouterr().err
+    (built / "model.safetensors").write_bytes(b"")
+    assert e5_folder.damage(built).startswith("model.safetensors has 0 bytes")

@@ -97,6 +97,13 @@ def save_npy_atomic(path: str | os.PathLike, array: np.ndarray) -> None:
         np.save(f, array)
 
 
+def through_links(path: str | os.PathLike) -> Path:
+    """The folder a path names, through symbolic links: a new folder swapped in for a link would replace the
+    link and leave the folder it points to as it was (``--add`` through ``IDX -> /data/idx``)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
     """Yield a temporary folder beside ``path``; on success it replaces ``path``.
@@ -110,7 +117,7 @@ def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
     """
     from .locks import exclusive_writer, swapping
 
-    path = Path(path)
+    path = through_links(path)
     with exclusive_writer(path) if lock else contextlib.nullcontext():
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         apply_umask(tmp, directory=True)

@@ -153,6 +153,23 @@ def recorded_name(name_or_path: str) -> str:
     return str(folder)
 
 
+def recorded_model_available(name: str) -> bool:
+    """Whether the model an index recorded can be loaded without the network: a folder, a bundled model,
+    or a hub id already in the local Hugging Face cache (asking the hub would spend minutes on retries
+    from a machine that cannot reach it)."""
+    if Path(name).expanduser().is_dir() or bundled_folder(name) is not None:
+        return True
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return False
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot_download(name, local_files_only=True)
+        return True
+    except Exception:  # not cached (LocalEntryNotFoundError), or not a hub id at all
+        return False
+
+
 def recorded_model(recorded: str) -> str:
     """The model to load for what an index recorded. Indexes of earlier hmde versions recorded a bundled
     model's absolute folder, gone after a reinstall elsewhere: that folder's name is the bundled name."""

@@ -40,7 +40,7 @@ def check_build_output(args: argparse.Namespace):
     """
     from ..index.store import DocumentIndex
     from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
-    from ..registry import bundled_folder, recorded_model
+    from ..registry import recorded_model, recorded_model_available
 
     check_writable_parent(args.output)
     choose_index_mode(args)
@@ -52,6 +52,9 @@ def check_build_output(args: argparse.Namespace):
         return None
     if not is_hmde_index(Path(args.output)):
         raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
+    if args.model == AUTO:
+        raise HmdeError(f"an index keeps the model it was built with: leave the model out of --add ({AUTO} picks a "
+                        "model for a new job, never for an index)")
     index = DocumentIndex.open(args.output)
     try:
         meta = index.meta
@@ -74,7 +77,7 @@ def check_build_output(args: argparse.Namespace):
         args.multi_vector, args.sentence_vectors = meta.multi_vector, meta.sentence_vectors or None
         if args.model is None:
             model = recorded_model(meta.model)
-            if not Path(model).exists() and bundled_folder(model) is None:
+            if not recorded_model_available(model):
                 raise HmdeError(f"index {args.output} was built with {meta.model}, which is not there any more: "
                                 "name the model to add with")
             args.model = model

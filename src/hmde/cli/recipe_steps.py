@@ -16,7 +16,7 @@ from ..errors import HmdeError
 
 def run_step(name: str, done: bool, argv: list[str]) -> None:
     """Run ``hmde ARGV`` unless ``done`` (its output exists): an interrupted recipe resumes here."""
-    from .main import main
+    from .main import Terminated, main
 
     if done:
         print(f"[recipe] {name}: done already, skipped")
@@ -24,6 +24,10 @@ def run_step(name: str, done: bool, argv: list[str]) -> None:
     print(f"[recipe] {name}: hmde {' '.join(argv)}", flush=True)
     t0 = time.time()
     status = main(argv)
+    if status == 143:  # the step was terminated (SIGTERM): so is the recipe, with the status schedulers requeue on
+        raise Terminated()
+    if status == 130:
+        raise KeyboardInterrupt()
     if status:
         raise HmdeError(f"recipe step '{name}' failed (exit status {status})")
     print(f"[recipe] {name}: {time.time() - t0:.0f} s", flush=True)

@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from ..registry import resolve_model_path
 
     check_run_output(Path(args.output), args.resume, args.overwrite)
+    if args.resume:
+        check_resume_arguments(Path(args.output), args)
     if args.frozen_vectors and not args.freeze_lower:
         raise HmdeError("--frozen-vectors needs --freeze-lower: a lower encoder that learns changes its vectors")
     if args.frozen_vectors and not Path(args.frozen_vectors).is_file():
@@ -145,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         cache_chunk=args.cache_chunk, gradient_checkpointing=not args.no_gradient_checkpointing, bf16=args.bf16,
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight,
-        sentence_weight=args.sentence_loss_weight, loader_workers=args.loader_workers)
+        sentence_weight=args.sentence_loss_weight, loader_workers=args.loader_workers,
+        start_model=starting_model_name(args.model))
     prepared = None
     if not args.no_units_cache:
         from ..pretraining.prepared import prepare_units
@@ -224,7 +227,56 @@ def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
     if overwrite and output.is_dir():
         for name in RUN_ENTRIES:
             target = output / name
-            if target.is_dir():
+            if target.is_symlink():  # the link is the run's; what it points to is not hmde's to delete
+                target.unlink()
+            elif target.is_dir():
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
+
+
+# flag -> the training_config.json field it sets: a resumed run must ask for what its checkpoint was trained
+# with (another --lr was silently ignored, another --batch-size silently used)
+RESUMED_SETTINGS = {"lr": "lr", "batch_size": "batch_size", "grad_accum": "grad_accum", "seed": "seed",
+                    "weight_decay": "weight_decay", "temperature": "temperature", "warmup": "warmup",
+                    "freeze_lower": "freeze_lower", "lower_trainable": "lower_trainable", "symmetric": "symmetric",
+                    "anchor_side": "anchor_side", "query_loss_weight": "query_weight",
+                    "sentence_loss_weight": "sentence_weight"}
+
+
+def starting_model_name(model: str) -> str:
+    """What a run records as the model it started from: a bundled name, else the folder's absolute path."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else str(model)
+
+
+def check_resume_arguments(output: Path, args: argparse.Namespace) -> None:
+    """Before any model loads: --resume continues the run in OUTPUT with the settings it was started with
+    (its training_config.json) and from the same model; any other is refused in one line."""
+    import json
+
+    from ..pretraining.trainer import CHECKPOINT_DIR, CONFIG_FILE
+
+    config_path = output / CONFIG_FILE
+    if not (output / CHECKPOINT_DIR).exists() or not config_path.is_file():
+        return  # nothing to resume: the trainer starts the run (as before)
+    try:
+        recorded = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise HmdeError(f"{config_path}: not readable JSON; start a new run with --overwrite") from None
+    if not isinstance(recorded, dict):
+        raise HmdeError(f"{config_path}: must hold a JSON object; start a new run with --overwrite")
+    started = recorded.get("start_model")
+    if started and started != starting_model_name(args.model) and not (output / "config.json").exists():
+        raise HmdeError(f"{output} was started from {started}, not {args.model}: resume with that model (or start "
+                        "a new run with --overwrite)")
+    for flag, field_name in RESUMED_SETTINGS.items():
+        if field_name in recorded and getattr(args, flag, None) is not None:
+            asked = getattr(args, flag)
+            if field_name == "lr" and isinstance(recorded[field_name], (int, float)):
+                same = abs(float(asked) - float(recorded[field_name])) <= 1e-12 * max(1.0, abs(float(asked)))
+            else:
+                same = asked == recorded[field_name]
+            if not same:
+                raise HmdeError(f"{output} was trained with --{flag.replace('_', '-')} {recorded[field_name]}; resume "
+                                f"with the same value, not {asked} (or start a new run with --overwrite)")

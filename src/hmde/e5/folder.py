@@ -170,8 +170,60 @@ def _model_card(source: dict) -> str:
     )
 
 
+# every file of the built folder: size, and SHA-256 of the small ones (a dot: no part of the model hash)
+MANIFEST = ".hmde_files.json"
+HASHED_BELOW = 32 * 2**20  # files under this are hashed on every check (config, tokenizer); larger ones sized
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path) -> None:
+    """Record the built folder's files, so that a damaged cache is found and rebuilt (see :func:`damage`)."""
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.name != MANIFEST:
+            size = p.stat().st_size
+            files[str(p.relative_to(folder))] = {"size": size, "sha256": _file_digest(p) if size < HASHED_BELOW else None}
+    (folder / MANIFEST).write_text(json.dumps(files, indent=1) + "\n", encoding="utf-8")
+
+
+def damage(folder: Path) -> str | None:
+    """What is wrong with a built folder (a missing, resized or changed file), or None. A folder built before
+    the manifest existed gets one now."""
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        if not (folder / "hmde_source.json").is_file():
+            return "hmde_source.json is missing"
+        write_manifest(folder)
+        return None
+    try:
+        files = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"{MANIFEST} is not readable"
+    for name, entry in files.items():
+        p = folder / name
+        if not p.is_file():
+            return f"{name} is missing"
+        if p.stat().st_size != entry.get("size"):
+            return f"{name} has {p.stat().st_size} bytes, {entry.get('size')} when built"
+        if entry.get("sha256") and _file_digest(p) != entry["sha256"]:
+            return f"{name} changed since it was built"
+    return None
+
+
 def ensure_folder() -> Path:
-    """The folder for the installed wheel, built on first use (atomic, locked, keyed by SHA-256)."""
+    """The folder for the installed wheel, built on first use (atomic, locked, keyed by SHA-256); a cached
+    folder that fails its manifest (a disk fault, a hand edit) is said and built again."""
+    import sys
+
     from ..atomic import atomic_dir
     from ..cache import cache_root
     from ..locks import exclusive_writer
@@ -179,13 +231,17 @@ def ensure_folder() -> Path:
     found = find_resources()
     key = f"{NAME}-{found.sha256[:16]}-v{FORMAT}"
     folder = cache_root() / key
-    if (folder / "hmde_source.json").is_file():
+    if (folder / "hmde_source.json").is_file() and damage(folder) is None:
         return folder
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         with exclusive_writer(folder):
-            if (folder / "hmde_source.json").is_file():  # another process built it while we waited
-                return folder
+            if (folder / "hmde_source.json").is_file():  # another process built it while we waited, or damaged
+                problem = damage(folder)
+                if problem is None:
+                    return folder
+                print(f"hmde: the cached {NAME} in {folder} is damaged ({problem}); building it again",
+                      file=sys.stderr)
             import logging
 
             logging.getLogger(__name__).warning("building %s from %s into %s (once)", NAME, found.weights, folder)
@@ -193,6 +249,7 @@ def ensure_folder() -> Path:
                       "sha256": found.sha256, "format": FORMAT}
             with atomic_dir(folder, lock=False) as tmp:
                 write_folder(found.weights, tmp, source)
+                write_manifest(tmp)
     except OSError as exc:
         raise ModelLoadError(f"cannot build {NAME} in hmde's cache folder {folder.parent}: {exc} "
                              "(set HMDE_CACHE to a writable folder)") from exc

@@ -34,7 +34,17 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         multi_vector = False if multi_vector is None else multi_vector
     if multi_vector and not index.meta.multi_vector:
         raise HmdeError(f"index {index_dir} stores one vector per document: build it with --multi-vector")
+    from ..registry import recorded_model_available
+    from ..routing import AUTO
+
+    if model_name == AUTO:
+        raise HmdeError(f"an index is searched with the model it was built with ({index.meta.model}): leave --model "
+                        f"out ({AUTO} picks a model for a new job, never for an index)")
     name = model_name or recorded_model(index.meta.model)
+    if model_name is None and not recorded_model_available(name):
+        raise HmdeError(f"index {index_dir} was built with {index.meta.model}, which is neither a folder here, nor "
+                        "a model bundled with hmde, nor in the local Hugging Face cache: pass --model with that "
+                        "model's folder")
     kind, model = load_model(name, pick_device(device), args=argparse.Namespace(backend=backend or index.meta.backend))
     lower = model.lower if kind == "hmde" else model
     check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)

@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_dir, carry_foreign_entries
+from ..atomic import atomic_dir, carry_foreign_entries, through_links
 from ..errors import HmdeError, InputError
 from ..locks import exclusive_writer, reading
 from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
@@ -154,7 +154,7 @@ class DocumentIndex:
         computed at search time. ``meta.count`` is set from what was written.
         Concurrent writers of one index wait for each other (:mod:`hmde.locks`).
         """
-        path = Path(path)
+        path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
             return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train)
 
@@ -258,7 +258,7 @@ class DocumentIndex:
     def open(cls, path: str | Path) -> "DocumentIndex":
         """Open a consistent snapshot: all four files of one version, even while a writer swaps
         in the next (the files stay open, so a later swap does not change what this reads)."""
-        path = Path(path)
+        path = through_links(path)
         if not path.is_dir():
             raise InputError("index folder not found (build one with `hmde index build`)", path=str(path))
         with reading(path):

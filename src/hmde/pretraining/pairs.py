@@ -19,6 +19,7 @@ from typing import Sequence
 
 from ..atomic import atomic_path
 from ..errors import HmdeError, InputError
+from ..io.sql import sql_path
 from .wiki40b import is_wiki40b, language_of
 from .wiki40b import pages_sql as wiki40b_pages_sql
 
@@ -59,9 +60,9 @@ class PairSummary:
 def _source_sql(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".parquet"):
-        return f"read_parquet('{path}')"
+        return f"read_parquet({sql_path(path)})"
     if name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz")):
-        return f"read_json('{path}', format='newline_delimited')"
+        return f"read_json({sql_path(path)}, format='newline_delimited')"
     raise InputError("unknown corpus format; expected .jsonl(.gz) or .parquet", str(path))
 
 
@@ -89,11 +90,11 @@ def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
                      f"{sentences} sentences FROM {_source_sql(path)}")
     where = ["text IS NOT NULL", "length(trim(text)) > 0"]
     if options.languages:
-        where.append("lang IN (" + ",".join(f"'{lang}'" for lang in options.languages) + ")")
+        where.append("lang IN (" + ",".join(sql_path(lang) for lang in options.languages) + ")")
     if options.min_sentences > 0:
         where.append(f"len(regexp_extract_all(text || ' ', '{SENTENCE_END}')) >= {int(options.min_sentences)}")
     con.execute(f"CREATE TEMP TABLE pages AS SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {' AND '.join(where)}")
-    deny = " AND ".join(f"cat NOT LIKE '{c}'" for c in options.deny_categories) or "TRUE"
+    deny = " AND ".join(f"cat NOT LIKE {sql_path(c)}" for c in options.deny_categories) or "TRUE"
     con.execute(f"""
         CREATE TEMP TABLE page_categories AS
         SELECT DISTINCT doc_id, lang, concept, cat FROM (SELECT doc_id, lang, concept, unnest(categories) cat FROM pages)
@@ -193,11 +194,11 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
         con.execute(f"""COPY (SELECT DISTINCT p.doc_id, p.lang, p.text, p.sentences FROM pages p JOIN (
                           SELECT doc_a d FROM triples UNION SELECT doc_b FROM triples UNION
                           SELECT neg_a FROM triples UNION SELECT neg_b FROM triples) u ON u.d = p.doc_id)
-                        TO '{tmp_docs}' (FORMAT parquet)""")
+                        TO {sql_path(tmp_docs)} (FORMAT parquet)""")
     with atomic_path(output) as tmp:
         con.execute(f"""COPY (SELECT row_number() OVER (ORDER BY h, doc_a, doc_b) - 1 AS pair_id, concept, lang_a, lang_b,
                                      doc_a, doc_b, neg_a, neg_b FROM triples ORDER BY pair_id)
-                        TO '{tmp}' (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
+                        TO {sql_path(tmp)} (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
     return summary
 
 
@@ -205,8 +206,9 @@ PAIR_COLUMNS = ("pair_id", "doc_a", "doc_b", "neg_a", "neg_b")
 DOC_COLUMNS = ("doc_id", "lang", "text")
 
 
-def _read_rows(pq, path: Path, columns: Sequence[str]) -> list[dict]:
-    """A Parquet file's rows, refused in one line when it is damaged or lacks a column hmde reads."""
+def _read_rows(pq, path: Path, columns: Sequence[str], strings: Sequence[str] = ()) -> list[dict]:
+    """A Parquet file's rows, refused in one line when it is damaged, lacks a column hmde reads, or holds
+    another type than text in one of ``strings`` (a non-string ``text`` failed deep inside training)."""
     import pyarrow as pa
 
     try:
@@ -216,6 +218,11 @@ def _read_rows(pq, path: Path, columns: Sequence[str]) -> list[dict]:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise InputError(f"lacks the column(s) {', '.join(missing)}; rebuild it with `hmde build-pairs`", str(path))
+    for name in strings:
+        kind = table.schema.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind)):
+            raise InputError(f"must hold text, holds {kind}; rebuild it with `hmde build-pairs`", str(path), None,
+                             name)
     return table.to_pylist()
 
 
@@ -245,7 +252,7 @@ def read_pairs(path: str | Path, presplit: bool = False):
         raise InputError("its documents file is missing", str(docs_path))
     pairs = _read_rows(pq, path, PAIR_COLUMNS)
     docs = {r["doc_id"]: (r.get("sentences") if presplit and r.get("sentences") else r["text"], r["lang"])
-            for r in _read_rows(pq, docs_path, DOC_COLUMNS)}
+            for r in _read_rows(pq, docs_path, DOC_COLUMNS, strings=("doc_id", "text", "lang"))}
     return pairs, docs, info
 
 
@@ -262,15 +269,15 @@ def merge_pairs(inputs: Sequence[str | Path], output: str | Path) -> int:
         read_pairs(path)  # checks the format of each input before anything is written
     docs = [Path(p).with_name(Path(p).name[: -len(".parquet")] + ".docs.parquet") for p in inputs]
     con = duckdb.connect()
-    union = " UNION ALL ".join(f"SELECT *, {i} AS part FROM read_parquet('{p}')" for i, p in enumerate(inputs))
+    union = " UNION ALL ".join(f"SELECT *, {i} AS part FROM read_parquet({sql_path(p)})" for i, p in enumerate(inputs))
     n = con.execute(f"SELECT count(*) FROM ({union})").fetchone()[0]
     meta = json.dumps({"format": PAIRS_FORMAT, "merged": [str(p) for p in inputs], "summary": {"pairs": n}})
     docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
-    doc_union = " UNION ".join(f"SELECT doc_id, lang, text, sentences FROM read_parquet('{d}')" for d in docs)
+    doc_union = " UNION ".join(f"SELECT doc_id, lang, text, sentences FROM read_parquet({sql_path(d)})" for d in docs)
     with atomic_path(docs_out) as tmp_docs:
-        con.execute(f"COPY ({doc_union}) TO '{tmp_docs}' (FORMAT parquet)")
+        con.execute(f"COPY ({doc_union}) TO {sql_path(tmp_docs)} (FORMAT parquet)")
     with atomic_path(output) as tmp:
         con.execute(f"""COPY (SELECT row_number() OVER (ORDER BY part, pair_id) - 1 AS pair_id, concept, lang_a, lang_b,
                                      doc_a, doc_b, neg_a, neg_b FROM ({union}) ORDER BY 1)
-                        TO '{tmp}' (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
+                        TO {sql_path(tmp)} (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
     return n

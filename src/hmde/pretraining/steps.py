@@ -48,6 +48,7 @@ class PretrainingConfig:
     sentence_weight: float = 0.0  # not in the paper: weight of the contextualised-sentence loss (see sentence_loss)
     loader_workers: int | None = None  # DataLoader worker processes preparing steps (None: 2 on a GPU, 0 on CPUs)
     seed: int = 0
+    start_model: str | None = None  # the model training started from (a resume must name the same)
 
 
 class PairBatches:

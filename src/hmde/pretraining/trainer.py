@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from ..errors import HmdeError
 from ..precision import autocast_context
-from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
+from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step, trim_log
 from ..training import distributed
 from .frozen_vectors import check_seed_vectors, load_frozen_vectors, save_frozen_vectors
 from .lower_parts import freeze_lower_parts
@@ -283,6 +283,8 @@ class HmdeTrainer:
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             step = state["step"]
+            if main:
+                trim_log(self.output / LOG_FILE, step)
             planned = state.get("total")
             if planned is not None and planned != total:
                 print(f"hmde: warning: the checkpoint's run planned {planned} steps, this one {total}: the learning-rate "

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.sql import sql_path
 
 LANG_DIR = re.compile(r"^[a-z]{2,3}(-[a-z]{2,4})?$")
 NOT_LANGS = {"data", "en-us"}
@@ -39,7 +40,7 @@ def table_sql(path: str | Path) -> str:
         raise InputError("file not found", str(path))
     name = path.name.lower()
     if name.endswith(".parquet"):
-        return f"read_parquet('{path}')"
+        return f"read_parquet({sql_path(path)})"
     delim = "\\t" if name.endswith((".tsv", ".tsv.gz")) else ","
     return f"read_csv('{path}', delim='{delim}', header=true, all_varchar=true)"
 
@@ -60,4 +61,4 @@ def pages_sql(path: Path, lang: str, categories: str | Path | None) -> str:
                 f"FROM {table_sql(categories)} GROUP BY 1) c ON c.concept = CAST(w.wikidata_id AS VARCHAR)")
     return (f"SELECT '{lang}/' || CAST(w.wikidata_id AS VARCHAR) doc_id, CAST(w.wikidata_id AS VARCHAR) concept, "
             f"'{lang}' lang, {clean.replace('text', 'w.text', 1)} text, {cats} categories, "
-            f"CAST(NULL AS VARCHAR[]) sentences FROM read_parquet('{path}') w {join}")
+            f"CAST(NULL AS VARCHAR[]) sentences FROM read_parquet({sql_path(path)}) w {join}")

@@ -88,8 +88,27 @@ def seed_step(seed: int, step: int, part: int | None = None) -> None:
     random.seed(value)
 
 
+def trim_log(path: str | Path, step: int) -> None:
+    """Drop the records of steps after ``step`` (the checkpoint a run resumes from): a run killed after
+    logging step 20 but checkpointed at step 10 logs steps 11-20 again when it resumes."""
+    from ..atomic import write_text_atomic
+
+    path = Path(path)
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by the kill
+        if not (isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] > step):
+            kept.append(line if line.endswith("\n") else line + "\n")
+    write_text_atomic(path, "".join(kept))
+
+
 class JsonlLog:
-    """Append-only JSONL log; a resumed run appends to the same file."""
+    """Append-only JSONL log; a resumed run appends to the same file (trimmed to its checkpoint first)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
