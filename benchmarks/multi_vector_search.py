@@ -1,17 +1,21 @@
-"""Memory and latency of a multi-vector index (`hmde index build --multi-vector`) against a single-vector one.
+"""Multi-vector indexes at scale: exact (flat) against compressed (IVF-PQ, exact re-scoring), side by side.
 
-Builds real hmde indexes with DocumentIndex.write_batches from synthetic vectors (documents
-of --sentences-per-doc sentences, 512-d like USE-m; each sentence a noisy copy of its
-document's topic centre, so neighbourhoods exist), then times `DocumentIndex.search` (the
-code `hmde search` runs: FAISS, the sentence-to-document table in DuckDB, scoring, and the
-evidence of every hit), single queries, k=10. Prints files on disk, the process's peak RSS
-after opening and searching, and p50/p99 latency for: the document vectors alone, the
-multi-vector index scored by the best sentence, and by the best sentence plus 0.5 x the
-document vector. Not a test: run
+Builds real hmde indexes with ``hmde.index.build.write_batches`` (the code `hmde index build` runs, batch
+by batch) from synthetic vectors: documents of --per-doc sentences, 384-d like hmde-e5; each sentence a
+noisy copy of its document's topic centre, so that neighbourhoods exist. Then times
+``DocumentIndex.search`` (FAISS, the sentence-to-document table, scoring, the evidence of every hit)
+with the default fusion of `hmde search` (best sentence + 0.5 x document vector), single queries, k=10.
 
-    python benchmarks/multi_vector_search.py --sentences 1000000 --queries 200
+For each size and index type it prints: the build's time and peak RSS (streaming: memory should not
+grow with the collection), the files on disk, the search process's peak RSS after opening the index and
+answering every query, p50/p99 latency, and recall@10 of the documents against the exact ranking
+(every sentence scored, brute force over the same generated vectors, regenerated from the seed so that
+no exact index needs to fit in memory). Each step runs in its own process. Not a test: run
 
-Each size runs in its own process (peak RSS is per process).
+    python benchmarks/multi_vector_search.py --sentences 100000 1000000 10000000 --queries 200
+
+``--types flat`` alone reproduces the earlier table; a flat index of 10M 384-d sentences needs 15 GB of
+memory, so the default measures flat up to --flat-max sentences.
 """
 
 from __future__ import annotations
@@ -27,83 +31,148 @@ from pathlib import Path
 
 import numpy as np
 
+TOPICS, CHUNK = 1000, 5000  # topic centres; documents per generated batch
+
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def build(path: Path, sentences: int, per_doc: int, dim: int, multi_vector: bool, seed: int = 0,
-          index_type: str = "flat") -> float:
-    from hmde.index.store import DocumentBatch, DocumentIndex, IndexMeta
+DOC_NOISE, SENTENCE_NOISE = 0.8, 0.8  # norms of the noise around a topic (documents) and a document (sentences)
 
+
+def _noise(rng, rows: int, dim: int, norm: float) -> np.ndarray:
+    return rng.standard_normal((rows, dim), dtype=np.float32) * np.float32(norm / np.sqrt(dim))
+
+
+def generated(docs: int, per_doc: int, dim: int, seed: int = 0):
+    """(first document, sentences (n, per_doc, dim)), batch by batch, the same for every caller: a document
+    is a noisy copy of one of 1,000 topic centres, its sentences noisy copies of it (a sentence's cosine
+    with its document's centre is about 0.8, with its topic's about 0.6, with another topic's about 0)."""
     rng = np.random.default_rng(seed)
-    docs = sentences // per_doc
-    centres = unit(rng.standard_normal((1000, dim)).astype(np.float32))
-    meta = IndexMeta(model="synthetic", model_sha256=None, dim=dim, method="hmde", index_type=index_type, count=0,
-                     multi_vector=multi_vector)
+    centres = unit(rng.standard_normal((TOPICS, dim)).astype(np.float32))
+    for start in range(0, docs, CHUNK):
+        n = min(CHUNK, docs - start)
+        doc = unit(centres[rng.integers(0, TOPICS, n)] + _noise(rng, n, dim, DOC_NOISE))
+        sents = unit(np.repeat(doc, per_doc, axis=0) + _noise(rng, n * per_doc, dim, SENTENCE_NOISE))
+        yield start, sents.astype(np.float32).reshape(n, per_doc, dim)
 
-    def batches(chunk: int = 5000):
-        for start in range(0, docs, chunk):
-            n = min(chunk, docs - start)
-            topic = centres[rng.integers(0, len(centres), n)]
-            sents = unit(np.repeat(topic, per_doc, axis=0) + 0.8 * rng.standard_normal((n * per_doc, dim)) / np.sqrt(dim) * 8)
-            sents = sents.astype(np.float32).reshape(n, per_doc, dim)
-            yield DocumentBatch([f"d{start + i}" for i in range(n)], ["eng"] * n, [f"document {start + i}" for i in range(n)],
-                                sents.mean(1), [[f"sentence {j}" for j in range(per_doc)]] * n, list(sents))
+
+def queries(n: int, dim: int) -> np.ndarray:
+    """Queries as far from a topic as a document is (a new document's sentence, in effect)."""
+    rng = np.random.default_rng(0)  # the same centres as the documents
+    centres = unit(rng.standard_normal((TOPICS, dim)).astype(np.float32))
+    rng = np.random.default_rng(1)
+    doc = unit(centres[rng.integers(0, TOPICS, n)] + _noise(rng, n, dim, DOC_NOISE))
+    return unit(doc + _noise(rng, n, dim, SENTENCE_NOISE))
+
+
+def build(args) -> dict:
+    from hmde.index.build import write_batches
+    from hmde.index.store import DocumentBatch, IndexMeta
+
+    docs = args.sentences // args.per_doc
+    ivf = args.type == "ivfpq"
+    meta = IndexMeta(model="synthetic", model_sha256=None, dim=args.dim, method="mean", index_type=args.type, count=0,
+                     multi_vector=True, sentence_vectors="lower", ivf_lists=args.ivf_lists if ivf else 0,
+                     pq_m=args.pq_m if ivf else 0)
+
+    def batches():
+        for start, sents in generated(docs, args.per_doc, args.dim):
+            n = len(sents)
+            yield DocumentBatch([f"d{start + i}" for i in range(n)], ["eng"] * n, [""] * n, sents.mean(1),
+                                [[f"s{j}" for j in range(args.per_doc)]] * n, list(sents))
 
     t = time.perf_counter()
-    DocumentIndex.write_batches(path, meta, batches()).close()
-    return time.perf_counter() - t
+    write_batches(args.path, meta, batches(), add=False).close()
+    files = {p.name: round(p.stat().st_size / 2**20, 1) for p in Path(args.path).iterdir() if p.is_file()}
+    return {"build_s": round(time.perf_counter() - t, 1), "build_rss_mb": round(rss_mb()), "files_mb": files}
 
 
-def measure(args) -> dict:
+def search(args) -> dict:
     from hmde.index.store import DocumentIndex
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "index"
-        seconds = build(path, args.sentences, args.per_doc, args.dim, args.mode != "single", index_type=args.type)
-        files = {p.name: round(p.stat().st_size / 2**20, 1) for p in path.iterdir() if p.is_file()}
-        rng = np.random.default_rng(1)
-        queries = unit(rng.standard_normal((args.queries, args.dim)).astype(np.float32))
-        index = DocumentIndex.open(path)
-        kwargs = {"single": {"multi_vector": False}, "best": {"multi_vector": True},
-                  "best+doc": {"multi_vector": True, "doc_weight": 0.5}}[args.mode]
-        index.search(queries[:2], 10, **kwargs)  # warm-up: the sentence table is read once
-        times = []
-        for q in queries:
-            t = time.perf_counter()
-            index.search(q[None], 10, **kwargs)
-            times.append((time.perf_counter() - t) * 1000)
-        index.close()
-    return {"mode": args.mode, "type": args.type, "sentences": args.sentences, "build_s": round(seconds, 1), "files_mb": files,
-            "p50_ms": round(float(np.percentile(times, 50)), 2), "p99_ms": round(float(np.percentile(times, 99)), 2),
-            "peak_rss_mb": round(rss_mb())}
+    q = queries(args.queries, args.dim)
+    index = DocumentIndex.open(args.path)
+    options = {"nprobe": args.nprobe} if args.type == "ivfpq" and args.nprobe else {}
+    index.search(q[:2], 10, **options)  # warm-up: the sentence table is read once
+    times, found = [], []
+    for v in q:
+        t = time.perf_counter()
+        hits = index.search(v[None], 10, **options)[0]
+        times.append((time.perf_counter() - t) * 1000)
+        found.append([int(h.doc_id[1:]) for h in hits])
+    index.close()
+    return {"p50_ms": round(float(np.percentile(times, 50)), 1), "p99_ms": round(float(np.percentile(times, 99)), 1),
+            "search_rss_mb": round(rss_mb()), "found": found}
+
+
+def exact(args) -> dict:
+    """Every document's exact score (best sentence + 0.5 x its mean vector), streamed over the batches."""
+    q = queries(args.queries, args.dim)
+    best = np.full((len(q), 10), -np.inf, np.float32)
+    ids = np.zeros((len(q), 10), np.int64)
+    for start, sents in generated(args.sentences // args.per_doc, args.per_doc, args.dim):
+        n = len(sents)
+        sims = (sents.reshape(-1, args.dim) @ q.T).reshape(n, args.per_doc, len(q)).max(1).T  # (Q, n)
+        scores = sims + 0.5 * (q @ unit(sents.mean(1)).T)
+        both = np.concatenate([best, scores], 1)
+        both_ids = np.concatenate([ids, np.broadcast_to(np.arange(start, start + n), (len(q), n))], 1)
+        top = np.argsort(-both, axis=1)[:, :10]
+        best, ids = np.take_along_axis(both, top, 1), np.take_along_axis(both_ids, top, 1)
+    return {"exact": ids.tolist()}
+
+
+def run_step(step: str, args, n: int, kind: str, path: Path) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--step", step, "--sentences", str(n), "--per-doc", str(args.per_doc),
+                          "--dim", str(args.dim), "--queries", str(args.queries), "--types", kind, "--path", str(path),
+                          "--ivf-lists", str(args.ivf_lists), "--pq-m", str(args.pq_m), "--nprobe", str(args.nprobe)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sentences", type=int, nargs="+", default=[100_000, 1_000_000])
-    p.add_argument("--per-doc", type=int, default=20)
-    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--per-doc", type=int, default=16)
+    p.add_argument("--dim", type=int, default=384)
     p.add_argument("--queries", type=int, default=200)
-    p.add_argument("--type", choices=["flat", "hnsw"], default="flat", help="FAISS index of documents and sentences")
-    p.add_argument("--mode", choices=["single", "best", "best+doc"], help="(internal: one measurement)")
+    p.add_argument("--types", default="flat,ivfpq")
+    p.add_argument("--flat-max", type=int, default=2_000_000, help="largest collection measured with a flat index")
+    p.add_argument("--ivf-lists", type=int, default=1024, help="document lists (the sentences get 4 times as many)")
+    p.add_argument("--pq-m", type=int, default=48, help="bytes per compressed vector")
+    p.add_argument("--nprobe", type=int, default=0, help="lists searched per query (0: the index's default, lists/8)")
+    p.add_argument("--work", default=None, help="folder for the indexes (default: a temporary one)")
+    p.add_argument("--step", choices=["build", "search", "exact"], help="(internal: one step in its own process)")
+    p.add_argument("--path", help="(internal)")
     args = p.parse_args()
-    if args.mode:
-        args.sentences = args.sentences[0]
-        print(json.dumps(measure(args)))
+    if args.step:
+        args.sentences, args.type = args.sentences[0], args.types
+        print(json.dumps({"build": build, "search": search, "exact": exact}[args.step](args)))
         return 0
-    for n in args.sentences:
-        for mode in ("single", "best", "best+doc"):
-            out = subprocess.run([sys.executable, __file__, "--mode", mode, "--sentences", str(n), "--per-doc",
-                                  str(args.per_doc), "--dim", str(args.dim), "--queries", str(args.queries),
-                                  "--type", args.type],
-                                 check=True, capture_output=True, text=True).stdout
-            print(out.strip().splitlines()[-1], flush=True)
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        print("| sentences | index | build s | build RSS MB | files MB | search RSS MB | p50 ms | p99 ms | recall@10 |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for n in args.sentences:
+            truth = run_step("exact", args, n, "flat", Path(tmp))["exact"]
+            for kind in args.types.split(","):
+                if kind == "flat" and n > args.flat_max:
+                    continue
+                path = Path(tmp) / f"{kind}-{n}"
+                built = run_step("build", args, n, kind, path)
+                found = run_step("search", args, n, kind, path)
+                recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found["found"], truth)])
+                label = kind if kind == "flat" else f"{kind} (m={args.pq_m}, nprobe={args.nprobe or 'lists/8'})"
+                print(f"| {n:,} | {label} "
+                      f"| {built['build_s']} | {built['build_rss_mb']:,} | {sum(built['files_mb'].values()):,.0f} "
+                      f"| {found['search_rss_mb']:,} | {found['p50_ms']} | {found['p99_ms']} | {recall:.3f} |", flush=True)
+                import shutil
+
+                shutil.rmtree(path, ignore_errors=True)
     return 0
 
 

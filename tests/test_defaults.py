@@ -109,5 +109,28 @@ def test_a_compressed_sentence_index_rescoring_matches_exact_search(tmp_path):
         assert qhits[0].doc_id == f"d{qi}"
         exact = float(np.max(normalize(sentences[qi]) @ queries[qi]))
         assert qhits[0].score == pytest.approx(exact, abs=1e-5)  # scored from the stored vectors, not the codes
+    fused = index.search(queries, top_k=5, nprobe=16)  # the default fusion: + 0.5 x the exact mean's cosine
+    for qi, qhits in enumerate(fused):
+        top = int(qhits[0].doc_id[1:])
+        unit = normalize(sentences[top])
+        exact = float(np.max(unit @ queries[qi]) + 0.5 * normalize(unit.mean(0, keepdims=True))[0] @ queries[qi])
+        assert qhits[0].score == pytest.approx(exact, abs=1e-5)
     index.close()
     assert DocumentIndex.open(tmp_path / "pq").meta.sentence_lists == 16
+
+
+def test_a_growing_npy_is_an_ordinary_npy(tmp_path):
+    from hmde.io.growing_npy import GrowingNpy
+
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with GrowingNpy(tmp_path / "a.npy", 3) as out:
+        out.append(rows[:1])
+        out.extend_from(rows[1:], chunk=2)
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), rows)
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy", mmap_mode="r"), rows)
+    with GrowingNpy(tmp_path / "empty.npy", 384):
+        pass
+    assert np.load(tmp_path / "empty.npy").shape == (0, 384)
+    from hmde.io.growing_npy import _header
+
+    assert len(_header(10**15, 4096)) == 128  # room for any collection

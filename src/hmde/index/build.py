@@ -14,6 +14,7 @@ from ..methods import flat_text
 from .store import SENTENCE_LISTS_PER_DOCUMENT_LIST, DocumentBatch, DocumentIndex, IndexMeta
 
 IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)
+PQ_TRAIN = 256 * 40  # product quantisation: FAISS wants 39 vectors per centroid, 256 centroids per sub-vector
 
 
 def encoded_batches(vectorizer, chunks: Iterable[Sequence], contextual: bool = False,
@@ -35,8 +36,9 @@ def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add
     collection."""
     first, train, sentence_train = [], None, None
     if meta.ivf_lists and not add:
-        need = meta.ivf_lists * IVF_TRAIN_PER_LIST
-        sentence_need = need * SENTENCE_LISTS_PER_DOCUMENT_LIST if meta.multi_vector else 0
+        need = max(meta.ivf_lists * IVF_TRAIN_PER_LIST, PQ_TRAIN if meta.pq_m else 0)
+        sentence_need = max(meta.ivf_lists * IVF_TRAIN_PER_LIST * SENTENCE_LISTS_PER_DOCUMENT_LIST,
+                            PQ_TRAIN if meta.pq_m else 0) if meta.multi_vector else 0
         for batch in batches:
             first.append(batch)
             sentences = sum(len(v) for b in first for v in (b.sentence_vectors or []))

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..atomic import atomic_dir, carry_foreign_entries, through_links
 from ..errors import HmdeError, InputError
+from ..io.growing_npy import GrowingNpy
 from ..locks import exclusive_writer, reading
 from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from ..similarity import normalize
@@ -173,10 +174,10 @@ class DocumentIndex:
                 raise HmdeError(f"index {path} holds '{old.meta.method}' document vectors; add to it with "
                                 f"--method {old.meta.method}, not {meta.method}")
             meta = IndexMeta(**asdict(old.meta))
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path) as tmp, GrowingNpy(tmp / "sentences.npy", meta.dim) as sentence_file:
             if old is not None:
                 index = old.index
-                sent_parts = [old.sentence_vectors]
+                sentence_file.extend_from(old.sentence_vectors)  # streamed: memory holds a chunk, not the file
                 shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
                 row, sent_offset = old.meta.count, len(old.sentence_vectors)
                 sentence_index = old.sentence_index
@@ -184,7 +185,7 @@ class DocumentIndex:
                 trains = meta.index_type in ("ivf", "ivfpq") and train_vectors is not None
                 sample = normalize(train_vectors) if trains else None  # flat and HNSW need no training
                 index = _new_faiss_index(meta.index_type, meta.dim, sample, meta.hnsw_m, meta.ivf_lists, meta.pq_m)
-                sent_parts, row, sent_offset = [], 0, 0
+                row, sent_offset = 0, 0
                 sentence_index = None
                 if meta.multi_vector:
                     if meta.index_type in ("ivf", "ivfpq"):
@@ -226,9 +227,10 @@ class DocumentIndex:
                 index.add(vectors)
                 flat = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in (batch.sentence_vectors or [])]
                 if sum(len(v) for v in flat):
-                    sent_parts.append(normalize(np.concatenate(flat)))
+                    batch_sentences = normalize(np.concatenate(flat))
+                    sentence_file.append(batch_sentences)
                     if sentence_index is not None:
-                        sentence_index.add(sent_parts[-1])
+                        sentence_index.add(batch_sentences)
                         owners = np.repeat(np.arange(row, row + len(counts)), counts)
                         con.register("sentence_rows", pa.table({
                             "sent_row": pa.array(np.arange(sent_offset, sent_offset + sum(counts)), pa.int64()),
@@ -248,7 +250,6 @@ class DocumentIndex:
             faiss.write_index(index, str(tmp / "vectors.faiss"))
             if sentence_index is not None:
                 faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
-            np.save(tmp / "sentences.npy", np.concatenate(sent_parts) if sent_parts else np.zeros((0, meta.dim), np.float32))
             (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
             carry_foreign_entries(path, tmp, INDEX_ENTRIES)
         return cls.open(path)
@@ -445,18 +446,38 @@ class DocumentIndex:
             total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
             if doc_weight and len(unique):
                 total = total + doc_weight * (self.document_vectors(unique) @ q[qi])
+                if kind == "ivfpq":  # the leaders' document vectors exactly, where they can be (codes approximate)
+                    lead = np.argsort(-total, kind="stable")[:max(5 * top_k, EXACT_RESCORE)]
+                    exact = self.exact_document_vectors(unique[lead])
+                    if exact is not None:
+                        approx = self.document_vectors(unique[lead]) @ q[qi]
+                        total[lead] += doc_weight * (exact @ q[qi] - approx)
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
 
     def document_vectors(self, rows: np.ndarray) -> np.ndarray:
-        """The stored document vectors of ``rows`` (IVF-PQ: as its codes decode them)."""
+        """The stored document vectors of ``rows`` (an IVF-PQ index: as its codes decode them; see
+        :meth:`exact_document_vectors`)."""
         if self.meta.index_type in ("ivf", "ivfpq") and not getattr(self, "_direct_map", False):
             import faiss
 
             faiss.extract_index_ivf(self.index).make_direct_map()
             self._direct_map = True
         return self.index.reconstruct_batch(np.asarray(rows, np.int64))
+
+    def exact_document_vectors(self, rows: np.ndarray) -> np.ndarray | None:
+        """Where a document vector is the mean of the stored sentence vectors (method ``mean`` with the
+        sentence encoder's own vectors, the default) it is computed exactly from them; else None."""
+        if self.meta.method != "mean" or self.meta.sentence_vectors != "lower":
+            return None
+        owners, rows = self.sentence_owners(), np.asarray(rows, np.int64)  # each document's rows are contiguous
+        starts, ends = np.searchsorted(owners, rows, "left"), np.searchsorted(owners, rows, "right")
+        out = np.zeros((len(rows), self.meta.dim), np.float32)
+        for i, (start, end) in enumerate(zip(starts, ends)):
+            if end > start:
+                out[i] = np.asarray(self.sentence_vectors[start:end], np.float32).mean(0)
+        return normalize(out)
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
                sentences_of: Callable | None = None, ef_search: int | None = None,
@@ -543,6 +564,7 @@ SENTENCE_INDEX = "sentences.faiss"
 # everything an index build writes: any other entry of an index folder is the user's and is kept
 INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", SENTENCE_INDEX, "bm25"}
 SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
+EXACT_RESCORE = 50  # IVF-PQ: documents whose fused score is recomputed from exact vectors
 SENTENCE_LISTS_PER_DOCUMENT_LIST = 4  # an IVF sentence index: about sqrt(20 sentences per document) more lists
 
 

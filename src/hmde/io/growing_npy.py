@@ -1,0 +1,54 @@
+"""A ``.npy`` file of float32 rows written a batch at a time, its row count unknown until the end.
+
+Why: an index's sentence vectors (16 per document; 24 GB as float32 for a million documents) were
+concatenated in memory and saved at the end, so a build's memory grew with the collection. Here each
+batch is appended to the file and the header, written first with room for any count, is rewritten
+with the real shape when the file is closed: memory holds one batch. The result is an ordinary
+``.npy`` (format 1.0) that ``numpy.load`` reads, memory-mapped or not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+HEADER_BYTES = 128  # magic, version, length and the header dict, padded: fits any 2-d float32 shape
+
+
+def _header(rows: int, dim: int) -> bytes:
+    body = repr({"descr": "<f4", "fortran_order": False, "shape": (rows, dim)}).encode("latin1")
+    pad = HEADER_BYTES - 10 - len(body) - 1
+    if pad < 0:
+        raise ValueError(f"shape ({rows}, {dim}) does not fit a {HEADER_BYTES}-byte .npy header")
+    return b"\x93NUMPY\x01\x00" + (HEADER_BYTES - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
+
+
+class GrowingNpy:
+    """``with GrowingNpy(path, dim) as out: out.append(rows)...``; ``out.rows`` counts what was written."""
+
+    def __init__(self, path: str | Path, dim: int):
+        self.path, self.dim, self.rows = Path(path), int(dim), 0
+
+    def __enter__(self) -> "GrowingNpy":
+        self._file = open(self.path, "wb")
+        self._file.write(_header(0, self.dim))
+        return self
+
+    def append(self, rows: np.ndarray) -> None:
+        rows = np.ascontiguousarray(rows, dtype="<f4").reshape(-1, self.dim)
+        self._file.write(rows.tobytes())
+        self.rows += len(rows)
+
+    def extend_from(self, array: np.ndarray, chunk: int = 65536) -> None:
+        """Append the rows of another (memory-mapped) array, ``chunk`` rows at a time."""
+        for start in range(0, len(array), chunk):
+            self.append(np.asarray(array[start:start + chunk]))
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self._file.seek(0)
+                self._file.write(_header(self.rows, self.dim))
+        finally:
+            self._file.close()
