@@ -201,9 +201,9 @@ def test_damaged_lawdr_statistics_are_one_line(damage, message, tmp_path, hmde_d
 def test_a_lone_surrogate_is_named_by_file_line_and_field_before_the_model_loads(tmp_path, capsys, monkeypatch):
     src = tmp_path / "d.jsonl"
     src.write_text('{"doc_id": "a", "text": "Fine."}\n{"doc_id": "b", "text": "Bad \\ud800 x."}\n')
-    import hmde.model_loading
+    import hmde.cli.common
 
-    monkeypatch.setattr(hmde.model_loading, "load_model", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(hmde.cli.common, "load_named_model", lambda *a, **k: pytest.fail("the model was loaded"))
     assert main(["encode", "hmde-mini", str(src), "-o", str(tmp_path / "o.npy")]) == 2
     assert err(capsys) == f"hmde: error: {src}, line 2, field 'text': holds a lone surrogate (U+D800, from a JSON " \
         "escape): not text; fix or drop it"

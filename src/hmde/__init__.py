@@ -10,7 +10,8 @@ from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 
 # The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
 # check made before a model loads start at once (PEP 562).
-_LAZY = {"HierarchicalConfig": ".config", "HierarchicalEncoder": ".hierarchical", "SentenceEncoder": ".sentence_encoder"}
+_LAZY = {"HierarchicalConfig": ".config", "HierarchicalEncoder": ".hierarchical", "SentenceEncoder": ".sentence_encoder",
+         "Index": ".index.search", "DocumentVectorizer": ".methods"}
 
 
 def __getattr__(name: str):
@@ -34,6 +35,8 @@ def sentence_transformer(name_or_path, device=None):
 __all__ = [
     "HierarchicalConfig",
     "HierarchicalEncoder",
+    "Index",
+    "DocumentVectorizer",
     "SentenceEncoder",
     "sentence_transformer",
     "HmdeError",

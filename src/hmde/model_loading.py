@@ -9,21 +9,22 @@ from .errors import HmdeError
 from .registry import resolve_model_path
 
 
-def load_model(name: str, device: str, want: str = "any", args=None, languages=None):
-    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``,
-    with the document-length flags of ``args`` (:mod:`hmde.length_settings`) applied.
-    ``args.backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too).
+def load_model(name: str, device: str, want: str = "any", backend: str | None = None, lengths: dict | None = None,
+               languages=None):
+    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``, with the
+    document-length settings ``lengths`` applied (HierarchicalConfig fields; :mod:`hmde.length_settings`).
+    ``backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too).
     ``hmde-auto`` is routed by ``languages`` (:mod:`hmde.routing`); a caller that records the model
     (an index) routes first and passes the name it got."""
     from .routing import route
 
     name = route(name, languages)
-    backend = getattr(args, "backend", None) or "torch"
+    backend = backend or "torch"
     kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
-    if args is not None:
-        from .length_settings import apply_length_overrides, length_overrides
+    if lengths:
+        from .length_settings import apply_length_overrides
 
-        apply_length_overrides(model, length_overrides(args))
+        apply_length_overrides(model, lengths)
     return kind, model
 
 

@@ -9,7 +9,7 @@ import sys
 from .arg_types import finite_float
 from ..errors import HmdeError
 from ..devices import pick_device  # noqa: F401  (the commands pick devices through it)
-from ..model_loading import load_model  # noqa: F401  (the commands load through it)
+from ..model_loading import load_model as load_named_model
 from ..registry import DEFAULT_MODEL
 
 
@@ -35,8 +35,9 @@ def quiet_libraries() -> None:
             disable_progress_bars()
         except Exception:  # pragma: no cover
             pass
-    for name in ("sentence_transformers", "sentence_transformers.base.model"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+    # "Default prompt name is set to 'document'" on every e5 load: hmde sets the prompts on purpose
+    logging.getLogger("sentence_transformers.base.model").setLevel(logging.ERROR)
 
 
 BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "
@@ -119,3 +120,12 @@ def check_backend_options(args) -> None:
 
 def warn(message: str) -> None:
     print(f"hmde: warning: {message}", file=sys.stderr)
+
+
+def load_model(name: str, device: str, args=None, languages=None, want: str = "any"):
+    """What a command names, loaded with its --backend and document-length flags (the library's
+    :func:`hmde.model_loading.load_model` takes them as values, never the parsed arguments)."""
+    from ..length_settings import length_overrides
+
+    return load_named_model(name, device, want, backend=getattr(args, "backend", None),
+                            lengths=length_overrides(args) if args is not None else None, languages=languages)
