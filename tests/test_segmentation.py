@@ -143,3 +143,40 @@ def test_a_huge_one_line_document_is_never_tokenised_whole(monkeypatch):
     units = model.segment(" ".join(words), "eng")
     assert max(longest) <= BLOCK_CHARS
     assert "".join(units).replace(" ", "") == "".join(words)  # token windows may cut inside a word
+
+
+def test_an_over_long_sentence_is_cut_between_words_preferring_clause_marks(e5_folder):
+    """Issue 48: stored units ended mid-word (Greek `Λουφτ|βάφε`, `εκατ|ό`); a cut falls after a clause mark
+    in the window's second half, else at its last space."""
+    from transformers import AutoTokenizer
+
+    from hmde.segmentation import fit_to_budget
+
+    tok = AutoTokenizer.from_pretrained(str(e5_folder))
+    sentence = "Η Λουφτβάφε, η γερμανική πολεμική αεροπορία, βομβάρδισε την πόλη εκατό φορές; " * 6
+    pieces = fit_to_budget([sentence.strip()], tok, 42)
+    assert len(pieces) > 1 and " ".join(pieces) == " ".join(sentence.split())  # nothing lost, in order
+    words = set(sentence.replace(",", " ").replace(";", " ").split())
+    for piece in pieces:
+        first, last = piece.split()[0].strip(",;"), piece.split()[-1].strip(",;")
+        assert first in words and last in words, piece  # never a piece of a word at either end
+        assert piece[-1] in ",;" or piece == pieces[-1]  # a clause mark ends every piece but the last
+    cjk = fit_to_budget(["这是一个很长的句子" * 30], tok, 42)  # no spaces at all: cut between tokens
+    assert "".join(cjk) == "这是一个很长的句子" * 30
+
+
+def test_units_of_punctuation_alone_are_dropped():
+    from hmde.config import HierarchicalConfig
+    from hmde.segmentation import segment_document, split_sentences
+
+    assert split_sentences("First one. . And a second one!", "en") == ["First one.", "And a second one!"]
+
+    class Tok:  # short units never reach the tokenizer's budget check beyond counting
+        def num_special_tokens_to_add(self, pair=False):
+            return 2
+
+        def __call__(self, texts, **kw):
+            return {"input_ids": [[0] * 3 for _ in texts]}
+
+    assert segment_document(["A verse.", ".", "—", "Another."], "en", HierarchicalConfig(), Tok()) == \
+        ["A verse.", "Another."]

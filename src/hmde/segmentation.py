@@ -41,15 +41,56 @@ def splitter_language(lang: str | None, default: str = "en") -> str:
     return ISO3_TO_ISO1.get(code, code)
 
 
+def has_content(unit: str) -> bool:
+    """Whether a unit holds a letter, digit or symbol of a script: a lone "." or "—" does not (it was
+    stored, and shown as a hit's best sentence)."""
+    import unicodedata
+
+    return any(unicodedata.category(c)[0] in "LNS" for c in unit)
+
+
 def split_sentences(text: str, lang: str | None = None, default_language: str = "en") -> list[str]:
-    """Split ``text`` into sentences; whitespace-only pieces are dropped."""
+    """Split ``text`` into sentences; pieces of only whitespace and punctuation are dropped."""
     if not text or not text.strip():
         return []
     from .script_sentences import SPLITTERS
 
     code = splitter_language(lang, default_language)
     pieces = SPLITTERS[code](text) if code in SPLITTERS else _sentencex_segment(code, text)
-    return [p.strip() for p in pieces if p and p.strip()]
+    return [p.strip() for p in pieces if p and p.strip() and has_content(p)]
+
+
+CLAUSE_ENDS = ",;:、，；：)]}»”\"'"  # a cut after one of these keeps a clause whole
+
+
+def word_pieces(sentence: str, tokenizer, budget: int) -> list[str]:
+    """An over-long sentence in consecutive pieces of at most ``budget`` content tokens, cut between words:
+    after the last clause mark (comma, semicolon, colon...) in the second half of a window, else at the
+    last space, and inside a word only where a window holds no space at all (a script written without
+    spaces, a URL). Every piece is a substring of the sentence; nothing is lost."""
+    enc = tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    offsets = [o for o in enc["offset_mapping"] if o[1] > o[0]]
+    n = len(offsets)
+    if n <= budget:
+        return [sentence.strip()] if sentence.strip() else []
+    pieces, start = [], 0
+    while start < n:
+        end = min(start + budget, n)
+        if end < n:
+            # token k starts a word where a space precedes it (SentencePiece offsets may include the space)
+            gaps = [k for k in range(start + 1, end + 1)
+                    if sentence[offsets[k][0]].isspace() or sentence[offsets[k][0] - 1].isspace()]
+            clauses = [k for k in gaps if k > start + budget // 2
+                       and sentence[:offsets[k][0]].rstrip()[-1:] in CLAUSE_ENDS]
+            if clauses:
+                end = clauses[-1]
+            elif gaps:
+                end = gaps[-1]
+        piece = sentence[offsets[start][0]:offsets[end - 1][1]].strip()
+        if piece:
+            pieces.append(piece)
+        start = end
+    return pieces
 
 
 def token_windows(
@@ -154,7 +195,7 @@ def fit_to_budget(
             if ids_out is not None:
                 ids_out.append(list(ids))
         else:
-            pieces = token_windows(sentence, tokenizer, budget)
+            pieces = word_pieces(sentence, tokenizer, budget)
             out.extend(pieces)
             if ids_out is not None:
                 ids_out.extend([None] * len(pieces))
@@ -185,7 +226,7 @@ def segment_document(document, lang, config, tokenizer, ids_out: list | None = N
             return chunks
         units = split_sentences(document, lang, config.default_language)
     else:
-        units = [s.strip() for s in document if isinstance(s, str) and s.strip()]
+        units = [s.strip() for s in document if isinstance(s, str) and s.strip() and has_content(s)]
         if len(units) != len([s for s in document if s is not None]) and any(not isinstance(s, str) for s in document):
             raise HmdeError("a pre-split document must be a list of strings")
     return fit_to_budget(units, tokenizer, config.max_sentence_tokens, config.long_sentences, ids_out)
