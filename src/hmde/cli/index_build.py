@@ -14,6 +14,7 @@ from ..errors import HmdeError, InputError
 from ..registry import DEFAULT_MODEL
 from ..routing import AUTO, route
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
+from .index_mode import check_multi_vector_model, choose_index_mode
 from .preflight import check_records
 from .ray_arguments import encode_spec, ray_options
 
@@ -91,49 +92,6 @@ def check_build_output(args: argparse.Namespace):
         index.close()
         raise
     return index
-
-
-def choose_index_mode(args: argparse.Namespace) -> None:
-    """One vector per document, or also every sentence's (``args.multi_vector``, None until decided here).
-
-    The default, with ``--engine local`` and no ``--preset paper``, is multi-vector with the sentence
-    encoder's own sentence vectors: `hmde search` then ranks by the best sentence fused with the document
-    vector, the best ranking measured (docs/defaults.md). ``--add`` takes the index's mode instead.
-    """
-    explicit = args.multi_vector
-    if args.multi_vector and args.engine == "ray":
-        raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
-    if args.sentence_vectors and args.multi_vector is False:
-        raise HmdeError("--sentence-vectors describes a multi-vector index; leave it out with --single-vector")
-    if args.sentence_vectors == "context" and args.method and not method_class(args.method).contextual:
-        raise HmdeError(f"--sentence-vectors context stores HMDE's contextualised sentence vectors: method hmde, "
-                        f"not {args.method}")
-    if args.add:
-        return
-    if explicit is None:
-        args.multi_vector = args.engine != "ray" and getattr(args, "preset", None) != "paper"
-    if args.multi_vector:
-        args.sentence_vectors = args.sentence_vectors or "lower"
-
-
-def check_multi_vector_model(args: argparse.Namespace) -> None:
-    """Contextualised sentence vectors need the hierarchical model on PyTorch: checked on the folder,
-    before loading it."""
-    from ..model_folder import is_hmde_folder
-    from ..registry import resolve_model_path
-
-    if not args.multi_vector or args.sentence_vectors != "context":
-        return
-    if args.backend != "torch":
-        raise HmdeError("--sentence-vectors context needs --backend torch: the exported upper graph gives document "
-                        "vectors only")
-    try:
-        hmde_model = args.model == AUTO or is_hmde_folder(resolve_model_path(args.model))
-    except HmdeError:
-        hmde_model = False
-    if not hmde_model:
-        raise HmdeError(f"--sentence-vectors context stores HMDE's contextualised sentence vectors: '{args.model}' is "
-                        "not an hmde model")
 
 
 def check_same_model(index, name: str) -> None:

@@ -52,7 +52,7 @@ class Index:
     def lower(self):
         return self.model.lower if self.kind == "hmde" else self.model
 
-    def encode_queries(self, queries: list[str]) -> "np.ndarray":
+    def encode_queries(self, queries: list[str]):
         """Queries through the index's sentence encoder (the CLIR protocol), as every search embeds them."""
         return self.lower.encode(list(queries), prompt_name="query")
 
