@@ -83,6 +83,10 @@ def register(sub) -> None:
                    "a rerun reuses its finished shards")
     b.set_defaults(func=run_build)
 
+    from .index_reembed import register as register_reembed
+
+    register_reembed(isub)
+
     s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")
     s.add_argument("index", metavar="INDEX_DIR")
     s.add_argument("query", nargs="*", help="query texts: each argument is one query (quote a query of several words)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 from ..coverage import languages_of, warn_uncovered
@@ -184,8 +185,9 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     from .encode import input_chunks
 
     model, method, path, dim = load_index_model(args, existing, languages)
-    if languages:
-        warn_uncovered(args.model, model, languages)
+    if languages and warn_uncovered(args.model, model, languages) and args.add:
+        print(f"hmde: to move the index to a model that covers them: hmde index reembed {args.output} hmde-e5 -o "
+              "NEW_INDEX (it reads the documents the index stores)", file=sys.stderr)
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
