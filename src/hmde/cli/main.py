@@ -16,7 +16,8 @@ import threading
 from ..version import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "demo", "recipe", "longformer", "pseudo-documents", "sentence-queries", "export"]
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "index", "classify", "demo", "recipe",
+            "longformer", "pseudo-documents", "sentence-queries", "export"]
 
 
 class Parser(argparse.ArgumentParser):
