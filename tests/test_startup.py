@@ -53,3 +53,32 @@ def test_index_build_takes_a_language_for_every_document(hmde_dir, tmp_path, cap
     assert main(["search", str(tmp_path / "i"), "Katze", "--lang", "de", "--json"]) == 0  # de finds deu
     hits = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert {h["lang"] for h in hits} == {"deu"} and len(hits) == 2
+
+
+def test_help_groups_the_engine_and_lawdr_options_and_explains_every_field(capsys):
+    with pytest.raises(SystemExit):
+        main(["index", "build", "--help"])
+    text = capsys.readouterr().out
+    for title in ("Ray engine (--engine ray):", "LAWDR's fit (--method lawdr):", "document length (the paper's"):
+        assert title in text
+    from hmde.cli.main import build_parser
+
+    def subparser(parser, name):
+        return next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
+
+    build = subparser(subparser(build_parser(), "index"), "build")
+    helps = {s: a.help for a in build._actions for s in a.option_strings}
+    for flag in ("--text-field", "--id-field", "--lang-field", "--device", "--lang"):
+        assert helps[flag] and len(helps[flag]) > 10, flag
+
+
+def test_a_measure_deeper_than_the_run_says_so(hmde_dir, tmp_path, capsys):
+    docs = tmp_path / "d.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"Text number {i}."}) + "\n" for i in range(12)))
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "i"), "--no-progress"]) == 0
+    (tmp_path / "q.tsv").write_text("q1\tnumber 3\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d3 1\n")
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "i"), "--queries", str(tmp_path / "q.tsv"), "--qrels",
+                 str(tmp_path / "qrels.txt"), "--run", str(tmp_path / "r.trec"), "--top-k", "5"]) == 0
+    assert "R@100, nDCG@10 count only the 5 hits retrieved per query (--top-k 5)" in capsys.readouterr().err

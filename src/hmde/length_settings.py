@@ -18,6 +18,7 @@ PRESETS = {
 
 
 def add_length_arguments(parser: argparse.ArgumentParser) -> None:
+    parser = parser.add_argument_group("document length (the paper's: --preset paper)")
     parser.add_argument("--preset", choices=sorted(PRESETS),
                         help="paper: every setting as in the paper (the hierarchical model's document vectors, documents "
                         "truncated at 32 sentences, sentences at 128 tokens, sentence segmentation; an index stores one "

@@ -65,6 +65,7 @@ def add_model_argument(parser, help_suffix: str = "") -> None:
 
 def add_lawdr_fit_arguments(parser) -> None:
     """How LAWDR is fitted on the input; the defaults are the paper's (docs/model.md)."""
+    parser = parser.add_argument_group("LAWDR's fit (--method lawdr)")
     parser.add_argument("--lawdr-m", type=int, help="LAWDR: language directions to remove (default: the smallest that "
                         "brings a linear language classifier below 55%%)")
     parser.add_argument("--lawdr-m-selection", choices=["svm", "logreg-cv"], default="svm",
@@ -127,5 +128,7 @@ def load_model(name: str, device: str, args=None, languages=None, want: str = "a
     :func:`hmde.model_loading.load_model` takes them as values, never the parsed arguments)."""
     from ..length_settings import length_overrides
 
+    if sys.stderr.isatty():  # the seconds before the first progress bar are not silent on a terminal
+        print(f"hmde: loading {name} ...", file=sys.stderr, flush=True)
     return load_named_model(name, device, want, backend=getattr(args, "backend", None),
                             lengths=length_overrides(args) if args is not None else None, languages=languages)

@@ -31,8 +31,9 @@ def register(sub) -> None:
     isub = p.add_subparsers(dest="index_command", metavar="ACTION")
     isub.required = True
     b = isub.add_parser("build", help="embed INPUT and write (or, with --add, extend) INDEX_DIR",
-                        description="Documents go through the chosen method (default: the hierarchical model); "
-                        "their sentences are kept for the best-sentence snippet of each hit.")
+                        description="Documents go through the model's recommended method (hmde-e5: mean), and every "
+                        "sentence's vector is indexed too, so that `hmde search` ranks by the best sentence fused with "
+                        "the document vector and shows it (--single-vector: one vector per document).")
     add_model_argument(b, "; with --add: the index's model")
     b.set_defaults(model=None)  # --add without a model uses the index's
     b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents; with "
@@ -93,7 +94,7 @@ def register(sub) -> None:
     s.add_argument("--queries", metavar="FILE", help="queries as TSV (qid<TAB>text) or JSONL (qid, text)")
     s.add_argument("--run", metavar="OUT", help="write a TREC run file (qid Q0 docid rank score tag) for trec_eval or "
                    "ir-measures; hits are then not printed unless --json")
-    s.add_argument("--qrels", help="TREC qrels: print the run's ir-measures metrics")
+    s.add_argument("--qrels", help="TREC qrels: print the run's ir-measures metrics (over the --top-k hits retrieved)")
     s.add_argument("--measures", default="AP,RR,nDCG@10,R@100", help="ir-measures names, with --qrels")
     s.add_argument("--tag", default="hmde", help="the run tag column of --run")
     s.add_argument("--hybrid", action="store_true", help="fuse the dense ranking with BM25's (index built with --bm25) "
@@ -189,6 +190,12 @@ def run_search(args: argparse.Namespace) -> int:
         unasked = sorted(set(qrels) - set(ids))
         if unasked:
             warn(f"the qrels judge {len(unasked)} query id(s) not asked (e.g. '{unasked[0]}'); they score 0")
+        import ir_measures
+
+        deeper = sorted({m for m in measures if (ir_measures.parse_measure(m).params.get("cutoff") or 0) > args.top_k})
+        if deeper:
+            warn(f"{', '.join(deeper)} count{'s' if len(deeper) == 1 else ''} only the {args.top_k} hits retrieved per "
+                 f"query (--top-k {args.top_k}); raise --top-k to measure deeper")
         scores = clir.score_run(qrels, run, measures)
         judged = sum(1 for q in ids if q in qrels)
         print(f"{judged} of {len(ids)} queries judged: " + "  ".join(f"{m} {v:.4f}" for m, v in scores.items()))

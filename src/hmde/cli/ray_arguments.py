@@ -6,6 +6,7 @@ import argparse
 
 
 def add_ray_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    p = p.add_argument_group("Ray engine (--engine ray)")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help=f"ray: a Ray Data pipeline with a pool of model actors {what}; resumable (finished shards "
                    "are skipped on a rerun)")
