@@ -134,3 +134,18 @@ def test_a_growing_npy_is_an_ordinary_npy(tmp_path):
     from hmde.io.growing_npy import _header
 
     assert len(_header(10**15, 4096)) == 128  # room for any collection
+
+
+def test_the_python_index_gives_what_hmde_search_prints(hmde_dir, tmp_path, capsys):
+    import hmde
+
+    src, out = _write(tmp_path), tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", str(out), "the cat on the mat", "economic growth", "--json"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    with hmde.Index.open(str(out)) as index:  # the model loads once, for any number of searches
+        hits = index.search(["the cat on the mat", "economic growth"])
+        assert index.search("the cat on the mat")[0][0].doc_id == hits[0][0].doc_id
+    got = [(h.doc_id, round(h.score, 5), h.best_sentence) for q in hits for h in q]
+    assert got == [(p["doc_id"], p["score"], p["best_sentence"]) for p in printed]
