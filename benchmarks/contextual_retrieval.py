@@ -42,6 +42,7 @@ COLUMNS = {  # name -> extra eval arguments
     "sentences+0.25mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "0.25"],
     "sentences+0.5mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "0.5"],
     "sentences+1mean": ["--method", "mean", "--multi-vector", "lower", "--doc-weight", "1"],
+    "sentences+0.5doc": ["--multi-vector", "lower", "--doc-weight", "0.5"],  # the model's own document vector
 }
 
 
