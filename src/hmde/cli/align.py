@@ -9,6 +9,7 @@ from ..atomic import write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from ..length_settings import add_length_arguments
+from .align_sentences import add_alignment_arguments
 from .common import (
     add_backend_argument,
     add_lawdr_fit_arguments,
@@ -44,11 +45,16 @@ def register(sub) -> None:
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(p)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--sentences", metavar="OUT", help="then align the sentences of every aligned pair into OUT (as "
+                   "`hmde align-sentences`, reusing this run's sentence vectors)")
+    add_alignment_arguments(p)
     add_length_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from .align_sentences import write_alignments
+
     from ..io.documents import read_documents
     from ..document_methods import default_method
     from ..methods import DocumentVectorizer, MethodOptions
@@ -56,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from .preflight import check_output_file
 
     check_output_file(args.output, (args.src, args.tgt))
+    if args.sentences:
+        check_output_file(args.sentences, (args.src, args.tgt, args.output))
     src = list(read_documents(args.src))
     tgt = list(read_documents(args.tgt))
     for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding
@@ -78,10 +86,22 @@ def run(args: argparse.Namespace) -> int:
     tgt_langs = [args.tgt_lang or r.lang for r in tgt]
     if vec.document_method.fitted:  # on both sides together, as LAWDR's paper aligns
         vec.fit_lawdr([r.text for r in src] + [r.text for r in tgt], src_langs + tgt_langs)
-    x = vec.encode([r.text for r in src], src_langs)
-    y = vec.encode([r.text for r in tgt], tgt_langs)
+    if args.sentences:  # one pass gives the documents' sentences and their vectors too
+        x, src_units, src_vectors = vec.encode_with_sentences([r.text for r in src], src_langs)
+        y, tgt_units, tgt_vectors = vec.encode_with_sentences([r.text for r in tgt], tgt_langs)
+    else:
+        x = vec.encode([r.text for r in src], src_langs)
+        y = vec.encode([r.text for r in tgt], tgt_langs)
     pairs = align(x, y, args.scoring, args.k, args.direction, args.candidates, args.threshold)
     lines = ["src_id\ttgt_id\tscore\n"] + [f"{src[i].doc_id}\t{tgt[j].doc_id}\t{s:.6f}\n" for i, j, s in pairs]
     write_text_atomic(args.output, "".join(lines))
     print(f"wrote {len(pairs)} pairs ({args.scoring}, {args.direction}) to {args.output}")
+    if args.sentences:
+        sentence_args = argparse.Namespace(**{**vars(args), "output": args.sentences})
+        docs = [(src[i].doc_id, tgt[j].doc_id, list(src_units[i]), list(tgt_units[j])) for i, j, _ in pairs
+                if len(src_units[i]) and len(tgt_units[j])]
+        vectors = {("src", src[i].doc_id): src_vectors[i] for i, _, _ in pairs}
+        vectors.update({("tgt", tgt[j].doc_id): tgt_vectors[j] for _, j, _ in pairs})
+        return write_alignments(sentence_args, docs, lambda texts: vec.lower.encode(list(texts)),
+                                lambda doc, side: vectors[(side, doc)])
     return 0

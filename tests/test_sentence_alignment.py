@@ -1,0 +1,117 @@
+"""Sentence alignment inside aligned documents (issue 45): the dynamic programme on hand-made cases,
+coarse-to-fine equal to the full search, Vecalign's F1, the output formats and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hmde.cli.main import main
+from hmde.sentence_alignment import AlignmentOptions, Bead, align_vectors, beads_f1
+
+DIM = 48
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def spans(v, longest=3):
+    """Span vectors as a concatenated text would give them: here the normalised sum of the sentences."""
+    return [unit(np.stack([v[i:i + k].sum(0) for i in range(len(v) - k + 1)])) if len(v) >= k
+            else np.zeros((0, DIM), np.float32) for k in range(1, longest + 1)]
+
+
+def noisy(rng, v, level=0.05):
+    return unit(v + level * rng.standard_normal(v.shape))
+
+
+def pairs_of(beads):
+    return [(b.src, b.tgt) for b in beads]
+
+
+def test_a_two_to_one_merge_a_deletion_and_an_insertion():
+    rng = np.random.default_rng(0)
+    src = unit(rng.standard_normal((12, DIM)))
+    chars = rng.integers(40, 120, 12)
+    extra = unit(rng.standard_normal(DIM))
+    tgt = [noisy(rng, src[0]), noisy(rng, src[1]), noisy(rng, src[2] + src[3]),  # 2-1
+           noisy(rng, src[4]), noisy(rng, src[6]), extra,  # src 5 deleted; an inserted target sentence
+           *[noisy(rng, src[i]) for i in range(7, 12)]]
+    tgt_chars = [chars[0], chars[1], chars[2] + chars[3], chars[4], chars[6], 70, *chars[7:]]
+    beads = align_vectors(spans(src), spans(np.stack(tgt)), None, chars, tgt_chars)
+    assert pairs_of(beads) == [([0], [0]), ([1], [1]), ([2, 3], [2]), ([4], [3]), ([5], []), ([6], [4]), ([], [5]),
+                               ([7], [6]), ([8], [7]), ([9], [8]), ([10], [9]), ([11], [10])]
+    assert all(b.score > 0.9 for b in beads if b.src and b.tgt) and all(b.score == 0 for b in beads
+                                                                       if not (b.src and b.tgt))
+
+
+def test_two_swapped_paragraphs_are_never_aligned_wrongly():
+    rng = np.random.default_rng(1)
+    src = unit(rng.standard_normal((15, DIM)))
+    order = list(range(5)) + list(range(10, 15)) + list(range(5, 10))  # paragraphs 2 and 3 swapped
+    tgt = np.stack([noisy(rng, src[i]) for i in order])
+    beads = align_vectors(spans(src), spans(tgt))
+    matched = [(b.src, [order[j] for j in b.tgt]) for b in beads if b.src and b.tgt]
+    assert all(s == t for s, t in matched)  # every aligned bead is right
+    assert sum(len(s) for s, _ in matched) >= 10  # the first paragraph and one of the swapped two
+    assert {i for b in beads for i in b.src} == set(range(15)) and {j for b in beads for j in b.tgt} == set(range(15))
+
+
+def test_coarse_to_fine_finds_the_full_searchs_path_in_bounded_cells():
+    rng = np.random.default_rng(2)
+    src = unit(rng.standard_normal((300, DIM)))
+    keep = [i for i in range(300) if i % 37 != 5]  # some deletions
+    tgt = np.stack([noisy(rng, src[i], 0.2) for i in keep])
+    full = align_vectors(spans(src), spans(tgt), AlignmentOptions(full_cells=10**9))
+    banded = align_vectors(spans(src), spans(tgt), AlignmentOptions(full_cells=5_000))
+    assert pairs_of(banded) == pairs_of(full)
+    gold = [Bead([i], [keep.index(i)] if i in keep else [], 0) for i in range(300)]
+    assert beads_f1(full, gold)["strict_f1"] == 1.0
+
+
+def test_vecaligns_f1_on_a_hand_checked_case():
+    gold = [Bead([0], [0], 0), Bead([1, 2], [1], 0), Bead([3], [], 0), Bead([4], [2], 0)]
+    predicted = [Bead([0], [0], 0), Bead([1], [1], 0), Bead([2], [], 0), Bead([3], [], 0), Bead([4], [2], 0)]
+    f = beads_f1(predicted, gold)
+    # strict: 3 of 5 predicted beads are gold ([0]-[0], [3]-[], [4]-[2]); 2 of the 3 gold pairs found
+    assert f["strict_precision"] == pytest.approx(3 / 5) and f["strict_recall"] == pytest.approx(2 / 3)
+    # lax: [1]-[1] overlaps gold [1,2]-[1]; [2]-[] is no gold skip; every gold pair is overlapped
+    assert f["lax_precision"] == pytest.approx(4 / 5) and f["lax_recall"] == 1.0
+
+
+def test_the_command_writes_every_format_and_refuses_bad_input(hmde_dir, tmp_path, capsys):
+    src, tgt = tmp_path / "en.txt", tmp_path / "de.txt"
+    src.write_text("The cat sleeps.\nIt rains.\nThe dog barks.\n")
+    tgt.write_text("Die Katze schläft.\nEs regnet.\nDer Hund bellt.\n")
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "a.jsonl")]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert {tuple(r) for r in rows} == {("src_doc", "tgt_doc", "src", "tgt", "score", "src_text", "tgt_text")}
+    covered = sorted(i for r in rows for i in r["src"]), sorted(j for r in rows for j in r["tgt"])
+    assert covered == ([0, 1, 2], [0, 1, 2])  # every sentence once, in order
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "a.txt"), "--format",
+                 "vecalign"]) == 0
+    lines = (tmp_path / "a.txt").read_text().splitlines()
+    assert [line.rsplit(":", 1)[0] for line in lines] == [f"{r['src']}:{r['tgt']}" for r in rows]
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "b.tsv"), "--format",
+                 "tsv", "--min-score", "2"]) == 0
+    assert (tmp_path / "b.tsv").read_text() == ""  # no cosine reaches 2
+    capsys.readouterr()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert main(["align-sentences", str(hmde_dir), str(src), str(empty), "-o", str(tmp_path / "c.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == f"hmde: error: {empty}: holds no sentence (one sentence per line)"
+    docs_a, docs_b = tmp_path / "a.jsonl.in.jsonl", tmp_path / "b.jsonl"
+    docs_a.write_text(json.dumps({"doc_id": "x", "text": "One. Two.", "lang": "eng"}) + "\n")
+    docs_b.write_text(json.dumps({"doc_id": "y", "text": "Eins. Zwei.", "lang": "deu"}) + "\n" +
+                      json.dumps({"doc_id": "z", "text": " ", "lang": "deu"}) + "\n")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("src_id\ttgt_id\tscore\nx\tnope\t0.9\n")
+    assert main(["align-sentences", str(docs_a), str(docs_b), "--pairs", str(pairs), "-o", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err.strip() == f"hmde: error: {pairs}, line 2, field 'tgt_id': the target collection " \
+        "has no document 'nope'"
+    pairs.write_text("x\tz\n")
+    assert main(["align-sentences", str(docs_a), str(docs_b), "--pairs", str(pairs), "-o", str(tmp_path / "d")]) == 2
+    assert "document 'z' has no sentence to align" in capsys.readouterr().err
