@@ -67,7 +67,7 @@ def _write(path, docs):
     path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
 
 
-def test_encode_and_index_build_route_the_default_by_the_documents_and_the_index_records_the_choice(
+def test_encode_and_index_build_route_hmde_auto_by_the_documents_and_the_index_records_the_choice(
         installed_e5, tmp_path, capsys):
     from hmde.cli.main import main
     from hmde.index.store import DocumentIndex
@@ -75,9 +75,11 @@ def test_encode_and_index_build_route_the_default_by_the_documents_and_the_index
     docs = tmp_path / "docs.jsonl"
     _write(docs, [{"doc_id": "1", "text": "The cat sleeps.", "lang": "en"},
                   {"doc_id": "2", "text": "Η γάτα κοιμάται στον καναπέ."}])  # Greek by its script: no lang field
-    assert main(["encode", str(docs), "-o", str(tmp_path / "v.npy"), "--no-progress", "--device", "cpu"]) == 0
+    assert main(["encode", "hmde-auto", str(docs), "-o", str(tmp_path / "v.npy"), "--no-progress", "--device",
+                 "cpu"]) == 0
     assert f"hmde: hmde-auto -> {installed_e5}: el is outside USE-m's 16 languages" in capsys.readouterr().err
-    assert main(["index", "build", str(docs), "-o", str(tmp_path / "idx"), "--no-progress", "--device", "cpu"]) == 0
+    assert main(["index", "build", "hmde-auto", str(docs), "-o", str(tmp_path / "idx"), "--no-progress", "--device",
+                 "cpu"]) == 0
     index = DocumentIndex.open(tmp_path / "idx")
     try:
         assert index.meta.model == installed_e5  # searches and --add keep the model it was built with

@@ -18,6 +18,7 @@ PACKAGE_MODELS = Path(__file__).parent / "models"
 # One model for every language in one vector space (issue 42): hmde-e5 covers about 100 languages, and in
 # USE-m's 16 its figures are close to hmde-use's (docs/defaults.md). hmde-auto (hmde.routing) stays a name.
 DEFAULT_MODEL = "hmde-e5"
+AUTO_NAME = "hmde-auto"  # hmde.routing.AUTO: a name for a job, never for a bare load
 USE_DEFAULT = "hmde-use"  # what hmde-auto picks for USE-m's 16 languages, and for a job of unknown languages
 # The document method a bundled model's dev figures rank first, used when no --method is given (docs/defaults.md;
 # `--method hmde` or `--preset paper` give the paper's vectors). hmde-e5: `mean` over its lower encoder, the
@@ -101,8 +102,8 @@ def resolve_model_path(name_or_path: str) -> Path:
     bundled = bundled_folder(str(name_or_path))
     if bundled is not None:
         return bundled
-    if str(name_or_path) == DEFAULT_MODEL:  # hmde.routing chooses for a job; a bare load has none
-        raise ModelLoadError(f"'{DEFAULT_MODEL}' picks {USE_DEFAULT} or hmde-e5 by the languages of a job; from "
+    if str(name_or_path) == AUTO_NAME:  # hmde.routing chooses for a job; a bare load has none
+        raise ModelLoadError(f"'{AUTO_NAME}' picks {USE_DEFAULT} or hmde-e5 by the languages of a job; from "
                              "Python, hmde.routing.model_for(languages)[0] names the one to load")
     if str(name_or_path) == USE_DEFAULT:
         raise ModelLoadError(

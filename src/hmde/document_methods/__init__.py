@@ -35,8 +35,8 @@ def method_class(name: str) -> type[DocumentMethod]:
 
 def default_method(is_hmde_model: bool, model: str | None = None, preset: str | None = None) -> str:
     """The method a command uses when none is given: the one a bundled ``model`` recommends
-    (hmde-e5: ``mean``, :data:`hmde.registry.RECOMMENDED_METHODS`), else hmde on an hmde model and
-    mean on a sentence encoder. ``preset="paper"`` gives an hmde model the paper's ``hmde``."""
+    (:data:`hmde.registry.RECOMMENDED_METHODS`), else hmde on an hmde model and mean on a sentence
+    encoder. ``preset="paper"`` gives an hmde model the paper's ``hmde``."""
     if not is_hmde_model:
         return MeanMethod.name
     if preset == "paper":
