@@ -80,6 +80,51 @@ def variants(src, tgt, rng):
     yield "paragraphs shuffled", src, [tgt[i] for i in shuffled], [Bead([i], [position[i]], 0) for i in range(n)]
 
 
+def monotone_oracle(gold):
+    """The best a monotone aligner can do against ``gold``: the longest increasing run of target positions
+    kept as 1-1 beads, every other sentence left unaligned on both sides."""
+    from hmde.sentence_alignment import Bead
+
+    pairs = [(b.src[0], b.tgt[0]) for b in gold if b.src and b.tgt]
+    tails, back, at = [], [None] * len(pairs), []  # patience sorting over target positions
+    import bisect
+
+    for k, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(tails, j)
+        if pos == len(tails):
+            tails.append(j)
+            at.append(k)
+        else:
+            tails[pos], at[pos] = j, k
+        back[k] = at[pos - 1] if pos else None
+    keep, k = set(), at[-1] if at else None
+    while k is not None:
+        keep.add(k)
+        k = back[k]
+    kept = [pairs[k] for k in sorted(keep)]
+    src_kept, tgt_kept = {i for i, _ in kept}, {j for _, j in kept}
+    out = [Bead([i], [j], 0) for i, j in kept]
+    out += [Bead([i], [], 0) for i, _ in pairs if i not in src_kept]
+    out += [Bead([], [j], 0) for _, j in pairs if j not in tgt_kept]
+    return out
+
+
+def oracle(args) -> None:
+    from hmde.sentence_alignment import beads_f1
+
+    data = Path(args.data)
+    tasks = [d for p in WMT_PAIRS for d in wmt_documents(data, p)[:1]]
+    tasks += [d for lang in PUD_LANGS for d in pud_documents(data, lang)]
+    scores = {}
+    for src, tgt in tasks:
+        for variant, _, _, gold in variants(src, tgt, np.random.default_rng(0)):
+            f = beads_f1(monotone_oracle(gold), gold)
+            scores.setdefault(variant, []).append((f["strict_f1"], f["lax_f1"]))
+    print("the best monotone alignment (an oracle):")
+    for variant, values in scores.items():
+        print(f"| {variant} | {np.mean([v[0] for v in values]):.3f} | {np.mean([v[1] for v in values]):.3f} |")
+
+
 def quality(args) -> None:
     from hmde.model_loading import load_model
     from hmde.sentence_alignment import align_sentences, beads_f1
@@ -153,6 +198,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quality", action="store_true")
     p.add_argument("--speed", action="store_true")
+    p.add_argument("--oracle", action="store_true", help="the best monotone alignment's F1 (no model)")
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--models", default="hmde-e5,multilingual-e5-small,hmde-use")
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 50000])
@@ -163,6 +209,8 @@ def main() -> int:
     if args.one:
         print(json.dumps(one_speed(args.one, args.full)))
         return 0
+    if args.oracle:
+        oracle(args)
     if args.quality:
         quality(args)
     if args.speed:
