@@ -176,13 +176,9 @@ HASHED_BELOW = 32 * 2**20  # files under this are hashed on every check (config,
 
 
 def _file_digest(path: Path) -> str:
-    import hashlib
+    from ..evaluation.provenance import file_sha256
 
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_sha256(path)
 
 
 def write_manifest(folder: Path) -> None:
