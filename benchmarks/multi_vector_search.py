@@ -4,7 +4,7 @@ Builds real hmde indexes with ``hmde.index.build.write_batches`` (the code `hmde
 by batch) from synthetic vectors: documents of --per-doc sentences, 384-d like hmde-e5; each sentence a
 noisy copy of its document's topic centre, so that neighbourhoods exist. Then times
 ``DocumentIndex.search`` (FAISS, the sentence-to-document table, scoring, the evidence of every hit)
-with the default fusion of `hmde search` (best sentence + 0.5 x document vector), single queries, k=10.
+with the default fusion of `hmde search` (best sentence + 0.25 x document vector), single queries, k=10.
 
 For each size and index type it prints: the build's time and peak RSS (streaming: memory should not
 grow with the collection), the files on disk, the search process's peak RSS after opening the index and
@@ -112,14 +112,17 @@ def search(args) -> dict:
 
 
 def exact(args) -> dict:
-    """Every document's exact score (best sentence + 0.5 x its mean vector), streamed over the batches."""
+    """Every document's exact score (best sentence + the default weight x its mean vector), streamed over the
+    batches."""
+    from hmde.multivector import DEFAULT_DOC_WEIGHT
+
     q = queries(args.queries, args.dim)
     best = np.full((len(q), 10), -np.inf, np.float32)
     ids = np.zeros((len(q), 10), np.int64)
     for start, sents in generated(args.sentences // args.per_doc, args.per_doc, args.dim):
         n = len(sents)
         sims = (sents.reshape(-1, args.dim) @ q.T).reshape(n, args.per_doc, len(q)).max(1).T  # (Q, n)
-        scores = sims + 0.5 * (q @ unit(sents.mean(1)).T)
+        scores = sims + DEFAULT_DOC_WEIGHT * (q @ unit(sents.mean(1)).T)
         both = np.concatenate([best, scores], 1)
         both_ids = np.concatenate([ids, np.broadcast_to(np.arange(start, start + n), (len(q), n))], 1)
         top = np.argsort(-both, axis=1)[:, :10]
