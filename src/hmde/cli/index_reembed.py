@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from ..config import DOCUMENT_METHODS
+from ..document_methods import method_class
 from ..errors import HmdeError
 from .arg_types import positive_int
 
@@ -47,8 +48,9 @@ def build_arguments(args: argparse.Namespace, source_meta) -> argparse.Namespace
         model=args.model or DEFAULT_MODEL, method=args.method, output=args.output, type=source_meta.index_type,
         hnsw_m=source_meta.hnsw_m, ivf_lists=source_meta.ivf_lists or 1024, pq_m=source_meta.pq_m or 48,
         bm25=source_meta.bm25, backend="torch", multi_vector=mode,
-        sentence_vectors=("lower" if source_meta.sentence_vectors == "context" and args.method not in (None, "hmde")
-                          else source_meta.sentence_vectors) if mode else None,
+        sentence_vectors=("lower" if source_meta.sentence_vectors == "context" and args.method
+                          and not method_class(args.method).contextual else source_meta.sentence_vectors)
+        if mode else None,
         preset=None, long_documents=None, long_sentences=None, segmentation=None, bf16=False,
         lawdr_stats=None, device=args.device, no_progress=args.no_progress, engine="local", add=False, lang=None)
 

@@ -50,6 +50,9 @@ class DocumentMethod:
     fine_tunable: ClassVar[bool] = True  # the softmax-head protocol can update its parameters
     contextual: ClassVar[bool] = False  # gives contextualised sentence vectors (a multi-vector index)
     torch_only: ClassVar[bool] = False  # runs a PyTorch model of its own (no ONNX export of it)
+    # the document vector is the normalised mean of its sentences' own vectors: an index can recompute it
+    # exactly from the sentence vectors it stores (an IVF-PQ index keeps the documents compressed)
+    mean_of_sentences: ClassVar[bool] = False
 
     def __init__(self, vectorizer):
         """``vectorizer``: the :class:`~hmde.methods.DocumentVectorizer` that runs this method (not

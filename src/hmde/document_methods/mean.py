@@ -8,6 +8,7 @@ from .base import DocumentMethod
 class MeanMethod(DocumentMethod):
     name = "mean"
     summary = "the mean of the document's sentence vectors"
+    mean_of_sentences = True
 
     def reuses_sentences(self) -> bool:
         return True

@@ -469,7 +469,10 @@ class DocumentIndex:
     def exact_document_vectors(self, rows: np.ndarray) -> np.ndarray | None:
         """Where a document vector is the mean of the stored sentence vectors (method ``mean`` with the
         sentence encoder's own vectors, the default) it is computed exactly from them; else None."""
-        if self.meta.method != "mean" or self.meta.sentence_vectors != "lower":
+        from ..document_methods import REGISTRY
+
+        kind = REGISTRY.get(self.meta.method)
+        if kind is None or not kind.mean_of_sentences or self.meta.sentence_vectors != "lower":
             return None
         owners, rows = self.sentence_owners(), np.asarray(rows, np.int64)  # each document's rows are contiguous
         starts, ends = np.searchsorted(owners, rows, "left"), np.searchsorted(owners, rows, "right")
