@@ -62,6 +62,16 @@ def route(name: str, languages: Iterable[str | None] | Counter | None = None, st
     return model
 
 
+def refuse_for_one_space(name: str | None, what: str, fix: str) -> None:
+    """:data:`AUTO` chooses a model per job; ``what`` (an index, a classifier) lives in one model's space,
+    so naming it there is refused in one line, saying what to do (``fix``)."""
+    if name == AUTO:
+        from .errors import HmdeError
+
+        raise HmdeError(f"{what} lives in one model's space: {fix} ({AUTO} picks a model for a new job, never for "
+                        f"{what})")
+
+
 def eval_languages(args) -> list[str] | None:
     """The languages an ``hmde eval`` run names in its flags (--langs, --pairs, --pivot, --query-lang,
     --doc-lang, --targets, --src-lang/--tgt-lang), or None when it names none (all of a folder)."""

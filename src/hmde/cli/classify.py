@@ -84,12 +84,11 @@ def run_train(args: argparse.Namespace) -> int:
     from ..evaluation.provenance import model_hash
     from ..output_dirs import check_replaceable, check_writable_parent
     from ..registry import recorded_name, resolve_model_path
-    from ..routing import AUTO
+    from ..routing import refuse_for_one_space
 
     check_writable_parent(args.output)
     check_replaceable(args.output, "hmde classifier", is_classifier, args.overwrite)
-    if args.model == AUTO:
-        raise HmdeError(f"a classifier lives in one model's space: name the model ({AUTO} picks one per job)")
+    refuse_for_one_space(args.model, "a classifier", "name its model")
     records, labels = read_labelled(args)
     vectorizer, method = encoder(args.model, args.method, args.device)
     vectors = vectorizer.encode([r.text for r in records], [r.lang for r in records])

@@ -13,7 +13,7 @@ from ..coverage import languages_of, warn_uncovered
 from ..document_methods import default_method, method_class
 from ..errors import HmdeError, InputError
 from ..registry import DEFAULT_MODEL
-from ..routing import AUTO, route
+from ..routing import refuse_for_one_space, route
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
 from .index_mode import check_multi_vector_model, choose_index_mode
 from .preflight import check_records
@@ -54,9 +54,7 @@ def check_build_output(args: argparse.Namespace):
         return None
     if not is_hmde_index(Path(args.output)):
         raise HmdeError(f"{args.output}: --add needs an existing hmde index there")
-    if args.model == AUTO:
-        raise HmdeError(f"an index keeps the model it was built with: leave the model out of --add ({AUTO} picks a "
-                        "model for a new job, never for an index)")
+    refuse_for_one_space(args.model, "an index", "leave the model out of --add")
     index = DocumentIndex.open(args.output)
     try:
         meta = index.meta

@@ -105,12 +105,11 @@ def run_reembed(args: argparse.Namespace) -> int:
     from ..index.store import DocumentIndex
     from ..methods import DocumentVectorizer, MethodOptions
     from ..registry import resolve_model_path
-    from ..routing import AUTO
+    from ..routing import refuse_for_one_space
     from .index_build import index_meta, load_index_model
 
     source_dir = Path(args.source)
-    if args.model == AUTO:
-        raise HmdeError(f"an index lives in one model's space: name the model ({AUTO} picks one per job)")
+    refuse_for_one_space(args.model, "an index", "name the new index's model")
     record = check_new_output(args, source_dir)
     source = DocumentIndex.open(source_dir)
     try:

@@ -10,6 +10,28 @@ from ..model_loading import load_model
 from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 
 
+def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight: float) -> None:
+    """What a search asks, checked before the model loads (and again for every :meth:`Index.search`)."""
+    from ..multivector import check_scoring
+
+    if not queries or any(not q.strip() for q in queries):
+        raise HmdeError("the query is empty")
+    if top_k < 1:
+        raise HmdeError("--top-k must be >= 1")
+    check_scoring(top_sentences, doc_weight)
+
+
+def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool | None:
+    """What a search asks of this index (BM25 for ``hybrid``, stored sentences for ``multi_vector``),
+    checked before the model loads; returns the ranking to use (hybrid ranks the document vectors)."""
+    if hybrid:
+        index.require_bm25()
+        multi_vector = False if multi_vector is None else multi_vector
+    if multi_vector and not index.meta.multi_vector:
+        raise HmdeError(f"index {index.path} stores one vector per document: build it with --multi-vector")
+    return multi_vector
+
+
 class Index:
     """An index opened once with the model it was built with, searched any number of times: what
     `hmde search` does, from Python (and the server), without loading the model per call.
@@ -23,30 +45,34 @@ class Index:
 
     @classmethod
     def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
+        from ..index.store import DocumentIndex
+
+        return cls.attach(DocumentIndex.open(path), model, device, backend)
+
+    @classmethod
+    def attach(cls, index, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
+        """An open :class:`~hmde.index.store.DocumentIndex` with its model loaded (closed if that fails)."""
         from ..devices import pick_device
         from ..evaluation.provenance import model_hash
-        from ..index.store import DocumentIndex, check_compatible
+        from ..index.store import check_compatible
         from ..registry import recorded_model, recorded_model_available, resolve_model_path
-        from ..routing import AUTO
+        from ..routing import refuse_for_one_space
 
-        index = DocumentIndex.open(path)
         try:
-            if model == AUTO:
-                raise HmdeError(f"an index is searched with the model it was built with ({index.meta.model}): leave "
-                                f"--model out ({AUTO} picks a model for a new job, never for an index)")
+            refuse_for_one_space(model, "an index", f"leave --model out (it was built with {index.meta.model})")
             name = model or recorded_model(index.meta.model)
             if model is None and not recorded_model_available(name):
-                raise HmdeError(f"index {path} was built with {index.meta.model}, which is neither a folder here, "
-                                "nor a model bundled with hmde, nor in the local Hugging Face cache: pass --model with "
-                                "that model's folder")
+                raise HmdeError(f"index {index.path} was built with {index.meta.model}, which is neither a folder "
+                                "here, nor a model bundled with hmde, nor in the local Hugging Face cache: pass --model "
+                                "with that model's folder")
             device = pick_device(device)
             kind, loaded = load_model(name, device, backend=backend or index.meta.backend)
-            lower = loaded.lower if kind == "hmde" else loaded
-            check_compatible(index.meta, model_hash(resolve_model_path(name)), lower.dim, index.path)
+            opened = cls(index, name, kind, loaded, device)
+            check_compatible(index.meta, model_hash(resolve_model_path(name)), opened.lower.dim, index.path)
         except BaseException:
             index.close()
             raise
-        return cls(index, name, kind, loaded, device)
+        return opened
 
     @property
     def lower(self):
@@ -59,33 +85,21 @@ class Index:
     def search(self, queries: list[str] | str, top_k: int = 10, lang: str | None = None,
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
-               top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               query_vectors=None, warn: bool = True):
+               top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
         from ..methods import DocumentVectorizer
-        from ..multivector import check_scoring
 
         queries = [queries] if isinstance(queries, str) else list(queries)
-        if not queries or any(not q.strip() for q in queries):
-            raise HmdeError("the query is empty")
-        if top_k < 1:
-            raise HmdeError("--top-k must be >= 1")
-        check_scoring(top_sentences, doc_weight)
-        if hybrid:
-            self.index.require_bm25()
-            multi_vector = False if multi_vector is None else multi_vector
-        if multi_vector and not self.index.meta.multi_vector:
-            raise HmdeError(f"index {self.index.path} stores one vector per document: build it with --multi-vector")
-        if warn:
-            warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
-        vectors = self.encode_queries(queries) if query_vectors is None else query_vectors
+        check_request(queries, top_k, top_sentences, doc_weight)
+        multi_vector = check_index_request(self.index, hybrid, multi_vector)
+        warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
 
         def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
             return DocumentVectorizer(self.model, "mean").sentences(texts, langs)
 
-        return self.index.search(vectors, top_k, lang, sentences_of=sentences_of, ef_search=ef_search, nprobe=nprobe,
-                                 hybrid_texts=list(queries) if hybrid else None, hybrid_weights=hybrid_weights,
-                                 rrf_k=rrf_k, multi_vector=multi_vector, top_sentences=top_sentences,
-                                 doc_weight=doc_weight)
+        return self.index.search(self.encode_queries(queries), top_k, lang, sentences_of=sentences_of,
+                                 ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
+                                 hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
+                                 top_sentences=top_sentences, doc_weight=doc_weight)
 
     def close(self) -> None:
         self.index.close()
@@ -102,19 +116,17 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
                  backend: str | None = None, multi_vector: bool | None = None,
                  top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
-    """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open)."""
-    from ..multivector import check_scoring
-
-    if not queries or any(not q.strip() for q in queries):
-        raise HmdeError("the query is empty")
-    if top_k < 1:
-        raise HmdeError("--top-k must be >= 1")
-    check_scoring(top_sentences, doc_weight)
+    """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
+    check that needs no model comes before the model loads."""
     from ..index.store import DocumentIndex
 
-    if hybrid:  # before the model loads
-        with DocumentIndex.open(index_dir) as probe:
-            probe.require_bm25()
-    with Index.open(index_dir, model_name, device, backend) as index:
-        return index.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                            top_sentences, doc_weight)
+    check_request(queries, top_k, top_sentences, doc_weight)
+    index = DocumentIndex.open(index_dir)
+    try:
+        check_index_request(index, hybrid, multi_vector)
+    except BaseException:
+        index.close()
+        raise
+    with Index.attach(index, model_name, device, backend) as opened:
+        return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
+                             top_sentences, doc_weight)
