@@ -129,11 +129,10 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.output)
     fits_lawdr = (args.method and method_class(args.method).fitted and not args.queries
                   and not (lawdr_stats_dir(args) / "lawdr.json").exists())
-    if fits_lawdr:
+    if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         from ..lawdr import check_stats_output
 
         check_stats_output(lawdr_stats_dir(args))  # before the fit: never a file, never a folder of the user's
-    if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
         return run_in_memory(args)
     choose_method(args)
     languages: Counter = Counter()

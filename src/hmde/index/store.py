@@ -453,13 +453,13 @@ class DocumentIndex:
             unique, slot = np.unique(docs[keep], return_inverse=True)
             total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
             if doc_weight and len(unique):
-                total = total + doc_weight * (self.document_vectors(unique) @ q[qi])
+                stored = self.document_vectors(unique) @ q[qi]
+                total = total + doc_weight * stored
                 if kind == "ivfpq":  # the leaders' document vectors exactly, where they can be (codes approximate)
                     lead = np.argsort(-total, kind="stable")[:max(5 * top_k, EXACT_RESCORE)]
                     exact = self.exact_document_vectors(unique[lead])
                     if exact is not None:
-                        approx = self.document_vectors(unique[lead]) @ q[qi]
-                        total[lead] += doc_weight * (exact @ q[qi] - approx)
+                        total[lead] += doc_weight * (exact @ q[qi] - stored[lead])
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
