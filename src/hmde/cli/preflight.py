@@ -68,16 +68,17 @@ def check_output_file(output: str | Path, inputs: tuple = ()) -> None:
     """The output's folder must be writable (a read-only place is found now, not after encoding), and
     the output must not be one of the command's ``inputs`` (``align en.tsv fr.tsv -o en.tsv`` replaced
     its own input)."""
+    from ..output_dirs import check_not_an_input
+
     check_writable_parent(output)
     if Path(output).is_dir():
         raise HmdeError(f"{output}: is a folder; name a file")
-    for given in inputs:
-        if given and Path(output).exists() and Path(given).exists() and Path(output).samefile(given):
-            raise HmdeError(f"{output}: is also an input of this command; name another output file")
+    check_not_an_input({"output": [Path(output)]},
+                       {f"input {i}": Path(given) for i, given in enumerate(inputs, 1) if given})
 
 
 # the options whose values a command writes; every other option naming an existing path is an input
-OUTPUT_OPTIONS = ("output", "run", "run_output", "plot", "vectors_dir")
+OUTPUT_OPTIONS = ("output", "run", "run_output", "plot", "vectors_dir", "sentences")
 
 
 def written_files(dest: str, value: str) -> list[Path]:
