@@ -90,7 +90,9 @@ def written_files(dest: str, value: str) -> list[Path]:
 
         files.append(ids_path_for(path))
     if dest == "output" and value.endswith(".parquet"):
-        files.append(path.with_name(path.name[: -len(".parquet")] + ".docs.parquet"))
+        from ..pretraining.pairs import documents_path
+
+        files.append(documents_path(path))
     return files
 
 

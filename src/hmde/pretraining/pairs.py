@@ -57,6 +57,12 @@ class PairSummary:
         return self.__dict__.copy()
 
 
+def documents_path(pairs_path: str | Path) -> Path:
+    """``PAIRS.docs.parquet``, the documents file written beside ``PAIRS.parquet``."""
+    pairs_path = Path(pairs_path)
+    return pairs_path.with_name(pairs_path.name[: -len(".parquet")] + ".docs.parquet")
+
+
 def _source_sql(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".parquet"):
@@ -189,7 +195,7 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
         "SELECT lang_a || '-' || lang_b, count(*) FROM triples GROUP BY 1 ORDER BY 1").fetchall())
     meta = json.dumps({"format": PAIRS_FORMAT, "options": options.__dict__ | {"languages": list(options.languages or [])},
                        "corpus": [str(c) for c in corpus], "summary": summary.to_dict()}, default=list)
-    docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
+    docs_out = documents_path(output)
     with atomic_path(docs_out) as tmp_docs:
         con.execute(f"""COPY (SELECT DISTINCT p.doc_id, p.lang, p.text, p.sentences FROM pages p JOIN (
                           SELECT doc_a d FROM triples UNION SELECT doc_b FROM triples UNION
@@ -247,7 +253,7 @@ def read_pairs(path: str | Path, presplit: bool = False):
     if info.get("format") != PAIRS_FORMAT:
         raise InputError(f"not a pairs file of this hmde version (format {info.get('format')!r}, expected "
                          f"{PAIRS_FORMAT!r}); rebuild it with `hmde build-pairs`", str(path))
-    docs_path = path.with_name(path.name[: -len(".parquet")] + ".docs.parquet")
+    docs_path = documents_path(path)
     if not docs_path.exists():
         raise InputError("its documents file is missing", str(docs_path))
     pairs = _read_rows(pq, path, PAIR_COLUMNS)
@@ -267,12 +273,12 @@ def merge_pairs(inputs: Sequence[str | Path], output: str | Path) -> int:
         raise HmdeError(f"the merged pairs file must end in .parquet, got '{output}'")
     for path in inputs:
         read_pairs(path)  # checks the format of each input before anything is written
-    docs = [Path(p).with_name(Path(p).name[: -len(".parquet")] + ".docs.parquet") for p in inputs]
+    docs = [documents_path(p) for p in inputs]
     con = duckdb.connect()
     union = " UNION ALL ".join(f"SELECT *, {i} AS part FROM read_parquet({sql_path(p)})" for i, p in enumerate(inputs))
     n = con.execute(f"SELECT count(*) FROM ({union})").fetchone()[0]
     meta = json.dumps({"format": PAIRS_FORMAT, "merged": [str(p) for p in inputs], "summary": {"pairs": n}})
-    docs_out = output.with_name(output.name[: -len(".parquet")] + ".docs.parquet")
+    docs_out = documents_path(output)
     doc_union = " UNION ".join(f"SELECT doc_id, lang, text, sentences FROM read_parquet({sql_path(d)})" for d in docs)
     with atomic_path(docs_out) as tmp_docs:
         con.execute(f"COPY ({doc_union}) TO {sql_path(tmp_docs)} (FORMAT parquet)")

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import atomic_path
 from ..errors import InputError
+from .pairs import documents_path
 
 FORMAT = "hmde-units/1"
 
@@ -72,7 +73,7 @@ def prepare_units(pairs_path: str | Path, docs: dict, model, limit: int, prespli
     from filelock import FileLock
 
     pairs_path = Path(pairs_path)
-    docs_file = pairs_path.with_name(pairs_path.name[: -len(".parquet")] + ".docs.parquet")
+    docs_file = documents_path(pairs_path)
     path = cache_path(pairs_path, cache_key(docs_file, model.lower.tokenizer, model.config, limit, presplit,
                                              model.lower.document_prompt))
     with FileLock(str(path) + ".lock"):
