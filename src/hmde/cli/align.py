@@ -30,7 +30,8 @@ def register(sub) -> None:
     p.add_argument("src", metavar="SRC")
     p.add_argument("tgt", metavar="TGT")
     p.add_argument("--output", "-o", required=True, help="PAIRS.tsv")
-    p.add_argument("--method", choices=DOCUMENT_METHODS, default=None)
+    p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
+                   help="document vectors (default: the model's recommended method: mean for hmde-e5)")
     p.add_argument("--scoring", choices=["cosine", "margin"], default="margin")
     p.add_argument("--k", type=int, default=4, help="neighbours per side for the margin (default 4)")
     p.add_argument("--direction", choices=["forward", "backward", "max", "intersection"], default="max",

@@ -47,8 +47,9 @@ def register(sub) -> None:
                    "(--engine ray: a folder of Parquet shards plus manifest.json)")
     add_ray_arguments(p, "writing Parquet shards")
     p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
-                   help="document vectors: hmde (default for an hmde model), first (first 128 tokens), seg (128-token "
-                   "windows overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default for none: mean)")
+                   help="document vectors: hmde (the paper's), first (first 128 tokens), seg (128-token windows "
+                   "overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default: the model's recommended "
+                   "method: mean for hmde-e5, hmde for other hmde models, mean for a sentence encoder)")
     p.add_argument("--lawdr-stats", help="LAWDR statistics folder: reused if it exists, else fitted on INPUT and saved "
                    "there (default: OUT.lawdr/)")
     add_lawdr_fit_arguments(p)

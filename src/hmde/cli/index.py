@@ -64,7 +64,8 @@ def register(sub) -> None:
     b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
                    "--hybrid`; kept up to date by --add")
     b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
-                   help="document vectors (default: hmde for an hmde model, else mean; with --add: the index's)")
+                   help="document vectors (default: the model's recommended method: mean for hmde-e5, hmde for other "
+                   "hmde models, mean for a sentence encoder; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
     add_lawdr_fit_arguments(b)
     b.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field); an ISO 639 "
