@@ -155,16 +155,13 @@ def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int
         if i == 0:
             best[js == 0] = 0.0
         for t, (a, b) in enumerate(kinds):
-            if a > i or b == 0 and a == 0:
+            if a == 0 or a > i:  # 0-1 stays within the row: taken after the others, below
                 continue
-            prev = rows[i - a] if a else None
-            if a == 0:
-                continue  # 0-1 is within the row: after the others
             ok = (js - b >= lo[i - a]) & (js - b <= hi[i - a]) & (js - b >= 0)
             if not ok.any():
                 continue
             jj = js[ok]
-            total = prev[jj - b - lo[i - a]] + (skip if b == 0 else costs.cost(a, b, i, jj))
+            total = rows[i - a][jj - b - lo[i - a]] + (skip if b == 0 else costs.cost(a, b, i, jj))
             sel = np.flatnonzero(ok)
             better = total < best[sel]
             best[sel[better]] = total[better]
