@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from functools import lru_cache
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence, Union
@@ -184,6 +185,7 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
 _WARNED_LANGS: set[tuple[str, str]] = set()
 
 
+@lru_cache(maxsize=4096)  # asked once per document of a collection; a collection has few distinct codes
 def is_language_tag(lang: str) -> bool:
     """A code or tag that names a language (ISO 639-1/-3, BCP-47; ``_`` as in ``zho_Hans`` read as
     ``-``): ``en``, ``eng``, ``por_BR``, ``npi_Deva``; not ``xx``, ``!!`` or blanks."""
