@@ -172,6 +172,7 @@ def _model_card(source: dict) -> str:
 
 # every file of the built folder: size, and SHA-256 of the small ones (a dot: no part of the model hash)
 MANIFEST = ".hmde_files.json"
+_VERIFIED: set[Path] = set()  # folders this process checked against their manifest
 HASHED_BELOW = 32 * 2**20  # files under this are hashed on every check (config, tokenizer); larger ones sized
 
 
@@ -227,7 +228,10 @@ def ensure_folder() -> Path:
     found = find_resources()
     key = f"{NAME}-{found.sha256[:16]}-v{FORMAT}"
     folder = cache_root() / key
+    if folder in _VERIFIED:  # a name resolves several times per command: the files are checked once
+        return folder
     if (folder / "hmde_source.json").is_file() and damage(folder) is None:
+        _VERIFIED.add(folder)
         return folder
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
