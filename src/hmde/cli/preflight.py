@@ -96,6 +96,17 @@ def written_files(dest: str, value: str) -> list[Path]:
     return files
 
 
+def _is_path(value: str) -> bool:
+    """Whether a flag's value names an existing file or folder (a long list of codes is not a path: stat
+    refused it with 'File name too long')."""
+    if len(value) >= 4096 or "\n" in value:
+        return False
+    try:
+        return Path(value).exists()
+    except OSError:
+        return False
+
+
 def check_outputs_are_not_inputs(args) -> None:
     """Before a command does anything: none of its outputs replaces one of its inputs
     (:func:`hmde.output_dirs.check_not_an_input`), whatever the command."""
@@ -113,9 +124,9 @@ def check_outputs_are_not_inputs(args) -> None:
             outputs[flag] = [f for v in values for f in written_files(dest, v)]
         else:
             for i, v in enumerate(values):
-                if len(v) < 4096 and "\n" not in v and Path(v).exists():
+                if _is_path(v):
                     inputs[flag if len(values) == 1 else f"{flag} #{i + 1}"] = Path(v)
     model = getattr(args, "model", None)
-    if isinstance(model, str) and Path(model).exists():
+    if isinstance(model, str) and _is_path(model):
         inputs["MODEL"] = Path(model)
     check_not_an_input(outputs, inputs)
