@@ -42,6 +42,14 @@ def add_arguments(p) -> None:
                    help="e5: Bible chapter pairs, language pairs sampled with p^0.3 (default 2000, the 2-core budget)")
     g.add_argument("--e5-news-pairs", type=int, default=1000,
                    help="e5: WMT pseudo-document pairs (default 1000; sampled with the Bible pairs they would be 1 in 50)")
+    g.add_argument("--e5-docs-pairs", type=int, default=0, metavar="N",
+                   help="e5: also pairs of ../shared/data/docs (LibreOffice and GNOME help, tldr pages, UDHR articles), "
+                   "at most N from each source, in e5's languages, language pairs sampled with p^0.3 (default 0: "
+                   "the shipped hmde-e5's Bible and news pairs only)")
+    g.add_argument("--e5-docs-sources", default="libreoffice,gnome,tldr,udhr", metavar="NAME,...",
+                   help="e5: the docs/ sources --e5-docs-pairs reads")
+    g.add_argument("--e5-control", action=argparse.BooleanOptionalAction, default=True,
+                   help="e5: train the Table 3 control (stage 1 continued with e5 frozen; default on)")
     g.add_argument("--e5-query-loss-weight", type=float, default=0.0,
                    help="e5: weight of the sentence-query -> document loss (not in the paper; default 0)")
     g.add_argument("--e5-residual", action="store_true",
@@ -91,6 +99,20 @@ def training_news_files(data: Path) -> list[Path]:
             if not set(p.name.split(".")[0].split("-")) & set(HELD_OUT)]
 
 
+def docs_pairs_argv(data: Path, sources: list[str], per_source: int, output: Path) -> list[str]:
+    """``hmde build-pairs`` over docs/'s sources: each capped at ``per_source`` pairs, in e5's languages
+    (the covered pairs train; the others would spend the cap), the held-out languages left out."""
+    from ..coverage import XLM_R
+
+    folders = [data / "docs" / name for name in sources]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise HmdeError(f"no such docs source: {', '.join(missing)} (--e5-docs-sources)")
+    return ["build-pairs", *map(str, folders), "--languages", ",".join(sorted(XLM_R)),
+            "--exclude-languages", ",".join(HELD_OUT), "--alpha", "0.3", "--source-max-pairs", str(per_source),
+            "--output", str(output), "--no-progress"]
+
+
 def run_e5(args: argparse.Namespace) -> int:
     data, out = Path(args.data), Path(args.output)
     for sub in ("parallel", "bible", "eval"):
@@ -118,10 +140,15 @@ def run_e5(args: argparse.Namespace) -> int:
         "--alpha", "0.3", "--max-pairs", str(args.e5_bible_pairs), "--output", str(bible_pairs), "--no-progress"])
     run_step("news pairs", news_pairs.exists(), [
         "build-pairs", str(news), "--max-pairs", str(args.e5_news_pairs), "--output", str(news_pairs), "--no-progress"])
+    parts = [bible_pairs, news_pairs]
+    if args.e5_docs_pairs > 0:
+        parts.append(out / "pairs-docs.parquet")
+        run_step("docs pairs", parts[-1].exists(), docs_pairs_argv(data, args.e5_docs_sources.split(","),
+                                                                   args.e5_docs_pairs, parts[-1]))
     if not pairs.exists():
         from ..pretraining.pairs import merge_pairs
 
-        print(f"[recipe] merged {merge_pairs([bible_pairs, news_pairs], pairs):,} pairs into {pairs}")
+        print(f"[recipe] merged {merge_pairs(parts, pairs):,} pairs into {pairs}")
     covered = ["--covered-pairs-only"] if args.e5_covered_pairs else []
     run_step("stage 1: hmde, frozen e5", (frozen / "config.json").exists(), [
         "train", LOWER, str(pairs), "--output", str(frozen), "--freeze-lower", "--train-max-sentences", "32",
@@ -139,7 +166,7 @@ def run_e5(args: argparse.Namespace) -> int:
         "--lower-trainable", args.e5_lower_trainable, "--no-gradient-checkpointing",
         *(["--resume"] if (joint / "checkpoint").exists() else [])])
     stage1_vectors = frozen / "checkpoint" / "frozen_vectors.safetensors"  # e5 is frozen in both: reuse them
-    run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists(), [
+    run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists() or not args.e5_control, [
         "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
         *(["--frozen-vectors", str(stage1_vectors)] if stage1_vectors.exists() else []),
         *(["--resume"] if (control / "checkpoint").exists() else [])])

@@ -34,11 +34,17 @@ SENTENCE_END = r"[.!?。！？؟।]+(\s|$)"
 
 @dataclass
 class PairOptions:
-    languages: Sequence[str] | None = None
+    languages: Sequence[str] | None = None  # kept languages; codes compared after normalisation (deu = de)
+    exclude_languages: Sequence[str] = ()  # left out (held-out languages), also normalised: est drops UDHR's ekk
     min_sentences: int = 0  # public code: pages with <= 5 sentences dropped (use 6)
     deny_categories: Sequence[str] = ()  # exact names or SQL LIKE patterns (with %)
     alpha: float | None = None  # language-pair sampling exponent (public code: 0.3); None = keep all
     max_pairs: int | None = None
+    # a source is a CORPUS argument's folder (a folder given, or the folder of a file given: bible/eng.jsonl.gz
+    # is source "bible"); each source is sampled on its own, so that none drowns the others
+    source_max_pairs: int | None = None  # every source's cap
+    source_caps: dict = field(default_factory=dict)  # {source: cap}, over source_max_pairs
+    max_per_language_pair: int | None = None  # no language pair of a source above this
     seed: int = 0
     no_negative: str = "drop"  # drop | keep (in-batch negatives only)
     wiki40b_categories: str | None = None  # concept -> category table for Wiki-40B files
@@ -49,6 +55,8 @@ class PairOptions:
 class PairSummary:
     pairs: int = 0
     per_language_pair: dict = field(default_factory=dict)
+    per_source: dict = field(default_factory=dict)
+    per_language: dict = field(default_factory=dict)  # pairs with a page in the language
     without_negative: int = 0
     dropped_without_negative: int = 0
     pages: int = 0
@@ -72,19 +80,52 @@ def _source_sql(path: Path) -> str:
     raise InputError("unknown corpus format; expected .jsonl(.gz) or .parquet", str(path))
 
 
+CORPUS_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json", ".json.gz")
+
+
+def corpus_files(corpus: Sequence[str | Path]) -> list[tuple[str, Path]]:
+    """(source, file) for every CORPUS argument: a folder stands for its corpus files, and names their
+    source; a file's source is the folder it lies in."""
+    files = []
+    for path in map(Path, corpus):
+        if path.is_dir():
+            inside = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(CORPUS_SUFFIXES))
+            if not inside:
+                raise InputError(f"the folder holds no corpus file ({', '.join(CORPUS_SUFFIXES)})", str(path))
+            files += [(path.resolve().name, p) for p in inside]
+        elif not path.exists():
+            raise InputError("file not found", str(path))
+        else:
+            files.append((path.resolve().parent.name, path))
+    return files
+
+
+def _language_filter(con, options: PairOptions) -> str:
+    """SQL keeping the pages of ``options.languages`` and none of ``options.exclude_languages``, both
+    compared as normalised codes (so that est also drops UDHR's ekk, and deu keeps de)."""
+    from ..coverage import language_code
+
+    if not options.languages and not options.exclude_languages:
+        return "TRUE"
+    norm = lambda codes: {language_code(c) or c for c in codes}  # noqa: E731
+    keep, drop = norm(options.languages or ()), norm(options.exclude_languages)
+    present = [r[0] for r in con.execute("SELECT DISTINCT lang FROM all_pages WHERE lang IS NOT NULL").fetchall()]
+    kept = [lang for lang in present if (not options.languages or (language_code(lang) or lang) in keep)
+            and (language_code(lang) or lang) not in drop]
+    return "lang IN (" + ",".join(sql_path(lang) for lang in kept) + ")" if kept else "FALSE"
+
+
 def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
     """Create the ``pages`` view and the ``page_categories`` table."""
     parts = []
-    for path in map(Path, corpus):
-        if not path.exists():
-            raise InputError("file not found", str(path))
+    for source, path in corpus_files(corpus):
         try:
             columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {_source_sql(path)}").fetchall()]
         except Exception as exc:  # duckdb raises its own error types
             raise InputError(f"cannot read ({str(exc).splitlines()[0]})", str(path)) from None
         if is_wiki40b(columns):
             lang = options.wiki40b_lang or language_of(path)
-            parts.append(wiki40b_pages_sql(path, lang, options.wiki40b_categories))
+            parts.append(f"SELECT *, {sql_path(source)} source FROM ({wiki40b_pages_sql(path, lang, options.wiki40b_categories)})")
             continue
         missing = [c for c in REQUIRED if c not in columns]
         if missing:
@@ -93,17 +134,23 @@ def load_pages(con, corpus: Sequence[str | Path], options: PairOptions) -> None:
         sentences = f"CAST({split} AS VARCHAR[])" if split else "CAST(NULL AS VARCHAR[])"
         parts.append(f"SELECT CAST(doc_id AS VARCHAR) doc_id, CAST(concept AS VARCHAR) concept, "
                      f"CAST(lang AS VARCHAR) lang, text, CAST(categories AS VARCHAR[]) categories, "
-                     f"{sentences} sentences FROM {_source_sql(path)}")
-    where = ["text IS NOT NULL", "length(trim(text)) > 0"]
-    if options.languages:
-        where.append("lang IN (" + ",".join(sql_path(lang) for lang in options.languages) + ")")
+                     f"{sentences} sentences, {sql_path(source)} source FROM {_source_sql(path)}")
+    con.execute(f"CREATE TEMP VIEW all_pages AS {' UNION ALL '.join(parts)}")
+    where = ["text IS NOT NULL", "length(trim(text)) > 0", _language_filter(con, options)]
     if options.min_sentences > 0:
         where.append(f"len(regexp_extract_all(text || ' ', '{SENTENCE_END}')) >= {int(options.min_sentences)}")
-    con.execute(f"CREATE TEMP TABLE pages AS SELECT * FROM ({' UNION ALL '.join(parts)}) WHERE {' AND '.join(where)}")
+    con.execute(f"CREATE TEMP TABLE pages AS SELECT * FROM all_pages WHERE {' AND '.join(where)}")
+    twice = con.execute("SELECT doc_id, min(source), max(source) FROM pages GROUP BY doc_id "
+                        "HAVING count(DISTINCT source) > 1 LIMIT 1").fetchone()
+    if twice:
+        raise InputError(f"doc_id {twice[0]!r} is in two sources ({twice[1]}, {twice[2]}); doc_ids must be unique",
+                         str(corpus[0]))
     deny = " AND ".join(f"cat NOT LIKE {sql_path(c)}" for c in options.deny_categories) or "TRUE"
+    # a category belongs to its source: two sources' categories of one name share no page
     con.execute(f"""
         CREATE TEMP TABLE page_categories AS
-        SELECT DISTINCT doc_id, lang, concept, cat FROM (SELECT doc_id, lang, concept, unnest(categories) cat FROM pages)
+        SELECT DISTINCT doc_id, lang, concept, source || chr(31) || cat cat
+        FROM (SELECT doc_id, lang, concept, source, unnest(categories) cat FROM pages)
         WHERE cat IS NOT NULL AND {deny}""")
     con.execute("""
         CREATE TEMP TABLE cat_members AS
@@ -133,21 +180,19 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
     seed = int(options.seed)
     con.execute(f"""
         CREATE TEMP TABLE raw_pairs AS
-        SELECT a.doc_id doc_a, b.doc_id doc_b, a.lang lang_a, b.lang lang_b, a.concept,
+        SELECT a.doc_id doc_a, b.doc_id doc_b, a.lang lang_a, b.lang lang_b, a.concept, a.source,
                hash(a.doc_id, b.doc_id, {seed}) h
         FROM pages a JOIN pages b ON a.concept = b.concept AND a.lang < b.lang""")
-    if options.alpha is not None or options.max_pairs:
-        counts = dict(con.execute("SELECT lang_a || '-' || lang_b, count(*) FROM raw_pairs GROUP BY 1").fetchall())
-        total = sum(counts.values())
-        budget = min(options.max_pairs or total, total)
-        alpha = 1.0 if options.alpha is None else options.alpha
-        weights = {k: v ** alpha for k, v in counts.items()}
-        norm = sum(weights.values())
-        keep = {k: min(1.0, budget * weights[k] / norm / counts[k]) for k in counts}
-        con.execute("CREATE TEMP TABLE keep_rate(lp VARCHAR, rate DOUBLE)")
-        con.executemany("INSERT INTO keep_rate VALUES (?, ?)", list(keep.items()))
+    if options.alpha is not None or options.max_pairs or options.source_max_pairs or options.source_caps \
+            or options.max_per_language_pair:
+        counts = {(source, lp): n for source, lp, n in con.execute(
+            "SELECT source, lang_a || '-' || lang_b, count(*) FROM raw_pairs GROUP BY 1, 2").fetchall()}
+        con.execute("CREATE TEMP TABLE keep_rate(source VARCHAR, lp VARCHAR, rate DOUBLE)")
+        con.executemany("INSERT INTO keep_rate VALUES (?, ?, ?)",
+                        [(*key, rate) for key, rate in keep_rates(counts, options).items()])
         con.execute("""
-            CREATE TEMP TABLE sampled AS SELECT r.* FROM raw_pairs r JOIN keep_rate k ON k.lp = r.lang_a || '-' || r.lang_b
+            CREATE TEMP TABLE sampled AS SELECT r.* FROM raw_pairs r
+            JOIN keep_rate k ON k.source = r.source AND k.lp = r.lang_a || '-' || r.lang_b
             WHERE (r.h % 1000000) / 1000000.0 < k.rate""")
     else:
         con.execute("CREATE TEMP VIEW sampled AS SELECT * FROM raw_pairs")
@@ -193,6 +238,12 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
                         + (" with a hard negative" if options.no_negative == "drop" else ""))
     summary.per_language_pair = dict(con.execute(
         "SELECT lang_a || '-' || lang_b, count(*) FROM triples GROUP BY 1 ORDER BY 1").fetchall())
+    summary.per_source = dict(con.execute(
+        "SELECT s.source, count(*) FROM triples t JOIN sampled s ON s.doc_a = t.doc_a AND s.doc_b = t.doc_b "
+        "GROUP BY 1 ORDER BY 1").fetchall())
+    summary.per_language = dict(con.execute(
+        "SELECT lang, count(*) FROM (SELECT lang_a lang FROM triples UNION ALL SELECT lang_b FROM triples) "
+        "GROUP BY 1 ORDER BY 2 DESC, 1").fetchall())
     meta = json.dumps({"format": PAIRS_FORMAT, "options": options.__dict__ | {"languages": list(options.languages or [])},
                        "corpus": [str(c) for c in corpus], "summary": summary.to_dict()}, default=list)
     docs_out = documents_path(output)
@@ -206,6 +257,31 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
                                      doc_a, doc_b, neg_a, neg_b FROM triples ORDER BY pair_id)
                         TO {sql_path(tmp)} (FORMAT parquet, KV_METADATA {{hmde: '{meta.replace("'", "''")}'}})""")
     return summary
+
+
+def keep_rates(counts: dict, options: PairOptions) -> dict:
+    """The fraction of each (source, language pair)'s pairs to keep: within a source, language pairs
+    share its budget (its cap, else all its pairs) in proportion to count^alpha, none above
+    ``max_per_language_pair``; the rates are then scaled down together to ``max_pairs``."""
+    alpha = 1.0 if options.alpha is None else options.alpha
+    rates = {}
+    for source in sorted({s for s, _ in counts}):
+        mine = {k: n for k, n in counts.items() if k[0] == source}
+        total = sum(mine.values())
+        cap = options.source_caps.get(source, options.source_max_pairs)
+        budget = min(cap or total, total)
+        if options.max_pairs and not (options.source_max_pairs or options.source_caps):
+            budget = min(budget, options.max_pairs)  # one budget for one source: the sampling of before
+        norm = sum(n ** alpha for n in mine.values())
+        for key, n in mine.items():
+            wanted = budget * n ** alpha / norm
+            if options.max_per_language_pair:
+                wanted = min(wanted, options.max_per_language_pair)
+            rates[key] = min(1.0, wanted / n)
+    expected = sum(rates[k] * counts[k] for k in counts)
+    if options.max_pairs and expected > options.max_pairs:
+        rates = {k: r * options.max_pairs / expected for k, r in rates.items()}
+    return rates
 
 
 PAIR_COLUMNS = ("pair_id", "doc_a", "doc_b", "neg_a", "neg_b")
