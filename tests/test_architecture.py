@@ -95,4 +95,5 @@ def test_the_library_never_imports_the_command_line():
     known = module_names()
     upward = {name: sorted(m for m in imported_modules(name, path, known) if m.startswith("hmde.cli"))
               for name, path in known.items() if not name.startswith("hmde.cli")}
+    assert upward.pop("hmde.__main__") == ["hmde.cli.main"]  # `python -m hmde`: the command's entry, like the script
     assert {name: mods for name, mods in upward.items() if mods} == {}

@@ -16,7 +16,7 @@ import threading
 from ..version import __version__
 from ..errors import HmdeError
 
-COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "index", "classify", "demo", "recipe",
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "index", "classify", "serve", "demo", "recipe",
             "longformer", "pseudo-documents", "sentence-queries", "export"]
 
 

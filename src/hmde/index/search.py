@@ -53,9 +53,7 @@ class Index:
     def attach(cls, index, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
         """An open :class:`~hmde.index.store.DocumentIndex` with its model loaded (closed if that fails)."""
         from ..devices import pick_device
-        from ..evaluation.provenance import model_hash
-        from ..index.store import check_compatible
-        from ..registry import recorded_model, recorded_model_available, resolve_model_path
+        from ..registry import recorded_model, recorded_model_available
         from ..routing import refuse_for_one_space
 
         try:
@@ -67,7 +65,21 @@ class Index:
                                 "with that model's folder")
             device = pick_device(device)
             kind, loaded = load_model(name, device, backend=backend or index.meta.backend)
-            opened = cls(index, name, kind, loaded, device)
+        except BaseException:
+            index.close()
+            raise
+        return cls.with_model(index, name, kind, loaded, device)
+
+    @classmethod
+    def with_model(cls, index, name: str, kind: str, model, device: str) -> "Index":
+        """An open index with a model loaded already (the server loads one model for all its indexes);
+        refused, and the index closed, if the index was built with another model."""
+        from ..evaluation.provenance import model_hash
+        from ..index.store import check_compatible
+        from ..registry import resolve_model_path
+
+        opened = cls(index, name, kind, model, device)
+        try:
             check_compatible(index.meta, model_hash(resolve_model_path(name)), opened.lower.dim, index.path)
         except BaseException:
             index.close()
@@ -85,18 +97,23 @@ class Index:
     def search(self, queries: list[str] | str, top_k: int = 10, lang: str | None = None,
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
-               top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
+               top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
+               query_vectors=None):
+        """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
+        them with other requests); else they are embedded here."""
         from ..methods import DocumentVectorizer
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight)
         multi_vector = check_index_request(self.index, hybrid, multi_vector)
-        warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
+        if query_vectors is None:
+            warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
+            query_vectors = self.encode_queries(queries)
 
         def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
             return DocumentVectorizer(self.model, "mean").sentences(texts, langs)
 
-        return self.index.search(self.encode_queries(queries), top_k, lang, sentences_of=sentences_of,
+        return self.index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
                                  ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
                                  hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
                                  top_sentences=top_sentences, doc_weight=doc_weight)

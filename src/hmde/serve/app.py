@@ -1,0 +1,217 @@
+"""The FastAPI application: routes, errors as JSON naming their field, the API key, the body limit and
+the metrics. :func:`create_app` takes what :func:`hmde.serve.served.load_served` loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hmac
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from importlib import resources
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from ..errors import HmdeError
+from .batcher import Batcher, Overloaded
+from .metrics import Metrics
+from .options import ServeOptions
+from .requests import EmbeddingsRequest, EmbedRequest, SearchRequest, search_queries, texts_of
+from .served import QUERY, RequestError, Served
+
+log = logging.getLogger("hmde.serve")
+OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that answers with data asks for the key
+ROUTES = ("/v1/embeddings", "/embed", "/search", "/indexes", "/health", "/metrics", "/")
+QUERY_TYPES = ("query", "search_query")
+
+
+def error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
+    """The OpenAI API's error shape, which its clients read: {"error": {"message", "type", "param", "code"}}."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return JSONResponse({"error": {"message": message, "type": kind, "param": field, "code": status}}, status,
+                        headers=headers)
+
+
+def _field(loc) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+def _normalized(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def _embedding(vector: np.ndarray, encoding: str):
+    if encoding == "base64":
+        return base64.b64encode(np.ascontiguousarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector.astype(np.float32).tolist()
+
+
+def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
+    options = options or ServeOptions()
+    metrics = Metrics()
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-model")
+    batcher = Batcher(served.model.encode, executor, options.max_batch, options.max_wait_ms, options.max_queue,
+                      observe=metrics.observe_batch)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        batcher.start()
+        try:
+            yield
+        finally:  # uvicorn has drained the requests in flight by now
+            await batcher.stop()
+            executor.shutdown(wait=True)
+            served.close()
+
+    app = FastAPI(title="hmde", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.served, app.state.options, app.state.metrics, app.state.batcher = served, options, metrics, batcher
+
+    @app.exception_handler(RequestError)
+    async def _refused(request: Request, exc: RequestError):
+        return error(exc.status, str(exc), exc.field)
+
+    @app.exception_handler(HmdeError)
+    async def _hmde_error(request: Request, exc: HmdeError):
+        return error(400, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid request"}
+        if first.get("type") == "json_invalid":
+            return error(400, "the body is not valid JSON", "body")
+        field = _field(first.get("loc", ()))
+        return error(400, f"{field}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(Overloaded)
+    async def _overloaded(request: Request, exc: Overloaded):
+        metrics.rejected.inc()
+        return error(503, "the server is busy (its queue is full); retry later", None,
+                     {"Retry-After": str(options.retry_after_s)})
+
+    @app.exception_handler(Exception)
+    async def _crashed(request: Request, exc: Exception):
+        log.exception("request %s %s failed", request.method, request.url.path)
+        return error(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        """The body limit, the API key and the metrics of every request."""
+        started, path = time.perf_counter(), request.url.path
+        route = path if path in ROUTES else "other"
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > options.max_body_bytes):
+            response = error(413, f"the request body is larger than this server's limit ({options.max_body_bytes:,} "
+                             "bytes)", "body")
+        elif options.api_key and path not in OPEN_PATHS and not _authorized(request, options.api_key):
+            response = error(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
+                             "Authorization", {"WWW-Authenticate": "Bearer"})
+        else:
+            response = await call_next(request)
+        metrics.requests.labels(route, str(response.status_code)).inc()
+        metrics.latency.labels(route).observe(time.perf_counter() - started)
+        return response
+
+    async def embed(key: str, texts: list[str], langs: list) -> np.ndarray:
+        metrics.queued.set(batcher.waiting + len(texts))
+        try:
+            return await batcher.submit(key, texts, langs)
+        finally:
+            metrics.queued.set(batcher.waiting)
+
+    @app.post("/v1/embeddings")
+    async def openai_embeddings(body: EmbeddingsRequest):
+        model = served.model
+        if body.model not in (model.name, "hmde"):
+            raise RequestError(f"model {body.model!r} is not served here; this server serves {model.name!r}", "model",
+                               404)
+        if body.dimensions is not None:
+            raise RequestError(f"dimensions cannot be chosen: {model.name}'s vectors have {model.dim} (leave "
+                               "dimensions out)", "dimensions")
+        texts = texts_of(body.input, "input", options.max_inputs, options.max_text_chars)
+        key = QUERY if body.input_type in QUERY_TYPES else model.document_method
+        vectors = _normalized(await embed(key, texts, [None] * len(texts)))
+        tokens = model.count_tokens(texts)
+        return {"object": "list", "model": model.name,
+                "data": [{"object": "embedding", "index": i, "embedding": _embedding(v, body.encoding_format)}
+                         for i, v in enumerate(vectors)],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+    @app.post("/embed")
+    async def hmde_embed(body: EmbedRequest):
+        model = served.model
+        texts = texts_of(body.input, "input", options.max_inputs, options.max_text_chars)
+        if body.kind == "query":
+            if body.method is not None:
+                raise RequestError("queries go through the sentence encoder: leave method out", "method")
+            key = QUERY
+        else:
+            key = model.check_method(body.method or model.document_method, "method")
+        vectors = await embed(key, texts, [body.lang] * len(texts))
+        if body.normalize:
+            vectors = _normalized(vectors)
+        return {"model": model.name, "kind": body.kind, "method": None if key == QUERY else key, "dim": model.dim,
+                "normalized": body.normalize, "vectors": vectors.astype(np.float32).tolist()}
+
+    @app.post("/search")
+    async def search(body: SearchRequest):
+        queries, field = search_queries(body, options.max_inputs, options.max_text_chars, options.max_top_k)
+        target = served.index(body.index)
+        vectors = await embed(QUERY, queries, [None] * len(queries))
+
+        def run():
+            from ..index.search import check_index_request
+
+            opened = target.current()
+            try:
+                multi = check_index_request(opened.index, body.hybrid, None)
+            except HmdeError as exc:
+                raise RequestError(str(exc), "hybrid") from None
+            return opened.search(queries, body.top_k, body.lang, hybrid=body.hybrid, multi_vector=multi,
+                                 query_vectors=vectors)
+
+        hits = await asyncio.get_running_loop().run_in_executor(executor, run)
+        return {"index": target.name, "model": served.model.name,
+                "results": [{"query": q, "hits": [_hit(h, body.include_text) for h in qh]}
+                            for q, qh in zip(queries, hits)]}
+
+    @app.get("/indexes")
+    async def indexes():
+        return {"model": served.model.name, "indexes": [i.describe() for i in served.indexes.values()]}
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "model": served.model.name, "dim": served.model.dim,
+                "indexes": list(served.indexes), "queued_texts": batcher.waiting}
+
+    @app.get("/metrics")
+    async def prometheus():
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(metrics.text(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        return HTMLResponse(resources.files("hmde.serve").joinpath("page.html").read_text(encoding="utf-8"))
+
+    return app
+
+
+def _authorized(request: Request, key: str) -> bool:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+
+
+def _hit(hit, include_text: bool) -> dict:
+    out = {"rank": hit.rank, "doc_id": hit.doc_id, "score": round(float(hit.score), 6), "lang": hit.lang,
+           "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in hit.evidence]
+           or ([{"text": hit.best_sentence, "score": round(float(hit.sentence_score), 6)}] if hit.best_sentence else [])}
+    if include_text:
+        out["text"] = hit.text
+    return out

@@ -1,0 +1,77 @@
+"""The request bodies of the server's routes, checked field by field (a refusal names its field)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .served import RequestError
+
+
+class EmbeddingsRequest(BaseModel):
+    """``POST /v1/embeddings`` as the OpenAI API defines it, plus ``input_type`` (other servers' name for
+    the query path). Fields this server does not read (``user``) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    input: Any
+    model: str
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    input_type: Literal["query", "document", "passage", "search_query", "search_document"] | None = None
+
+
+class EmbedRequest(BaseModel):
+    """``POST /embed``: hmde's own options."""
+
+    model_config = ConfigDict(extra="forbid")
+    input: Any
+    kind: Literal["document", "query"] = "document"
+    method: str | None = None
+    normalize: bool = False
+    lang: str | None = None
+
+
+class SearchRequest(BaseModel):
+    """``POST /search``: one query or several, in any language."""
+
+    model_config = ConfigDict(extra="forbid")
+    index: str | None = None
+    query: str | None = None
+    queries: list[str] | None = None
+    top_k: int = Field(10, ge=1)
+    lang: str | None = None
+    hybrid: bool = False
+    include_text: bool = True
+
+
+def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empty: bool = False) -> list[str]:
+    """A string or a list of strings, within the server's limits."""
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise RequestError(f"{field} must be a string or a list of strings (token arrays are not accepted: send the "
+                           "text)", field)
+    if not texts:
+        raise RequestError(f"{field} is empty", field)
+    if len(texts) > max_inputs:
+        raise RequestError(f"{field} holds {len(texts)} texts; this server takes at most {max_inputs} per request",
+                           field, 413)
+    for i, text in enumerate(texts):
+        where = field if isinstance(value, str) else f"{field}[{i}]"
+        if len(text) > max_chars:
+            raise RequestError(f"{where} is {len(text):,} characters long; this server takes at most {max_chars:,}",
+                               where, 413)
+        if not allow_empty and not text.strip():
+            raise RequestError(f"{where} is empty", where)
+    return texts
+
+
+def search_queries(request: SearchRequest, max_inputs: int, max_chars: int, max_top_k: int) -> tuple[list[str], str]:
+    """The request's queries and the field they came from."""
+    if (request.query is None) == (request.queries is None):
+        raise RequestError("give either query (a string) or queries (a list of strings)", "query")
+    field = "query" if request.query is not None else "queries"
+    if request.top_k > max_top_k:
+        raise RequestError(f"top_k is {request.top_k}; this server returns at most {max_top_k} hits", "top_k")
+    value = request.query if request.query is not None else request.queries
+    return texts_of(value, field, max_inputs, max_chars), field
