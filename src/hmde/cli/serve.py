@@ -31,7 +31,8 @@ def register(sub) -> None:
                    "recommended method, mean for hmde-e5)")
     p.add_argument("--max-batch", type=positive_int, default=64, help="texts per model batch, gathered across "
                    "requests (default 64)")
-    p.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits for more requests (default 5)")
+    p.add_argument("--max-wait-ms", type=float, default=0.0, help="how long an idle model waits for more requests "
+                   "before it starts (default 0: the requests that arrive while it works form the next batch)")
     p.add_argument("--max-queue", type=positive_int, default=4096, help="texts waiting for the model before requests "
                    "get 503 with Retry-After (default 4096)")
     p.add_argument("--max-inputs", type=positive_int, default=2048, help="texts or queries per request (default 2048)")

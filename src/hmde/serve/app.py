@@ -100,23 +100,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         log.exception("request %s %s failed", request.method, request.url.path)
         return error(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        """The body limit, the API key and the metrics of every request."""
-        started, path = time.perf_counter(), request.url.path
-        route = path if path in ROUTES else "other"
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > options.max_body_bytes):
-            response = error(413, f"the request body is larger than this server's limit ({options.max_body_bytes:,} "
-                             "bytes)", "body")
-        elif options.api_key and path not in OPEN_PATHS and not _authorized(request, options.api_key):
-            response = error(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                             "Authorization", {"WWW-Authenticate": "Bearer"})
-        else:
-            response = await call_next(request)
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        metrics.latency.labels(route).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(Guard, options=options, metrics=metrics)
 
     async def embed(key: str, texts: list[str], langs: list) -> np.ndarray:
         metrics.queued.set(batcher.waiting + len(texts))
@@ -203,8 +187,48 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
     return app
 
 
-def _authorized(request: Request, key: str) -> bool:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+class Guard:
+    """The body limit, the API key and the metrics of every request (plain ASGI: Starlette's
+    BaseHTTPMiddleware cost a few milliseconds per request)."""
+
+    def __init__(self, app, options: ServeOptions, metrics: Metrics):
+        self.app, self.options, self.metrics = app, options, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, path = time.perf_counter(), scope["path"]
+        route = path if path in ROUTES else "other"
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        status = {"code": 500}
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        limit = self.options.max_body_bytes
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            refused = error(413, f"the request body is larger than this server's limit ({limit:,} bytes)", "body")
+        elif self.options.api_key and path not in OPEN_PATHS and \
+                not _authorized(headers.get(b"authorization", b""), self.options.api_key):
+            refused = error(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
+                            "Authorization", {"WWW-Authenticate": "Bearer"})
+        else:
+            refused = None
+        try:
+            if refused is not None:
+                await refused(scope, receive, sending)
+            else:
+                await self.app(scope, receive, sending)
+        finally:
+            self.metrics.requests.labels(route, str(status["code"])).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+
+def _authorized(header: bytes, key: str) -> bool:
+    scheme, _, token = header.decode("latin-1").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
 
 

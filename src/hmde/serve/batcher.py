@@ -1,7 +1,8 @@
 """Concurrent requests gathered into model batches.
 
-Each request puts its texts in one queue and waits. One loop takes the first waiting job, then
-whatever else arrives within ``max_wait_ms`` up to ``max_batch`` texts, groups the jobs by what
+Each request puts its texts in one queue and waits. One loop takes the first waiting job, every job
+queued behind it (those that came while the model was busy: under load, batches form by themselves),
+then whatever else arrives within ``max_wait_ms``, up to ``max_batch`` texts, groups the jobs by what
 they ask (document method or query path: one model call per group) and runs the model in one worker
 thread, so the event loop keeps accepting requests while the model works. The queue is bounded in
 texts; a request that would overflow it is refused at once (:class:`Overloaded`, a 503 upstream)
@@ -38,7 +39,7 @@ BatchObserver = Callable[[int, float], None]  # (texts in the model call, second
 
 class Batcher:
     def __init__(self, encode: EncodeFn, executor: ThreadPoolExecutor, max_batch: int = 64,
-                 max_wait_ms: float = 5.0, max_queue: int = 4096, observe: BatchObserver | None = None):
+                 max_wait_ms: float = 0.0, max_queue: int = 4096, observe: BatchObserver | None = None):
         self.encode, self.executor = encode, executor
         self.max_batch, self.max_wait, self.max_queue = max_batch, max_wait_ms / 1000.0, max_queue
         self.observe = observe
@@ -73,17 +74,22 @@ class Batcher:
             self.waiting -= len(texts)
 
     async def _gather(self) -> list[Job]:
+        """The first waiting job, every job queued behind it (requests that came while the model was busy),
+        then whatever arrives within ``max_wait``, up to ``max_batch`` texts."""
         jobs = [await self.queue.get()]
         size = len(jobs[0].texts)
         deadline = time.perf_counter() + self.max_wait
         while size < self.max_batch:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                break
             try:
-                job = await asyncio.wait_for(self.queue.get(), remaining)
-            except asyncio.TimeoutError:
-                break
+                job = self.queue.get_nowait()
+            except asyncio.QueueEmpty:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    break
+                try:
+                    job = await asyncio.wait_for(self.queue.get(), remaining)
+                except asyncio.TimeoutError:
+                    break
             jobs.append(job)
             size += len(job.texts)
         return jobs

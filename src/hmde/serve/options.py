@@ -13,7 +13,7 @@ class ServeOptions:
     max_text_chars: int = 100_000  # one text longer than this: a 400 naming it
     max_top_k: int = 1000
     max_batch: int = 64  # texts the model embeds in one batch, gathered across requests
-    max_wait_ms: float = 5.0  # how long the first text of a batch waits for others
+    max_wait_ms: float = 0.0  # how long an idle model waits for more texts (0: requests that come while it works batch anyway)
     max_queue: int = 4096  # texts waiting for the model: more is a 503 with Retry-After
     retry_after_s: int = 1
     document_method: str | None = None  # None: the model's recommended method (hmde.document_methods)
