@@ -176,7 +176,7 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     updated); the control differs from it only by --freeze-lower; the held-out languages are in no
     training file."""
     import hmde.pretraining.pairs as pairs_module
-    from hmde.cli import recipe_e5
+    from hmde.recipes import e5 as recipe_e5
     from hmde.cli.main import main
     from hmde.e5 import compact
 
@@ -235,7 +235,7 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
     """--e5-eval-only beside a training: rows whose stage has not finished are skipped; the rows that
     answer the issue (HMDE frozen / updated / control, mean) do every task, task by task, before the
     Tatoeba check and the other baselines; all frozen-e5 rows share one cache."""
-    from hmde.cli import recipe_e5_eval
+    from hmde.recipes import e5_eval as recipe_e5_eval
     from hmde.cli.main import main
 
     data, run = tmp_path / "data", tmp_path / "run"
@@ -290,8 +290,8 @@ def test_e5_evaluation_runs_task_by_task_on_the_trained_rows_with_one_sentence_c
 def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_only(tmp_path):
     """The rule of issue 27: hmde-e5 becomes the default only if within 0.01 of hmde-use on every task
     in USE-m's languages; PUD is averaged over hmde-use's 13 languages, not PUD's 20."""
-    from hmde.cli.recipe_e5_card import HMDE_USE, default_decision, use_m_scores
-    from hmde.cli.recipe_use import PUD
+    from hmde.recipes.e5_card import HMDE_USE, default_decision, use_m_scores
+    from hmde.recipes.use import PUD
 
     results = tmp_path / "results"
     results.mkdir()
@@ -322,7 +322,7 @@ def test_the_default_decision_compares_hmde_e5_with_hmde_use_in_use_m_languages_
 
 
 def test_the_tatoeba_check_compares_e5_and_hmde_e5_on_the_languages_both_measured(tmp_path):
-    from hmde.cli.recipe_e5_card import tatoeba_note
+    from hmde.recipes.e5_card import tatoeba_note
 
     def write(name, scores):
         langs = {lang: {"mean": v} for lang, v in scores.items()}
@@ -339,7 +339,7 @@ def test_the_tatoeba_check_compares_e5_and_hmde_e5_on_the_languages_both_measure
 
 
 def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
-    from hmde.cli.recipe_e5_card import logged_seconds
+    from hmde.recipes.e5_card import logged_seconds
 
     records = [{"event": "start", "time": 0.0}, {"step": 10, "time": 3062.5},  # session 1
                {"step": 20, "time": 604.3}, {"step": 30, "time": 1300.0},       # session 2 (the clock restarts)
@@ -350,7 +350,7 @@ def test_a_stage_resumed_in_three_sessions_sums_its_logged_time():
 def test_the_model_card_says_which_prompt_document_sentences_take(tmp_path):
     """The card reads the prompt from the lower folder: none (hmde-e5 as shipped, and hmde's default for
     e5 since stop 36), or a declared one (a model trained on a folder whose documents take ``passage: ``)."""
-    from hmde.cli.recipe_e5_card import write_model_card
+    from hmde.recipes.e5_card import write_model_card
 
     export, out = tmp_path / "hmde-e5", tmp_path / "run"
     (export / "lower").mkdir(parents=True)
@@ -377,7 +377,7 @@ def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from hmde.cli.recipe_e5_card import write_model_card
+    from hmde.recipes.e5_card import write_model_card
 
     export, out = tmp_path / "hmde-e5", tmp_path / "run"
     (export / "lower").mkdir(parents=True)

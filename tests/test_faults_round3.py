@@ -374,10 +374,9 @@ def test_a_pairs_documents_file_with_non_text_is_one_line(quoted_pairs, labse_di
 
 def test_sigterm_in_a_recipe_step_ends_the_recipe_with_143(monkeypatch, capsys):
     import hmde.cli.main as cli_main
-    from hmde.cli.recipe_steps import run_step
+    from hmde.recipes.steps import commands, run_step
 
-    monkeypatch.setattr(cli_main, "main", lambda argv: 143)  # the step was terminated
-    with pytest.raises(cli_main.Terminated):
+    with commands(lambda argv: 143), pytest.raises(cli_main.Terminated):  # the step was terminated
         run_step("a step", False, ["encode"])
 
 

@@ -189,7 +189,7 @@ def test_inference_leaves_every_submodule_mode_as_it_was(labse_dir):
 def test_preset_paper_truncates_documents_and_sentences_from_the_command_line(tmp_path, hmde_dir):
     """Issue 16, item 1: the paper's length settings are one switch away on every command."""
     from hmde.cli.main import build_parser, main
-    from hmde.length_settings import length_overrides
+    from hmde.cli.length_arguments import length_overrides
 
     sentences = [f"Sentence number {i} is here." for i in range(40)]
     src = tmp_path / "d.jsonl"
@@ -231,7 +231,7 @@ def test_recipe_preset_paper_reaches_every_hmde_train_and_eval_step(tmp_path, mo
     (the sentence-encoder stage has no such settings). Steps are recorded, not run."""
     import gzip
 
-    import hmde.cli.recipe as recipe
+    import hmde.recipes.mini as recipe
     from hmde.cli.main import main
 
     data, out = tmp_path / "data", tmp_path / "run"

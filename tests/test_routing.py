@@ -8,6 +8,8 @@ from collections import Counter
 
 import pytest
 
+from hmde.cli.eval_languages import eval_languages
+
 from hmde import routing
 from hmde.errors import ModelLoadError
 
@@ -60,7 +62,7 @@ def test_loading_hmde_auto_without_a_job_says_how_to_choose():
     ({"pivot": "eng"}, None),  # every file of a folder against the pivot: not known from the flags
 ])
 def test_eval_runs_are_routed_by_the_languages_their_flags_name(flags, expected):
-    assert routing.eval_languages(argparse.Namespace(**flags)) == expected
+    assert eval_languages(argparse.Namespace(**flags)) == expected
 
 
 def _write(path, docs):

@@ -119,7 +119,7 @@ def test_the_paper_settings_stay_the_defaults():
 @pytest.mark.parametrize("weight", [None, "1.0"])
 def test_recipe_use_passes_the_sentence_loss_only_when_asked(tmp_path, monkeypatch, weight):
     """`hmde recipe use` reproduces the shipped hmde-use by default (no sentence loss). Steps are recorded."""
-    import hmde.cli.recipe_use as recipe_use
+    import hmde.recipes.use as recipe_use
 
     data, out = tmp_path / "data", tmp_path / "run"
     for sub in ("parallel", "bible", "eval"):

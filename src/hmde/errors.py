@@ -39,3 +39,8 @@ def unreachable_model_message(name: str) -> str:
         f"elsewhere (e.g. `huggingface-cli download {name} --local-dir ./model`), copy the folder here "
         "and pass the folder's path."
     )
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what timeout, systemd, docker and SLURM send), raised where Ctrl-C would be, so that
+    every ``finally`` that removes a temporary runs and the old output stays intact."""

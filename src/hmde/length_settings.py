@@ -1,4 +1,4 @@
-"""Document-length settings from the command line, and the paper's preset.
+"""Document-length settings, and the paper's preset (the flags that set them: :mod:`hmde.cli.length_arguments`).
 
 The paper truncates documents at 32 sentences and sentences at 128 tokens. hmde's
 defaults lose nothing instead (long sentences are split, long documents windowed,
@@ -8,8 +8,6 @@ and ``--preset paper`` sets all of the paper's at once. Explicit flags win over 
 
 from __future__ import annotations
 
-import argparse
-
 from .config import LONG_DOCUMENT_MODES, LONG_SENTENCE_MODES, SEGMENTATION_MODES
 
 PRESETS = {
@@ -17,28 +15,16 @@ PRESETS = {
 }
 
 
-def add_length_arguments(parser: argparse.ArgumentParser) -> None:
-    parser = parser.add_argument_group("document length (the paper's: --preset paper)")
-    parser.add_argument("--preset", choices=sorted(PRESETS),
-                        help="paper: every setting as in the paper (the hierarchical model's document vectors, documents "
-                        "truncated at 32 sentences, sentences at 128 tokens, sentence segmentation; an index stores one "
-                        "vector per document); explicit flags still win")
-    parser.add_argument("--long-documents", choices=LONG_DOCUMENT_MODES,
-                        help="documents over 32 sentences: windows (default: every sentence counts) or truncate "
-                        "(the paper)")
-    parser.add_argument("--long-sentences", choices=LONG_SENTENCE_MODES,
-                        help="sentences over 128 tokens: split (default: nothing is lost) or truncate (the paper)")
-    parser.add_argument("--segmentation", choices=SEGMENTATION_MODES,
-                        help="sentences (default, the paper) or chunks of 128 tokens (the paper's ablation)")
+def length_changes(preset: str | None = None, long_documents: str | None = None, long_sentences: str | None = None,
+                   segmentation: str | None = None) -> dict:
+    """HierarchicalConfig fields to change: the preset's, then the explicit settings (None: not given)."""
+    if preset is not None and preset not in PRESETS:
+        from .errors import HmdeError
 
-
-def length_overrides(args: argparse.Namespace) -> dict:
-    """HierarchicalConfig fields the arguments set: the preset's, then the explicit flags."""
-    changes = dict(PRESETS.get(getattr(args, "preset", None) or "", {}))
-    for name in ("long_documents", "long_sentences", "segmentation"):
-        value = getattr(args, name, None)
-        if value is not None:
-            changes[name] = value
+        raise HmdeError(f"unknown preset '{preset}' (choose from {', '.join(sorted(PRESETS))})")
+    changes = dict(PRESETS.get(preset or "", {}))
+    given = {"long_documents": long_documents, "long_sentences": long_sentences, "segmentation": segmentation}
+    changes.update({name: value for name, value in given.items() if value is not None})
     return changes
 
 

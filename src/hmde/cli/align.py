@@ -8,7 +8,7 @@ from .arg_types import finite_float
 from ..atomic import write_text_atomic
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError
-from ..length_settings import add_length_arguments
+from .length_arguments import add_length_arguments
 from .align_sentences import add_alignment_arguments
 from .common import (
     add_backend_argument,

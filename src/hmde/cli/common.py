@@ -126,7 +126,7 @@ def warn(message: str) -> None:
 def load_model(name: str, device: str, args=None, languages=None, want: str = "any"):
     """What a command names, loaded with its --backend and document-length flags (the library's
     :func:`hmde.model_loading.load_model` takes them as values, never the parsed arguments)."""
-    from ..length_settings import length_overrides
+    from .length_arguments import length_overrides
 
     if sys.stderr.isatty():  # the seconds before the first progress bar are not silent on a terminal
         print(f"hmde: loading {name} ...", file=sys.stderr, flush=True)

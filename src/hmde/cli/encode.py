@@ -15,7 +15,7 @@ from ..coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..routing import AUTO, route
 from ..io.documents import is_empty_text, read_documents
-from ..length_settings import add_length_arguments
+from .length_arguments import add_length_arguments
 from .common import (
     add_backend_argument,
     add_lawdr_fit_arguments,

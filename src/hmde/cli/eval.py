@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from .arg_types import positive_float, positive_int
-from ..length_settings import add_length_arguments
+from .length_arguments import add_length_arguments
 from .common import (
     add_backend_argument,
     add_sentence_scoring_arguments,

@@ -46,10 +46,10 @@ def _setup(args, need_method=True):
     from ..lawdr import LawdrStats
     from ..methods import MethodOptions
     from ..registry import resolve_model_path
-    from ..routing import eval_languages, route
     from ..sentence_cache import attach_vector_cache
+    from .eval_languages import routed_model
 
-    args.model = route(args.model, eval_languages(args))  # the result records the model that ran
+    args.model = routed_model(args)  # the result records the model that ran
     kind, model = load_model(args.model, pick_device(args.device), args=args)
     tuned = getattr(args, "protocol", None) in ("finetune", "both")  # fine-tuned weights: vectors never reused
     args.vector_cache = attach_vector_cache(model, None if tuned else getattr(args, "sentence_cache", None))

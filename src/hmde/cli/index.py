@@ -11,7 +11,7 @@ import sys
 from .arg_types import bounded_int, nonnegative_int, positive_int
 from ..config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
-from ..length_settings import add_length_arguments
+from .length_arguments import add_length_arguments
 from .common import (
     add_backend_argument,
     add_sentence_scoring_arguments,

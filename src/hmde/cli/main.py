@@ -14,7 +14,7 @@ import sys
 import threading
 
 from ..version import __version__
-from ..errors import HmdeError
+from ..errors import HmdeError, Terminated  # noqa: F401 - Terminated: raised below, named here by callers
 
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "index", "classify", "serve", "demo", "recipe",
             "longformer", "pseudo-documents", "sentence-queries", "export"]
@@ -48,11 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
 # ELOOP: a path that is a symlink where hmde will not follow one (filelock opens its lock files
 # with O_NOFOLLOW) or a symlink loop
 USER_FIXABLE_ERRNOS = {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ELOOP, errno.EIO}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what timeout, systemd, docker and SLURM send), raised where Ctrl-C would be, so that
-    every ``finally`` that removes a temporary runs and the old output stays intact."""
 
 
 @contextlib.contextmanager

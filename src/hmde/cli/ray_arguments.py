@@ -31,7 +31,7 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     from ..errors import HmdeError
     from ..evaluation.provenance import model_hash
     from ..model_folder import is_hmde_folder
-    from ..length_settings import length_overrides
+    from .length_arguments import length_overrides
     from ..registry import resolve_model_path
     from ..document_methods import default_method, method_class
     from ..scale.ray_encode import QUERIES, EncodeSpec

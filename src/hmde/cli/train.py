@@ -9,7 +9,8 @@ from .arg_types import lower_trainable, positive_float, positive_int
 from ..pretraining.lower_parts import CHOICES_HELP
 from ..errors import HmdeError
 from .train_checks import check_resume_arguments, check_run_output, starting_model_name
-from ..length_settings import add_length_arguments, apply_length_overrides, length_overrides
+from ..length_settings import apply_length_overrides
+from .length_arguments import add_length_arguments, length_overrides
 from .common import add_model_argument, pick_device
 
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from ..document_methods import method_class
 from ..e5 import NAME as E5_NAME
 from ..usem.name import NAME as USE_M_NAME
-from .recipe_steps import build_sentence_tasks, run_step
+from .steps import build_sentence_tasks, run_step
 
 LOWER = E5_NAME
-# left out of document-level training (hmde.cli.recipe_e5), so that generalisation to languages unseen
+# left out of document-level training (hmde.recipes.e5), so that generalisation to languages unseen
 # there can be measured: Swahili (Bantu), Gujarati (Indic), Estonian (Uralic), each in e5's vocabulary
 HELD_OUT = ("swh", "guj", "est")
 

@@ -1,29 +1,53 @@
-"""What every ``hmde recipe`` shares: run one resumable step through hmde's own command line,
-build the sentence-query tasks of the evaluation, and install an exported model into the package.
+"""What every recipe shares: run one resumable step as an ``hmde`` command, build the sentence-query
+tasks of the evaluation, and install an exported model into the package.
 
-Why a module of its own: the recipes (mini, use, e5) each import these two helpers; kept in
-recipe.py they made recipe.py and recipe_use.py import each other.
+A step is an ``hmde`` command line: what a user could type to redo it. Who runs it is the caller's
+choice (:func:`commands`): the command line runs them in its own process (``hmde recipe``), a Python
+caller by default in a child process (``python -m hmde``), so that this library never imports the
+command line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
-from ..errors import HmdeError
+from ..errors import HmdeError, Terminated
+
+Runner = Callable[[list[str]], int]  # runs ``hmde ARGV``, returns its exit status
+
+
+def in_child_process(argv: list[str]) -> int:
+    return subprocess.call([sys.executable, "-m", "hmde", *argv])
+
+
+_RUNNER: contextvars.ContextVar[Runner] = contextvars.ContextVar("hmde_recipe_runner", default=in_child_process)
+
+
+@contextlib.contextmanager
+def commands(runner: Runner) -> Iterator[None]:
+    """Within the block, recipe steps run through ``runner`` (``hmde recipe`` passes its own ``main``)."""
+    token = _RUNNER.set(runner)
+    try:
+        yield
+    finally:
+        _RUNNER.reset(token)
 
 
 def run_step(name: str, done: bool, argv: list[str]) -> None:
     """Run ``hmde ARGV`` unless ``done`` (its output exists): an interrupted recipe resumes here."""
-    from .main import Terminated, main
-
     if done:
         print(f"[recipe] {name}: done already, skipped")
         return
     print(f"[recipe] {name}: hmde {' '.join(argv)}", flush=True)
     t0 = time.time()
-    status = main(argv)
+    status = _RUNNER.get()(argv)
     if status == 143:  # the step was terminated (SIGTERM): so is the recipe, with the status schedulers requeue on
         raise Terminated()
     if status == 130:

