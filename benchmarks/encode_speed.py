@@ -59,7 +59,7 @@ def sync(device: str) -> None:
 def low_precision_policy(value: str):
     """``HMDE_LOW_PRECISION`` set to ``value`` for one timed call ("always": the bf16 copy even
     where hmde would keep float32), restored afterwards."""
-    from hmde.precision import POLICY_VARIABLE
+    from hmde.encoders.precision import POLICY_VARIABLE
 
     previous = os.environ.get(POLICY_VARIABLE)
     os.environ[POLICY_VARIABLE] = value
@@ -137,7 +137,7 @@ def load_lower(args, sentences: list[str]):
     from sentence_transformers import SentenceTransformer
 
     from hmde import HierarchicalEncoder
-    from hmde.random_models import build_random_sentence_encoder
+    from hmde.encoders.random_models import build_random_sentence_encoder
 
     if args.lower == "labse-shape":
         folder = build_random_sentence_encoder(Path(tempfile.mkdtemp()) / "labse", sentences * 3,
@@ -146,7 +146,7 @@ def load_lower(args, sentences: list[str]):
         per_token = 2 * args.layers * (4 * args.hidden**2 + 2 * args.hidden * 4 * args.hidden)
         st = SentenceTransformer(str(folder), device=args.device)
     else:
-        from hmde.registry import bundled_folder
+        from hmde.encoders.registry import bundled_folder
 
         folder = bundled_folder(args.lower)
         per_token = None

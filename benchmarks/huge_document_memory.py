@@ -2,7 +2,7 @@
 
 Writes a single line of N MB (real-looking sentences), encodes it with a bundled HMDE model in a
 fresh process per size, and prints that process's peak RSS and the time. Document vectors are made
-one group of 256 windows at a time (hmde.hierarchical._encode_streamed), so from a few MB on the
+one group of 256 windows at a time (hmde.encoders.hierarchical._encode_streamed), so from a few MB on the
 peak should grow only by the text itself and its list of sentences, not by token ids, sentence
 vectors or batches. ``--one-pass`` measures the path that keeps every sentence vector (what
 ``return_sentences=True`` needs), side by side.

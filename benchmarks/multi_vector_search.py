@@ -114,7 +114,7 @@ def search(args) -> dict:
 def exact(args) -> dict:
     """Every document's exact score (best sentence + the default weight x its mean vector), streamed over the
     batches."""
-    from hmde.multivector import DEFAULT_DOC_WEIGHT
+    from hmde.index.multivector import DEFAULT_DOC_WEIGHT
 
     q = queries(args.queries, args.dim)
     best = np.full((len(q), 10), -np.inf, np.float32)

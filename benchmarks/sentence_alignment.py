@@ -5,7 +5,7 @@ documents (sentence-parallel) in 10+ language pairs of different scripts; gold =
 aligned as given, after deleting 20% of the target's sentences at random (gold: those source sentences
 become 1-0), and after shuffling the target's paragraphs (blocks of 5 lines; gold: the 1-1 beads of the
 paragraphs the monotone alignment can keep are still gold, the others count as misses). Reports Vecalign's
-strict and lax F1 (:func:`hmde.sentence_alignment.beads_f1`) and the encoder's seconds per 1,000 sentences,
+strict and lax F1 (:func:`hmde.align.sentence_alignment.beads_f1`) and the encoder's seconds per 1,000 sentences,
 for each encoder named.
 
 ``--speed``: two synthetic documents of 1k, 10k and 50k sentences (vectors given, so only the alignment is
@@ -66,7 +66,7 @@ def pud_documents(data: Path, lang: str):
 
 def variants(src, tgt, rng):
     """(name, src, tgt, gold beads) for the pair as given, with 20% of the target deleted, and shuffled."""
-    from hmde.sentence_alignment import Bead
+    from hmde.align.sentence_alignment import Bead
 
     n = len(src)
     yield "as given", src, tgt, [Bead([i], [i], 0) for i in range(n)]
@@ -83,7 +83,7 @@ def variants(src, tgt, rng):
 def monotone_oracle(gold):
     """The best a monotone aligner can do against ``gold``: the longest increasing run of target positions
     kept as 1-1 beads, every other sentence left unaligned on both sides."""
-    from hmde.sentence_alignment import Bead
+    from hmde.align.sentence_alignment import Bead
 
     pairs = [(b.src[0], b.tgt[0]) for b in gold if b.src and b.tgt]
     tails, back, at = [], [None] * len(pairs), []  # patience sorting over target positions
@@ -110,7 +110,7 @@ def monotone_oracle(gold):
 
 
 def oracle(args) -> None:
-    from hmde.sentence_alignment import beads_f1
+    from hmde.align.sentence_alignment import beads_f1
 
     data = Path(args.data)
     tasks = [d for p in WMT_PAIRS for d in wmt_documents(data, p)[:1]]
@@ -126,8 +126,8 @@ def oracle(args) -> None:
 
 
 def quality(args) -> None:
-    from hmde.model_loading import load_model
-    from hmde.sentence_alignment import align_sentences, beads_f1
+    from hmde.encoders.model_loading import load_model
+    from hmde.align.sentence_alignment import align_sentences, beads_f1
 
     data = Path(args.data)
     tasks = [(f"WMT {p}", d) for p in WMT_PAIRS for d in wmt_documents(data, p)[:1]]
@@ -161,7 +161,7 @@ def quality(args) -> None:
 
 
 def one_speed(n: int, full: bool) -> dict:
-    from hmde.sentence_alignment import AlignmentOptions, align_vectors
+    from hmde.align.sentence_alignment import AlignmentOptions, align_vectors
 
     rng = np.random.default_rng(0)
     dim = 384

@@ -48,7 +48,7 @@ def build_index(path: Path, model: str, docs: int, per_doc: int, seed: int = 0) 
     from hmde.evaluation.provenance import model_hash
     from hmde.index.build import write_batches
     from hmde.index.store import DocumentBatch, IndexMeta
-    from hmde.registry import resolve_model_path
+    from hmde.encoders.registry import resolve_model_path
 
     texts, _ = demo_texts()
     rng = np.random.default_rng(seed)

@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--method", default="mean")
     args = parser.parse_args()
 
-    from hmde.random_models import build_random_sentence_encoder
+    from hmde.encoders.random_models import build_random_sentence_encoder
 
     words = "the cat sat on a mat while economic growth slowed and the team won the final match".split()
     with tempfile.TemporaryDirectory() as tmp:

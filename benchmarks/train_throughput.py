@@ -47,7 +47,7 @@ def model_source(name: str) -> str:
     (BERT-base, 501,153 embedding rows, CLS -> Dense -> Normalize, random weights)."""
     if name != "labse-shape":
         return name
-    from hmde.random_models import build_random_sentence_encoder
+    from hmde.encoders.random_models import build_random_sentence_encoder
 
     folder = Path(tempfile.mkdtemp()) / "labse-shape"
     texts = [f"sentence number {i} about topic {i % 17}" for i in range(400)]

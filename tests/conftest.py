@@ -40,7 +40,7 @@ def corpus() -> list[str]:
 @pytest.fixture(scope="session")
 def labse_dir(tmp_path_factory) -> Path:
     """A LaBSE-shaped sentence-transformers folder: BERT -> CLS -> Dense(tanh) -> Normalize."""
-    from hmde.random_models import build_random_sentence_encoder
+    from hmde.encoders.random_models import build_random_sentence_encoder
 
     return build_random_sentence_encoder(tmp_path_factory.mktemp("labse") / "model", CORPUS, vocab_size=400, style="labse")
 
@@ -48,7 +48,7 @@ def labse_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def hf_dir(tmp_path_factory) -> Path:
     """A plain Hugging Face BERT folder (no sentence-transformers modules)."""
-    from hmde.random_models import build_random_sentence_encoder
+    from hmde.encoders.random_models import build_random_sentence_encoder
 
     return build_random_sentence_encoder(tmp_path_factory.mktemp("hf") / "model", CORPUS, vocab_size=400, style="hf")
 

@@ -78,7 +78,7 @@ def test_cycle_finder_finds_a_loop_of_three_and_nothing_in_a_tree():
 def test_no_module_of_hmde_imports_itself_round_a_loop():
     known = module_names()
     graph = {name: imported_modules(name, path, known) for name, path in known.items()}
-    assert graph["hmde.hierarchical"]  # the parser sees imports at all
+    assert graph["hmde.encoders.hierarchical"]  # the parser sees imports at all
     assert import_cycles(graph) == []
 
 
@@ -97,3 +97,59 @@ def test_the_library_never_imports_the_command_line():
               for name, path in known.items() if not name.startswith("hmde.cli")}
     assert upward.pop("hmde.__main__") == ["hmde.cli.main"]  # `python -m hmde`: the command's entry, like the script
     assert {name: mods for name, mods in upward.items() if mods} == {}
+
+
+TOP_LEVEL_MODULES = {"__init__.py", "__main__.py", "errors.py", "version.py", "st_router.py"}
+
+
+def namespace_readers(source: str) -> list[int]:
+    """Lines where a function reads attributes of a parameter named ``args`` or ``namespace`` (what the
+    command line's parsed flags are called), or where argparse is imported."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n.split(".")[0] == "argparse" for n in names):
+                lines.append(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = {a.arg for a in [*node.args.args, *node.args.kwonlyargs, *node.args.posonlyargs]}
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and \
+                        inner.value.id in params & {"args", "namespace"}:
+                    lines.append(inner.lineno)
+                elif isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and \
+                        inner.func.id in ("getattr", "vars") and inner.args and \
+                        isinstance(inner.args[0], ast.Name) and inner.args[0].id in params & {"args", "namespace"}:
+                    lines.append(inner.lineno)
+    return sorted(set(lines))
+
+
+def test_the_namespace_finder_sees_flags_read_and_argparse_imported():
+    source = ("import argparse\ndef f(args):\n    return args.model\ndef g(args):\n    return getattr(args, 'x')\n"
+              "def h(model):\n    return model.name\n")
+    assert namespace_readers(source) == [1, 3, 5]
+
+
+def test_no_module_outside_the_command_line_takes_parsed_flags():
+    found = {str(p.relative_to(PACKAGE)): lines for p in sorted(PACKAGE.rglob("*.py"))
+             if "cli" not in p.relative_to(PACKAGE).parts and (lines := namespace_readers(p.read_text(encoding="utf-8")))}
+    assert found == {}
+
+
+def test_the_top_of_the_package_holds_packages_and_a_handful_of_modules():
+    assert {p.name for p in PACKAGE.glob("*.py")} == TOP_LEVEL_MODULES
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and doc.strip(), f"{init.parent.name}/__init__.py says in a docstring what the package holds"
+
+
+def test_the_public_imports_of_before_still_work():
+    import importlib
+
+    import hmde
+    from hmde.methods import DocumentVectorizer
+
+    assert hmde.HierarchicalEncoder.__module__ == "hmde.encoders.hierarchical" and callable(hmde.sentence_transformer)
+    assert DocumentVectorizer is hmde.DocumentVectorizer
+    module, _, name = "hmde.st_router.HmdeDocumentModule".rpartition(".")  # the class path saved folders name
+    assert isinstance(getattr(importlib.import_module(module), name), type)

@@ -115,7 +115,7 @@ def test_backend_errors_are_one_line_and_come_first(hmde_dir, exported, files, t
 
 
 def test_an_onnx_lower_encoder_refuses_vectors_from_before_normalize(exported):
-    """Fine-tuning's head reads a baseline's vector before the folder's Normalize (hmde.unnormalized); the
+    """Fine-tuning's head reads a baseline's vector before the folder's Normalize (hmde.encoders.unnormalized); the
     exported graph ends where the folder does, so the ONNX encoder says so instead of giving unit vectors."""
     from hmde.errors import HmdeError
     from hmde.export.onnx import OnnxHierarchicalEncoder

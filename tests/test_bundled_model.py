@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hmde import HierarchicalEncoder
-from hmde.registry import PACKAGE_MODELS
+from hmde.encoders.registry import PACKAGE_MODELS
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "hmde" / "demo" / "collection.jsonl"
 
@@ -47,8 +47,8 @@ def hmde_use():
 
 
 def test_hmde_auto_picks_hmde_use_for_use_m_languages_and_it_ships_only_its_upper_encoder():
-    from hmde.registry import DEFAULT_MODEL, resolve_model_path
-    from hmde.routing import model_for
+    from hmde.encoders.registry import DEFAULT_MODEL, resolve_model_path
+    from hmde.encoders.routing import model_for
 
     assert DEFAULT_MODEL == "hmde-e5" and model_for(["en", "de", "zh"])[0] == "hmde-use"  # hmde-auto, when asked
     assert resolve_model_path("hmde-use") == PACKAGE_MODELS / "hmde-use"

@@ -28,9 +28,9 @@ def test_train_then_predict_equals_scikit_learns_model(tmp_path, hmde_dir, capsy
     from sklearn.linear_model import LogisticRegression
 
     from hmde import HierarchicalEncoder
-    from hmde.classifier import Classifier
-    from hmde.methods import DocumentVectorizer
-    from hmde.similarity import normalize
+    from hmde.classify.classifier import Classifier
+    from hmde.methods.vectorizer import DocumentVectorizer
+    from hmde.align.similarity import normalize
 
     src = write(tmp_path / "train.jsonl", TRAIN)
     assert main(["classify", "train", str(hmde_dir), str(src), "-o", str(tmp_path / "clf")]) == 0

@@ -60,8 +60,8 @@ def test_queries_with_a_sentence_encoder(labse_dir, tmp_path):
 def test_a_sentence_encoder_encodes_documents_with_mean_unless_hmde_is_asked(labse_dir, tmp_path, capsys):
     """Issue 26: `hmde encode multilingual-e5-small docs.jsonl` must work: a sentence encoder without
     --method gives `mean` (said on stderr), as align and index build do; --method hmde is a clear error."""
-    from hmde.methods import DocumentVectorizer
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.methods.vectorizer import DocumentVectorizer
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     src = write_jsonl(tmp_path / "d.jsonl", ROWS)
     assert main(["encode", str(labse_dir), str(src), "-o", str(tmp_path / "o.npy"), "--no-progress"]) == 0
@@ -130,7 +130,7 @@ def test_every_command_has_help(capsys):
 def test_streaming_in_chunks_gives_the_vectors_of_one_pass(hmde_dir, tmp_path, monkeypatch, method):
     """Issue 17, item 3: `hmde encode` reads, encodes and writes a chunk at a time (memory: one chunk)."""
     import hmde.cli.encode
-    from hmde.methods import DocumentVectorizer
+    from hmde.methods.vectorizer import DocumentVectorizer
 
     rows = [{"doc_id": f"d{i}", "text": f"Sentence {i} here. Another one about {i % 3}.", "lang": "eng"}
             for i in range(11)]

@@ -112,12 +112,12 @@ def test_a_dead_writers_temporaries_are_cleaned_by_the_next_write(tmp_path):
 
 
 def test_a_second_writer_says_it_waits(tmp_path, capsys):
-    from hmde.locks import exclusive_writer
+    from hmde.ground.locks import exclusive_writer
 
     index = tmp_path / "idx"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from hmde.locks import exclusive_writer
+        from hmde.ground.locks import exclusive_writer
         with exclusive_writer({str(index)!r}):
             print("held", flush=True)
             time.sleep(3)
@@ -133,13 +133,13 @@ def test_a_second_writer_says_it_waits(tmp_path, capsys):
 def test_an_index_where_nobody_may_write_opens_without_a_lock(tmp_path, monkeypatch):
     """A read-only place (a shared model shelf, a read-only mount) has no writers to wait for
     and no room for lock files: the index opens without one."""
-    import hmde.locks
+    import hmde.ground.locks
     from hmde.index.store import DocumentIndex
 
     _initial_index(tmp_path / "idx")
     for lock in tmp_path.glob(".*.lock"):
         lock.unlink()
-    monkeypatch.setattr(hmde.locks.os, "access", lambda path, mode: False)  # as on a read-only mount
+    monkeypatch.setattr(hmde.ground.locks.os, "access", lambda path, mode: False)  # as on a read-only mount
     with DocumentIndex.open(tmp_path / "idx") as opened:
         assert opened.doc_ids() == ["seed"]
     assert list(tmp_path.glob(".*.lock")) == []

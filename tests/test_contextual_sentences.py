@@ -8,7 +8,7 @@ import torch
 
 from hmde import HierarchicalConfig, HierarchicalEncoder, HmdeError
 from hmde.cli.main import main
-from hmde.multivector import SentenceMatrix, aggregate, score_documents
+from hmde.index.multivector import SentenceMatrix, aggregate, score_documents
 
 LONG = [f"Sentence {i} of a long report on exports." for i in range(70)]  # three windows of 32
 DOCS = [

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from hmde.cli.main import main
-from hmde.coverage import document_language, script_language, warn_uncovered
+from hmde.text.coverage import document_language, script_language, warn_uncovered
 
 
 @pytest.mark.parametrize("text, lang", [
@@ -34,7 +34,7 @@ def test_document_language_prefers_the_given_code(given, text, lang):
 def test_codes_of_languages_e5_knows_are_covered(code):
     """FLORES-200's individual-language codes and 639-3 codes that sentence splitting's table lacks (each
     said 'not trained on' for hmde-e5 before langcodes read them) are languages of XLM-R."""
-    from hmde.coverage import XLM_R
+    from hmde.text.coverage import XLM_R
 
     assert document_language(code, "x") in XLM_R
 

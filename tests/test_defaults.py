@@ -10,11 +10,11 @@ import pytest
 
 from hmde import HierarchicalEncoder
 from hmde.cli.main import main
-from hmde.document_methods import default_method
+from hmde.methods import default_method
 from hmde.index.store import DocumentBatch, DocumentIndex, IndexMeta, read_index_meta
-from hmde.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
-from hmde.registry import DEFAULT_MODEL, PACKAGE_MODELS
-from hmde.similarity import normalize
+from hmde.index.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from hmde.encoders.registry import DEFAULT_MODEL, PACKAGE_MODELS
+from hmde.align.similarity import normalize
 
 DOCS = [
     ("a", "eng", "The harbour report was late. The cat sat on the mat. Ships came in at noon."),

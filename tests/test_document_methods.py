@@ -1,4 +1,4 @@
-"""The document-method registry (hmde.document_methods): every method is one class found by
+"""The document-method registry (hmde.methods): every method is one class found by
 name, and what callers ask of a method (does it need an hmde model, is it fitted, can it be
 fine-tuned, does it give contextualised sentences) is said by the class, not by its name."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hmde.config import DOCUMENT_METHODS
-from hmde.document_methods import REGISTRY, default_method, method_class
+from hmde.encoders.config import DOCUMENT_METHODS
+from hmde.methods import REGISTRY, default_method, method_class
 from hmde.errors import HmdeError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hmde"
@@ -63,6 +63,6 @@ def test_the_finder_sees_a_branch_on_a_method_name_and_not_other_words():
 
 def test_no_branch_on_a_method_name_outside_the_registry():
     branches = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
-                if "document_methods" not in path.parts
+                if not (path.parent.name == "methods" and path.name != "vectorizer.py")
                 for line in method_name_branches(path.read_text(encoding="utf-8"))]
     assert branches == []

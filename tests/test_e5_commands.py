@@ -36,7 +36,7 @@ def test_encode_by_name_and_search_in_languages_use_m_lacks(method, e5_folder, d
 
 
 def test_encode_queries_take_the_query_prompt_and_documents_the_default(e5_folder, docs_file, tmp_path):
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     lower = SentenceEncoder.load("multilingual-e5-small")
     out = tmp_path / "q.npy"
@@ -103,8 +103,8 @@ def test_an_hmde_on_e5_embeds_document_sentences_with_the_document_prompt_in_eve
 
 def test_encode_by_name_without_a_method_gives_mean_vectors(e5_folder, docs_file, tmp_path, capsys):
     """Issue 26, done when: `hmde encode multilingual-e5-small docs.jsonl` works offline."""
-    from hmde.methods import DocumentVectorizer
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.methods.vectorizer import DocumentVectorizer
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     out = tmp_path / "v.npy"
     assert main(["encode", "multilingual-e5-small", str(docs_file), "-o", str(out), "--no-progress"]) == 0

@@ -55,7 +55,7 @@ def st_model(e5_folder):
 
 @pytest.fixture(scope="module")
 def lower(e5_folder):
-    from hmde.sentence_encoder import SentenceEncoder
+    from hmde.encoders.sentence_encoder import SentenceEncoder
 
     return SentenceEncoder.load(NAME, device="cpu", max_tokens=512)
 
@@ -71,7 +71,7 @@ def test_folder_has_the_hub_layout_and_is_built_once(e5_folder):
         assert (e5_folder / name).is_file(), name
     stamp = (e5_folder / "model.safetensors").stat().st_mtime_ns
     assert ensure_folder() == e5_folder and (e5_folder / "model.safetensors").stat().st_mtime_ns == stamp
-    from hmde.registry import bundled_folder, bundled_models, resolve_model_path
+    from hmde.encoders.registry import bundled_folder, bundled_models, resolve_model_path
 
     assert NAME in bundled_models() and bundled_folder(NAME) == e5_folder == resolve_model_path(NAME)
 

@@ -145,7 +145,7 @@ def test_small_updates_survive_as_differences_where_fp16_weights_would_lose_them
 def test_compact_export_stores_only_the_changes_and_loads_to_the_same_vectors(e5_folder, tmp_path):
     from hmde.e5.compact import export_compact
     from hmde.e5.module import CHANGES_FILE, CONFIG_FILE
-    from hmde.hierarchical import HierarchicalEncoder
+    from hmde.encoders.hierarchical import HierarchicalEncoder
 
     model = HierarchicalEncoder.from_sentence_encoder("multilingual-e5-small", device="cpu")
     auto = model.lower.model[0].auto_model

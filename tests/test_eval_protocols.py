@@ -127,7 +127,7 @@ def test_full_greedy_top1_and_hungarian_differ_on_a_hand_checked_case():
     top-1 (LASER max): candidates s0->t0 .90, s1->t0 .85, t0->s0 .90, t1->s0 .80; after s0-t0
     every other candidate is blocked: s1, t1 stay unmatched, recall 1/2.
     full greedy: s0-t0 .90, then s1-t1 .50: recall 2/2. Hungarian: s0-t1 + s1-t0 = 1.65 > 1.40: 0/2."""
-    from hmde.similarity import align, match_one_to_one
+    from hmde.align.similarity import align, match_one_to_one
 
     scores = np.array([[0.90, 0.80], [0.85, 0.50]])
     assert match_one_to_one(scores, "greedy") == [(0, 0, 0.90), (1, 1, 0.50)]

@@ -339,11 +339,11 @@ def test_one_language_lawdr_runs_with_lawdr_m(tmp_path, hmde_dir):
 
 def test_a_read_only_place_is_refused_before_encoding(tmp_path, hmde_dir, capsys, monkeypatch):
     """On a read-only mount access(W_OK) fails for everyone, root included: simulated here."""
-    import hmde.output_dirs
+    import hmde.ground.output_dirs
 
     shelf = tmp_path / "ro"
     shelf.mkdir()
-    monkeypatch.setattr(hmde.output_dirs.os, "access", lambda path, mode: Path(path) != shelf)
+    monkeypatch.setattr(hmde.ground.output_dirs.os, "access", lambda path, mode: Path(path) != shelf)
     _no_encoding(monkeypatch)
     src = _docs(tmp_path / "d.jsonl")
     for command in (["encode", str(hmde_dir), str(src), "-o", str(shelf / "v.npy")],
@@ -490,7 +490,7 @@ def test_a_killed_writers_temporaries_are_removed_by_the_next_encode(tmp_path):
     import subprocess
     import sys
 
-    from hmde.stale_files import writer_tag
+    from hmde.ground.stale_files import writer_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid now names a process that is gone
@@ -561,7 +561,7 @@ def test_an_index_records_a_bundled_models_name_not_its_folder(tmp_path):
     elsewhere search failed with no hint. It records the name and the hash; an index written the old way
     (a folder that is gone) still searches, the hash telling whether the vectors are the same."""
     from hmde.evaluation.provenance import model_hash
-    from hmde.registry import bundled_folder, recorded_model
+    from hmde.encoders.registry import bundled_folder, recorded_model
 
     index = _mini_index(tmp_path)
     meta = json.loads((index / "index.json").read_text())
@@ -598,7 +598,7 @@ def test_plain_sentence_transformers_loads_hmde_mini_in_float32_as_hmde_does():
     from sentence_transformers import SentenceTransformer
 
     from hmde import HierarchicalEncoder
-    from hmde.registry import bundled_folder
+    from hmde.encoders.registry import bundled_folder
 
     st = SentenceTransformer(str(bundled_folder("hmde-mini")), trust_remote_code=True, device="cpu")
     assert {p.dtype for p in st.parameters()} == {torch.float32}
@@ -772,7 +772,7 @@ def test_a_write_refused_by_the_system_is_one_line_naming_the_file(tmp_path, cap
 
 
 def test_align_refuses_an_unwritable_output_folder_before_encoding(tmp_path, capsys, monkeypatch):
-    import hmde.output_dirs as output_dirs
+    import hmde.ground.output_dirs as output_dirs
 
     (tmp_path / "en.tsv").write_text("a\tThe cat sat.\n")
     (tmp_path / "fr.tsv").write_text("x\tLe chat.\n")
@@ -846,7 +846,7 @@ def test_encode_progress_moves_per_batch_and_vectors_do_not_change(method, tmp_p
     import tqdm.auto
 
     from hmde import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer, MethodOptions
+    from hmde.methods.vectorizer import DocumentVectorizer, MethodOptions
 
     updates = []
 

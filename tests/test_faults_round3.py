@@ -45,7 +45,7 @@ def test_lawdr_statistics_never_replace_a_users_folder_or_file(tmp_path, hmde_di
     assert main([*argv, "--lawdr-stats", str(tmp_path / "stats")]) == 0
     (tmp_path / "stats" / "mine.txt").write_text("also kept")
     assert main([*argv, "--lawdr-stats", str(tmp_path / "stats")]) == 0  # reused, not refitted
-    from hmde.lawdr import LawdrStats
+    from hmde.methods.lawdr_statistics import LawdrStats
 
     stats = LawdrStats.load(tmp_path / "stats")
     stats.save(tmp_path / "stats")  # a refit replaces statistics and carries the user's file
@@ -129,7 +129,7 @@ def test_library_write_errors_are_oserrors_naming_the_file(small_disk):
     import torch
     from safetensors.torch import save_file
 
-    from hmde.atomic import atomic_path
+    from hmde.ground.atomic import atomic_path
 
     for name, write in (("ck.pt", lambda p: torch.save({"x": torch.zeros(1_000_000)}, p)),  # a checkpoint
                         ("m.safetensors", lambda p: save_file({"x": torch.zeros(1_000_000)}, str(p)))):  # e5 cache
@@ -139,7 +139,7 @@ def test_library_write_errors_are_oserrors_naming_the_file(small_disk):
         assert info.value.filename == str(small_disk / name) and info.value.errno in (errno.ENOSPC, errno.EIO)
     import faiss
 
-    from hmde.atomic import write_error
+    from hmde.ground.atomic import write_error
 
     failed = write_error(RuntimeError("Error in faiss::FileIOWriter: write error in x: 0 != 1 (No space left on "
                                       "device)"), Path("IDX"))
@@ -319,9 +319,9 @@ def test_resume_refuses_other_settings_and_another_model_before_loading(quoted_p
     run = tmp_path / "run"
     assert main(["train", str(labse_dir), str(quoted_pairs), "-o", str(run), *TRAIN, "--stop-at-step", "2"]) == 0
     assert json.loads((run / "training_config.json").read_text())["start_model"] == str(labse_dir.resolve())
-    import hmde.hierarchical
+    import hmde.encoders.hierarchical
 
-    monkeypatch.setattr(hmde.hierarchical.HierarchicalEncoder, "from_sentence_encoder",
+    monkeypatch.setattr(hmde.encoders.hierarchical.HierarchicalEncoder, "from_sentence_encoder",
                         classmethod(lambda *a, **k: pytest.fail("the model was loaded")))
     for change, message in ((["--lr", "1e-3"], "--lr 1e-05; resume with the same value, not 0.001"),
                             (["--batch-size", "3"], "--batch-size 2; resume with the same value, not 3"),

@@ -8,7 +8,7 @@ import pytest
 
 from hmde import SentenceEncoder
 from hmde.evaluation.classification import FinetuneConfig, LabelledDocuments, finetune_protocol
-from hmde.methods import DocumentVectorizer
+from hmde.methods.vectorizer import DocumentVectorizer
 
 ANIMALS = ["The cat sleeps on the mat.", "A dog runs in the park.", "The cat eats fish.", "Dogs and cats play."]
 MONEY = ["Stock prices rose in March.", "The bank raised interest rates.", "Markets fell on Monday.",

@@ -152,7 +152,7 @@ def test_residual_sentences_starts_as_the_mean_and_round_trips(labse_dir, tmp_pa
     import torch
 
     from hmde import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer
+    from hmde.methods.vectorizer import DocumentVectorizer
 
     model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu", residual_sentences=True)
     docs = ["The cat sat on the mat. It was sunny. The dog barked.", "Economic growth slowed. Exports fell."]
@@ -173,7 +173,7 @@ def test_inference_leaves_every_submodule_mode_as_it_was(labse_dir):
     """encode_documents used to end with train(was_training), switching a freshly loaded sentence
     encoder into training mode: every later embedding then had dropout."""
     from hmde import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer
+    from hmde.methods.vectorizer import DocumentVectorizer
 
     model = HierarchicalEncoder.from_sentence_encoder(str(labse_dir), device="cpu")
     before = {name: m.training for name, m in model.named_modules()}
@@ -258,7 +258,7 @@ def test_a_huge_document_runs_the_upper_encoder_in_groups_of_windows_with_the_sa
     activations peaked at 1.45 GB (hmde-mini; 1.07 GB in groups). Grouped, the document vectors and
     the contextualised sentences are those of one pass, and the in-place placing of windows equals
     the training path's concatenation."""
-    import hmde.hierarchical as hierarchical
+    import hmde.encoders.hierarchical as hierarchical
 
     torch.manual_seed(0)
     per_doc = [torch.randn(5 * model.config.max_sentences + 3, model.dim), torch.randn(7, model.dim)]
@@ -284,7 +284,7 @@ def test_a_huge_document_is_embedded_group_by_group_with_the_same_vector(model, 
     encoder never sees more than a group's sentences, a huge string's token ids are not kept from
     segmentation, and the vector is the one-pass vector (the path that returns sentences) up to float
     summation order. Ordinary documents in the same call keep their one-pass vectors."""
-    import hmde.hierarchical as hierarchical
+    import hmde.encoders.hierarchical as hierarchical
 
     n = model.config.max_sentences
     long_doc = " ".join(f"Sentence number {k} talks about topic {k % 7} in the valley." for k in range(5 * n + 3))

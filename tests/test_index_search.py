@@ -172,7 +172,7 @@ def test_a_streamed_build_equals_the_whole_input_at_once(hmde_dir, tmp_path, mon
     import hmde.cli.encode
     import hmde.cli.index
     from hmde import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer
+    from hmde.methods.vectorizer import DocumentVectorizer
 
     docs = [(f"d{i}", "eng", f"Sentence {i} is here. Another about {i % 3}.") for i in range(9)]
     src = _write(tmp_path / "d.jsonl", docs)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hmde.errors import HmdeError
-from hmde.lawdr import LawdrStats, choose_m, fit_lawdr, language_directions
+from hmde.methods.lawdr_statistics import LawdrStats, choose_m, fit_lawdr, language_directions
 
 
 def _two_languages(seed=0, n_docs=40, per_doc=5, dim=24):
@@ -59,7 +59,7 @@ def test_document_vector_is_the_weighted_sum_and_dense_sentences_weigh_less(kde)
 def test_per_language_densities_are_fitted_on_that_language_only():
     """The paper fits the KDE per language (issue 16, item 8): 'aaa''s density must equal one
     fitted on 'aaa''s cleaned sentences alone, whatever 'bbb' holds."""
-    from hmde.lawdr import fit_density
+    from hmde.methods.lawdr_statistics import fit_density
 
     docs, langs, _ = _two_languages()
     stats = fit_lawdr(docs, langs, m=1)
@@ -76,7 +76,7 @@ def test_m_is_chosen_by_a_linear_svm_on_an_8_2_split():
     from sklearn.model_selection import train_test_split
     from sklearn.svm import LinearSVC
 
-    from hmde.lawdr import language_classifier_accuracy
+    from hmde.methods.lawdr_statistics import language_classifier_accuracy
 
     docs, langs, _ = _two_languages()
     by_lang = {lang: np.concatenate([d for d, l2 in zip(docs, langs) if l2 == lang]) for lang in ("aaa", "bbb")}

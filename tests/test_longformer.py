@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 from hmde.cli.main import main
 from hmde.errors import HmdeError
 from hmde.longformer import LongformerEncoder, convert_to_longformer
-from hmde.methods import DocumentVectorizer
+from hmde.methods.vectorizer import DocumentVectorizer
 
 TEXTS = ["The cat sat on the mat. It was a sunny day in the old town.", "Die Katze saß auf der Matte.", "猫坐在垫子上。"]
 

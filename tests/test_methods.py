@@ -6,8 +6,8 @@ import pytest
 from hmde import HierarchicalEncoder
 from hmde.cli.main import main
 from hmde.errors import HmdeError
-from hmde.methods import DocumentVectorizer, pack_sentences
-from hmde.segmentation import token_windows
+from hmde.methods.vectorizer import DocumentVectorizer, pack_sentences
+from hmde.text.segmentation import token_windows
 
 DOCS = ["The cat sat on the mat. It was a sunny day in the old town. Dr. Smith visited the hospital.",
         "Die Katze saß auf der Matte. Es war ein sonniger Tag."]

@@ -9,7 +9,7 @@ import pytest
 from hmde import HierarchicalEncoder
 from hmde.cli.main import main
 from hmde.index.store import DocumentIndex
-from hmde.multivector import SentenceMatrix, score_documents
+from hmde.index.multivector import SentenceMatrix, score_documents
 
 DOCS = [
     ("r1", "eng", " ".join(f"Line {i} of the harbour report." for i in range(40)) + " The cat sat on the mat."),

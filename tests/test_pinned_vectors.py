@@ -27,7 +27,7 @@ def _capability() -> str:
 
 def _vectors(model_name: str, method: str) -> np.ndarray:
     from hmde import HierarchicalEncoder
-    from hmde.methods import DocumentVectorizer, MethodOptions
+    from hmde.methods.vectorizer import DocumentVectorizer, MethodOptions
 
     rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     model = HierarchicalEncoder.from_pretrained(model_name, device="cpu")

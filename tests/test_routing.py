@@ -10,7 +10,7 @@ import pytest
 
 from hmde.cli.eval_languages import eval_languages
 
-from hmde import routing
+from hmde.encoders import routing
 from hmde.errors import ModelLoadError
 
 
@@ -50,7 +50,7 @@ def test_loading_hmde_auto_without_a_job_says_how_to_choose():
     from hmde import HierarchicalEncoder
 
     with pytest.raises(ModelLoadError, match=r"picks hmde-use or hmde-e5 by the languages of a job; from Python, "
-                                             r"hmde\.routing\.model_for"):
+                                             r"hmde\.encoders\.routing\.model_for"):
         HierarchicalEncoder.from_pretrained("hmde-auto")
 
 

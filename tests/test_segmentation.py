@@ -1,6 +1,6 @@
 import pytest
 
-from hmde.segmentation import chunk_document, fit_to_budget, split_sentences, splitter_language, token_windows
+from hmde.text.segmentation import chunk_document, fit_to_budget, split_sentences, splitter_language, token_windows
 
 
 def test_latin_abbreviations_are_not_sentence_ends():
@@ -86,7 +86,7 @@ def test_chunks_of_the_whole_document(tokenizer):
     assert " ".join(chunks).split() == text.split()
 
 
-# -- scripts without sentence punctuation (hmde.script_sentences) ----------------------------
+# -- scripts without sentence punctuation (hmde.text.script_sentences) ----------------------------
 
 
 def test_thai_paragraph_is_split_into_sentences_by_pythainlp():
@@ -110,7 +110,7 @@ def test_myanmar_section_mark_ends_sentences():
 
 
 def test_character_blocks_cut_at_whitespace_and_keep_every_other_character():
-    from hmde.segmentation import character_blocks
+    from hmde.text.segmentation import character_blocks
 
     text = "aaaa bbbb cccc dddd eeee"
     blocks = character_blocks(text, limit=10)
@@ -126,7 +126,7 @@ def test_a_huge_one_line_document_is_never_tokenised_whole(monkeypatch):
     from transformers import PreTrainedTokenizerFast
 
     from hmde import HierarchicalEncoder
-    from hmde.segmentation import BLOCK_CHARS
+    from hmde.text.segmentation import BLOCK_CHARS
 
     model = HierarchicalEncoder.from_pretrained("hmde-mini")
     tokenizer = model.lower.tokenizer
@@ -150,7 +150,7 @@ def test_an_over_long_sentence_is_cut_between_words_preferring_clause_marks(e5_f
     in the window's second half, else at its last space."""
     from transformers import AutoTokenizer
 
-    from hmde.segmentation import fit_to_budget
+    from hmde.text.segmentation import fit_to_budget
 
     tok = AutoTokenizer.from_pretrained(str(e5_folder))
     sentence = "Η Λουφτβάφε, η γερμανική πολεμική αεροπορία, βομβάρδισε την πόλη εκατό φορές; " * 6
@@ -166,8 +166,8 @@ def test_an_over_long_sentence_is_cut_between_words_preferring_clause_marks(e5_f
 
 
 def test_units_of_punctuation_alone_are_dropped():
-    from hmde.config import HierarchicalConfig
-    from hmde.segmentation import segment_document, split_sentences
+    from hmde.encoders.config import HierarchicalConfig
+    from hmde.text.segmentation import segment_document, split_sentences
 
     assert split_sentences("First one. . And a second one!", "en") == ["First one.", "And a second one!"]
 

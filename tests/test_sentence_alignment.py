@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hmde.cli.main import main
-from hmde.sentence_alignment import AlignmentOptions, Bead, align_vectors, beads_f1
+from hmde.align.sentence_alignment import AlignmentOptions, Bead, align_vectors, beads_f1
 
 DIM = 48
 

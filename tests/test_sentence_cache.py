@@ -11,8 +11,8 @@ import torch
 
 from hmde import HierarchicalEncoder
 from hmde.errors import HmdeError
-from hmde.methods import DocumentVectorizer
-from hmde.sentence_cache import SentenceVectorCache
+from hmde.methods.vectorizer import DocumentVectorizer
+from hmde.encoders.sentence_cache import SentenceVectorCache
 
 
 def _count_forward(encoder) -> list[int]:

@@ -121,7 +121,7 @@ def _real_sentences(n=300):
 @pytest.fixture
 def bf16_measured(monkeypatch):
     """Pins this machine's measured float32 / bf16 product speeds (GFLOP/s) for a test."""
-    from hmde import precision
+    from hmde.encoders import precision
 
     def pin(fp32: float, bf16: float) -> None:
         monkeypatch.setitem(precision._measured, torch.bfloat16, (fp32, bf16))
@@ -157,7 +157,7 @@ def test_bf16_keeps_float32_where_bf16_products_are_slower(labse_dir, bf16_measu
     enc = SentenceEncoder.load(str(labse_dir), device="cpu")
     sentences = _real_sentences(20)
     fp32 = enc.encode(sentences)
-    with caplog.at_level("WARNING", logger="hmde.sentence_encoder"):
+    with caplog.at_level("WARNING", logger="hmde.encoders.sentence_encoder"):
         kept = enc.encode(sentences, autocast_dtype=torch.bfloat16)
         enc.encode(sentences[:2], autocast_dtype=torch.bfloat16)
     np.testing.assert_allclose(kept, fp32, atol=1e-6)
@@ -174,7 +174,7 @@ def test_bf16_keeps_float32_where_bf16_products_are_slower(labse_dir, bf16_measu
 
 
 def test_product_speeds_are_measured_once_without_touching_the_random_state(monkeypatch):
-    from hmde import precision
+    from hmde.encoders import precision
 
     monkeypatch.setattr(precision, "_measured", {})
     torch.manual_seed(3)

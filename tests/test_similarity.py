@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hmde.errors import HmdeError
-from hmde.similarity import align, score_candidates
+from hmde.align.similarity import align, score_candidates
 
 
 def _brute_margin(x, y, k):

@@ -107,14 +107,14 @@ def test_bf16_keeps_float32_on_cpus_where_it_is_slower(caplog, monkeypatch):
     """Issue 17: --bf16 casts weights only where that is faster. USE-m's bf16 copy ran at 0.6x
     float32 on CPUs (sentence cosine 0.994), so there it stays float32, said once, even on a CPU
     whose bf16 products are fast; a device the module names gets the bf16 copy."""
-    from hmde import precision
+    from hmde.encoders import precision
 
     monkeypatch.setitem(precision._measured, torch.bfloat16, (60.0, 250.0))
     monkeypatch.delenv(precision.POLICY_VARIABLE, raising=False)
     enc = SentenceEncoder.load("use-multilingual-v3", device="cpu")
     texts = builtin_sample(40)
     fp32 = enc.encode(texts)
-    with caplog.at_level("WARNING", logger="hmde.sentence_encoder"):
+    with caplog.at_level("WARNING", logger="hmde.encoders.sentence_encoder"):
         # float32 (bf16 moves these vectors by up to 1e-2); not bit-equal: CPU kernels may differ per call
         np.testing.assert_allclose(enc.encode(texts, autocast_dtype=torch.bfloat16), fp32, atol=1e-6)
         enc.encode(texts[:3], autocast_dtype=torch.bfloat16)
@@ -227,7 +227,7 @@ def test_missing_package_is_a_clear_error(monkeypatch):
 
 
 def test_every_method_runs_on_use():
-    from hmde.methods import DocumentVectorizer, MethodOptions
+    from hmde.methods.vectorizer import DocumentVectorizer, MethodOptions
 
     model = HierarchicalEncoder(SentenceEncoder.load(NAME, device="cpu"))
     docs = ["The cat sat on the mat. It was sunny. The dog barked loudly.",
@@ -280,7 +280,7 @@ def test_sentence_transformers_loads_the_folder_with_trust(tmp_path):
     import a class outside its own namespace)."""
     from sentence_transformers import SentenceTransformer
 
-    from hmde.registry import bundled_folder
+    from hmde.encoders.registry import bundled_folder
 
     model = SentenceTransformer(str(bundled_folder(NAME)), device="cpu", trust_remote_code=True)
     texts = ["Hallo Welt.", "Hello world."]
@@ -288,7 +288,7 @@ def test_sentence_transformers_loads_the_folder_with_trust(tmp_path):
 
 
 def test_unknown_bundled_name_is_not_resolved():
-    from hmde.registry import bundled_folder
+    from hmde.encoders.registry import bundled_folder
 
     assert bundled_folder("use-multilingual-v4") is None
     assert bundled_folder("../models") is None

@@ -10,8 +10,8 @@ from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 
 # The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
 # check made before a model loads start at once (PEP 562).
-_LAZY = {"HierarchicalConfig": ".config", "HierarchicalEncoder": ".hierarchical", "SentenceEncoder": ".sentence_encoder",
-         "Index": ".index.search", "DocumentVectorizer": ".methods"}
+_LAZY = {"HierarchicalConfig": ".encoders.config", "HierarchicalEncoder": ".encoders.hierarchical",
+         "SentenceEncoder": ".encoders.sentence_encoder", "Index": ".index.search", "DocumentVectorizer": ".methods.vectorizer"}
 
 
 def __getattr__(name: str):

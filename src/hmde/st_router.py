@@ -34,10 +34,10 @@ from typing import Any
 
 import torch
 
-from .config import HierarchicalConfig
-from .document_encoder import DocumentEncoder
+from .encoders.config import HierarchicalConfig
+from .encoders.document_encoder import DocumentEncoder
 from .errors import HmdeError, ModelLoadError
-from .model_folder import (
+from .encoders.model_folder import (
     DOCUMENT_MODULE_TYPE,
     LOWER_DIR,
     QUERY_ROUTE,
@@ -47,7 +47,7 @@ from .model_folder import (
     read_model_config,
     write_upper,
 )
-from .sentence_encoder import saved_prompts
+from .encoders.sentence_encoder import saved_prompts
 
 try:
     from sentence_transformers.base.modules.input_module import InputModule
@@ -95,8 +95,8 @@ class HmdeDocumentModule(InputModule):
         """Embed sentences with ``modules`` (the lower encoder's sentence-transformers modules)."""
         from sentence_transformers import SentenceTransformer
 
-        from .hierarchical import HierarchicalEncoder
-        from .sentence_encoder import SentenceEncoder
+        from .encoders.hierarchical import HierarchicalEncoder
+        from .encoders.sentence_encoder import SentenceEncoder
 
         device = next((p.device for m in modules for p in m.parameters()), torch.device("cpu"))
         lower = SentenceEncoder(SentenceTransformer(modules=list(modules), device=str(device), **self.lower_prompts),
@@ -109,7 +109,7 @@ class HmdeDocumentModule(InputModule):
 
     @property
     def hierarchical(self):
-        """The :class:`~hmde.hierarchical.HierarchicalEncoder` this route runs (lower modules shared)."""
+        """The :class:`~hmde.encoders.hierarchical.HierarchicalEncoder` this route runs (lower modules shared)."""
         if self._hierarchical is None:
             raise HmdeError("hmde's document module has no lower encoder yet: load it as part of a Router "
                             "(hmde.sentence_transformer(DIR)) or call attach_lower")
@@ -163,7 +163,7 @@ class HmdeDocumentModule(InputModule):
 
 def hmde_module_classes() -> dict[str, type]:
     """Every modules.json type hmde provides: resolved here without importing what a folder names."""
-    from .sentence_encoder import hmde_module_classes as lower_classes
+    from .encoders.sentence_encoder import hmde_module_classes as lower_classes
 
     return {**lower_classes(), DOCUMENT_MODULE_TYPE: HmdeDocumentModule}
 
@@ -178,8 +178,8 @@ def load_sentence_transformer_model(name_or_path: str | os.PathLike, device: str
     """
     from sentence_transformers import SentenceTransformer
 
-    from .registry import resolve_model_path
-    from .sentence_encoder import load_sentence_transformer
+    from .encoders.registry import resolve_model_path
+    from .encoders.sentence_encoder import load_sentence_transformer
 
     path = resolve_model_path(str(name_or_path))
     if (path / ROUTER_CONFIG).exists():

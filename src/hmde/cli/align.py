@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from .arg_types import finite_float
-from ..atomic import write_text_atomic
-from ..config import DOCUMENT_METHODS
+from ..ground.atomic import write_text_atomic
+from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from .length_arguments import add_length_arguments
 from .align_sentences import add_alignment_arguments
@@ -57,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from .align_sentences import write_alignments
 
     from ..io.documents import read_documents
-    from ..document_methods import default_method
-    from ..methods import DocumentVectorizer, MethodOptions
-    from ..similarity import align
+    from ..methods import default_method
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+    from ..align.similarity import align
     from .preflight import check_output_file
 
     check_output_file(args.output, (args.src, args.tgt))
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             if any(c in r.doc_id for c in "\t\n\r"):
                 raise HmdeError(f"{path}: document {n} has id {r.doc_id!r}, with a tab or line break, which the "
                                 "TSV output cannot hold")
-    from ..coverage import languages_of
+    from ..text.coverage import languages_of
 
     languages = languages_of([args.src_lang or r.lang for r in src] + [args.tgt_lang or r.lang for r in tgt],
                              [r.text for r in src] + [r.text for r in tgt])

@@ -1,5 +1,5 @@
 """``hmde align-sentences [MODEL] SRC TGT -o OUT``: which sentences translate which, inside aligned
-documents (:mod:`hmde.sentence_alignment`), written as JSONL, Vecalign lines or a TSV bitext."""
+documents (:mod:`hmde.align.sentence_alignment`), written as JSONL, Vecalign lines or a TSV bitext."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def read_pairs_file(path: str, src_ids: set[str], tgt_ids: set[str]) -> list[tup
 
 
 def as_sentences(record, path: str) -> list[str]:
-    from ..segmentation import split_sentences
+    from ..text.segmentation import split_sentences
 
     sentences = list(record.text) if isinstance(record.text, list) else split_sentences(record.text, record.lang)
     sentences = [s.strip() for s in sentences if s and s.strip()]
@@ -100,9 +100,9 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
     """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed."""
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
     from ..io.alignments import alignment_lines
-    from ..sentence_alignment import AlignmentOptions, align_sentences
+    from ..align.sentence_alignment import AlignmentOptions, align_sentences
 
     options = AlignmentOptions(max_merge=args.max_merge)
     options.bead_types()  # an impossible --max-merge is refused before any work

@@ -1,5 +1,5 @@
 """``hmde classify train|predict``: a classifier of one's own labels on frozen document vectors
-(:mod:`hmde.classifier`), saved as a folder without pickles, and its predictions as JSONL."""
+(:mod:`hmde.classify.classifier`), saved as a folder without pickles, and its predictions as JSONL."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..config import DOCUMENT_METHODS
+from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
 from .common import add_model_argument, finite_float
 
@@ -70,8 +70,8 @@ def read_labelled(args: argparse.Namespace):
 
 
 def encoder(model_name: str, method: str | None, device: str):
-    from ..document_methods import default_method
-    from ..methods import DocumentVectorizer
+    from ..methods import default_method
+    from ..methods.vectorizer import DocumentVectorizer
     from .common import load_model, pick_device
 
     kind, model = load_model(model_name, pick_device(device))
@@ -80,11 +80,11 @@ def encoder(model_name: str, method: str | None, device: str):
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from ..classifier import Classifier, is_classifier
+    from ..classify.classifier import Classifier, is_classifier
     from ..evaluation.provenance import model_hash
-    from ..output_dirs import check_replaceable, check_writable_parent
-    from ..registry import recorded_name, resolve_model_path
-    from ..routing import refuse_for_one_space
+    from ..ground.output_dirs import check_replaceable, check_writable_parent
+    from ..encoders.registry import recorded_name, resolve_model_path
+    from ..encoders.routing import refuse_for_one_space
 
     check_writable_parent(args.output)
     check_replaceable(args.output, "hmde classifier", is_classifier, args.overwrite)
@@ -104,10 +104,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from ..atomic import write_text_atomic
-    from ..classifier import Classifier
+    from ..ground.atomic import write_text_atomic
+    from ..classify.classifier import Classifier
     from ..io.documents import read_documents
-    from ..registry import recorded_model, recorded_model_available
+    from ..encoders.registry import recorded_model, recorded_model_available
     from .preflight import check_records
 
     if args.top_k < 1:

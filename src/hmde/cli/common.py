@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 
 from .arg_types import finite_float
 from ..errors import HmdeError
-from ..devices import pick_device  # noqa: F401  (the commands pick devices through it)
-from ..model_loading import load_model as load_named_model
-from ..registry import DEFAULT_MODEL
+from ..encoders.devices import pick_device  # noqa: F401  (the commands pick devices through it)
+from ..encoders.model_loading import load_model as load_named_model
+from ..encoders.registry import DEFAULT_MODEL
 
 
 def quiet_libraries() -> None:
@@ -36,6 +37,9 @@ def quiet_libraries() -> None:
         except Exception:  # pragma: no cover
             pass
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+    # torch's weights-only loader notes the pickle protocol of a .bin it is about to refuse; hmde says why
+    # in one line (encoders/sentence_encoder.load_failure_message)
+    warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
     # "Default prompt name is set to 'document'" on every e5 load: hmde sets the prompts on purpose
     logging.getLogger("sentence_transformers.base.model").setLevel(logging.ERROR)
 
@@ -93,7 +97,7 @@ def add_backend_argument(parser, default: str | None = "torch", help_suffix: str
 
 
 def add_sentence_scoring_arguments(parser, when: str, top: int = 1, doc_weight: float = 0.0) -> None:
-    """How multi-vector scoring (hmde.multivector) ranks a document; ``when``: where the flags apply."""
+    """How multi-vector scoring (hmde.index.multivector) ranks a document; ``when``: where the flags apply."""
     parser.add_argument("--top-sentences", type=int, default=top, metavar="K",
                         help=f"{when}: a document scores the sum of its K best sentences' cosines (default {top}: "
                         f"{'its best sentence' if top == 1 else 'the best ones'}); search shows these K sentences as "
@@ -113,7 +117,7 @@ def check_backend_options(args) -> None:
         raise HmdeError("--engine ray encodes with the PyTorch backend; drop --backend")
     method = getattr(args, "method", None)
     if method:
-        from ..document_methods import method_class
+        from ..methods import method_class
 
         if method_class(method).torch_only:
             raise HmdeError(f"--method {method} runs on the PyTorch backend only")
@@ -125,7 +129,7 @@ def warn(message: str) -> None:
 
 def load_model(name: str, device: str, args=None, languages=None, want: str = "any"):
     """What a command names, loaded with its --backend and document-length flags (the library's
-    :func:`hmde.model_loading.load_model` takes them as values, never the parsed arguments)."""
+    :func:`hmde.encoders.model_loading.load_model` takes them as values, never the parsed arguments)."""
     from .length_arguments import length_overrides
 
     if sys.stderr.isatty():  # the seconds before the first progress bar are not silent on a terminal

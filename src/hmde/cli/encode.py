@@ -9,11 +9,11 @@ from pathlib import Path
 
 
 from ..io.vector_files import VectorWriter, ids_path_for, write_vectors
-from ..config import DOCUMENT_METHODS
-from ..document_methods import default_method, method_class
-from ..coverage import languages_of, warn_uncovered
+from ..encoders.config import DOCUMENT_METHODS
+from ..methods import default_method, method_class
+from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
-from ..routing import AUTO, route
+from ..encoders.routing import AUTO, route
 from ..io.documents import is_empty_text, read_documents
 from .length_arguments import add_length_arguments
 from .common import (
@@ -81,8 +81,8 @@ def lawdr_stats_dir(args) -> Path:
 def method_vectorizer(args, model, progress: bool):
     """The baselines' and LAWDR's vectorizer, with this run's options and, for LAWDR, the saved
     statistics when they exist (else none yet: they are fitted on the input)."""
-    from ..lawdr import LawdrStats
-    from ..methods import DocumentVectorizer, MethodOptions
+    from ..methods.lawdr_statistics import LawdrStats
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
 
     options = MethodOptions(batch_size=args.batch_size, sentence_batch_size=args.sentence_batch_size,
                             lawdr_units=args.lawdr_units, **lawdr_fit_options(args),
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     fits_lawdr = (args.method and method_class(args.method).fitted and not args.queries
                   and not (lawdr_stats_dir(args) / "lawdr.json").exists())
     if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory
-        from ..lawdr import check_stats_output
+        from ..methods.lawdr_statistics import check_stats_output
 
         check_stats_output(lawdr_stats_dir(args))  # before the fit: never a file, never a folder of the user's
         return run_in_memory(args)
@@ -166,8 +166,8 @@ def choose_method(args: argparse.Namespace) -> None:
     encoder (``hmde encode multilingual-e5-small docs.jsonl``) with ``mean``, said once on stderr, as
     ``align`` and ``index build`` do; ``--method hmde`` on a sentence encoder stays an error."""
     from ..export.folder import is_onnx_export
-    from ..model_folder import is_hmde_folder
-    from ..registry import resolve_model_path
+    from ..encoders.model_folder import is_hmde_folder
+    from ..encoders.registry import resolve_model_path
 
     if args.queries or (args.method and not method_class(args.method).needs_hmde_model):
         return
@@ -201,9 +201,9 @@ def warn_empty(empty: list[str]) -> None:
 def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
     """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique,
     one-line ids), the document count and the ids of empty documents; ``languages`` counts the
-    documents' languages (:mod:`hmde.coverage`).
+    documents' languages (:mod:`hmde.text.coverage`).
     Memory: one id and line number per document (the duplicate check needs them), nothing else."""
-    from ..coverage import tally
+    from ..text.coverage import tally
 
     empty: list[str] = []
 
@@ -238,7 +238,7 @@ def chunk_encoder(args, kind, model):
     """``(texts, langs) -> vectors`` for this run's method; LAWDR only with saved statistics."""
     amp, progress = autocast_dtype(args.bf16), False
     if args.queries:
-        from ..methods import encode_query_texts
+        from ..methods.vectorizer import encode_query_texts
 
         return lambda texts, langs: encode_query_texts(model, texts, batch_size=args.sentence_batch_size,
                                                        show_progress_bar=progress,

@@ -23,7 +23,7 @@ from .eval_runs import run_align, run_clir, run_pool_xsr, run_report, run_xldc, 
 def _common(p, methods=True) -> None:
     add_model_argument(p)
     if methods:
-        from ..config import DOCUMENT_METHODS
+        from ..encoders.config import DOCUMENT_METHODS
 
         p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                        help="document vectors (default: hmde for an hmde model, mean for a sentence encoder)")
@@ -100,7 +100,7 @@ def register(sub) -> None:
     c.add_argument("--run-output", help="write the ranking as a TREC run")
     c.add_argument("--measures", default="AP,RR,nDCG@10,R@100")
     c.add_argument("--multi-vector", choices=["context", "lower"],
-                   help="score each document by its sentence vectors instead of one vector (hmde.multivector): "
+                   help="score each document by its sentence vectors instead of one vector (hmde.index.multivector): "
                    "context, HMDE's contextualised sentence vectors (method hmde); lower, the sentence encoder's, "
                    "each sentence out of context")
     add_sentence_scoring_arguments(c, "--multi-vector")

@@ -21,6 +21,6 @@ def eval_languages(args) -> list[str] | None:
 
 def routed_model(args) -> str:
     """The model an ``hmde eval`` run uses: hmde-auto routed by the languages its flags name."""
-    from ..routing import route
+    from ..encoders.routing import route
 
     return route(args.model, eval_languages(args))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..document_methods import default_method
+from ..methods import default_method
 from ..errors import HmdeError
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device, warn
 
@@ -43,10 +43,10 @@ def _length_bounds(text: str | None) -> list[int]:
 
 def _setup(args, need_method=True):
     from ..evaluation.encoders import EvalEncoder
-    from ..lawdr import LawdrStats
-    from ..methods import MethodOptions
-    from ..registry import resolve_model_path
-    from ..sentence_cache import attach_vector_cache
+    from ..methods.lawdr_statistics import LawdrStats
+    from ..methods.vectorizer import MethodOptions
+    from ..encoders.registry import resolve_model_path
+    from ..encoders.sentence_cache import attach_vector_cache
     from .eval_languages import routed_model
 
     args.model = routed_model(args)  # the result records the model that ran
@@ -152,7 +152,7 @@ def run_pool_xsr(args) -> int:
 def run_clir(args) -> int:
     from ..evaluation import clir
     from ..evaluation.clir_protocol import SentenceScoring, file_task, run_clir_tasks, xquad_tasks
-    from ..multivector import check_scoring
+    from ..index.multivector import check_scoring
 
     check_scoring(args.top_sentences, args.doc_weight)
     if args.multi_vector and args.first_stage:
@@ -254,7 +254,7 @@ def run_xldc(args) -> int:
 
 
 def run_report(args) -> int:
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
     from ..evaluation.report import bar_chart, load_results, markdown_tables
 
     records = load_results(args.results)

@@ -23,7 +23,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import HmdeError
     from ..export.onnx import export_onnx
-    from ..output_dirs import check_replaceable, check_writable_parent, is_onnx_export
+    from ..ground.output_dirs import check_replaceable, check_writable_parent, is_onnx_export
 
     check_replaceable(args.output, "hmde ONNX export", is_onnx_export, args.overwrite)
     check_writable_parent(args.output)

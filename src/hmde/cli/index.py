@@ -9,7 +9,7 @@ import sys
 
 
 from .arg_types import bounded_int, nonnegative_int, positive_int
-from ..config import DOCUMENT_METHODS
+from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
 from .length_arguments import add_length_arguments
 from .common import (
@@ -21,7 +21,7 @@ from .common import (
     warn,
 )
 from ..index.search import search_index
-from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from ..index.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .index_build import run_build
 from .ray_arguments import add_ray_arguments
 

@@ -9,11 +9,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..coverage import languages_of, warn_uncovered
-from ..document_methods import default_method, method_class
+from ..text.coverage import languages_of, warn_uncovered
+from ..methods import default_method, method_class
 from ..errors import HmdeError, InputError
-from ..registry import DEFAULT_MODEL
-from ..routing import refuse_for_one_space, route
+from ..encoders.registry import DEFAULT_MODEL
+from ..encoders.routing import refuse_for_one_space, route
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
 from .index_mode import check_multi_vector_model, choose_index_mode
 from .preflight import check_records
@@ -34,15 +34,15 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
 
 
 def check_build_output(args: argparse.Namespace):
-    """Before any encoding: the output may be created or replaced (see hmde.output_dirs); with
+    """Before any encoding: the output may be created or replaced (see hmde.ground.output_dirs); with
     ``--add``, the index there opens whole and the model and method agree with it.
 
     Returns the open index for ``--add`` (closed by the caller), else None. Without
     ``--model``/``--method``, an add uses the index's own.
     """
     from ..index.store import DocumentIndex
-    from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
-    from ..registry import recorded_model, recorded_model_available
+    from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+    from ..encoders.registry import recorded_model, recorded_model_available
 
     check_writable_parent(args.output)
     choose_index_mode(args)
@@ -96,7 +96,7 @@ def check_build_output(args: argparse.Namespace):
 def check_same_model(index, name: str) -> None:
     """The model's files hash as the index's did (hashing reads files; no model is loaded)."""
     from ..evaluation.provenance import model_hash
-    from ..registry import resolve_model_path, same_model_hash
+    from ..encoders.registry import resolve_model_path, same_model_hash
 
     sha = model_hash(resolve_model_path(name))
     if not same_model_hash(index.meta.model_sha256, sha):
@@ -127,7 +127,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def run_build_local(args: argparse.Namespace, existing) -> int:
     """Stream INPUT into the index a chunk at a time (LAWDR fitted on INPUT takes it whole)."""
-    from ..lawdr import LawdrStats
+    from ..methods.lawdr_statistics import LawdrStats
 
     stats = LawdrStats.load(args.lawdr_stats) if args.lawdr_stats else None
     if args.method and method_class(args.method).fitted and stats is None:
@@ -142,10 +142,10 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
 def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already
     in the index, before any model loads; returns the document count (``languages``: a Counter of
-    the documents' languages, for :func:`hmde.coverage.warn_uncovered`)."""
+    the documents' languages, for :func:`hmde.text.coverage.warn_uncovered`)."""
     from collections import Counter
 
-    from ..coverage import tally
+    from ..text.coverage import tally
     from ..io.documents import read_documents
     from .preflight import check_index_size
 
@@ -157,10 +157,10 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
 
 
 def load_index_model(args: argparse.Namespace, existing, languages=None):
-    """The model, its method, the name the index records for it (hmde.registry.recorded_name) and its
+    """The model, its method, the name the index records for it (hmde.encoders.registry.recorded_name) and its
     dimension, checked against --pq-m and, on --add, the index. ``hmde-auto`` is routed by the
     documents' ``languages`` first, so the index records the model it was built with."""
-    from ..registry import recorded_name
+    from ..encoders.registry import recorded_name
     from .preflight import check_pq
 
     args.model = route(args.model, languages)
@@ -178,8 +178,8 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
 
     from ..evaluation.provenance import model_hash
     from ..index.build import encoded_batches, write_batches
-    from ..methods import DocumentVectorizer, MethodOptions
-    from ..registry import resolve_model_path
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+    from ..encoders.registry import resolve_model_path
     from .encode import input_chunks
 
     model, method, path, dim = load_index_model(args, existing, languages)
@@ -206,8 +206,8 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     from ..evaluation.provenance import model_hash
     from ..index.build import encoded_batches, write_batches
     from ..io.documents import read_documents
-    from ..methods import DocumentVectorizer, MethodOptions
-    from ..registry import resolve_model_path
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+    from ..encoders.registry import resolve_model_path
     from .preflight import check_index_size, check_lawdr_inputs
 
     records = [dataclasses.replace(r, lang=args.lang or r.lang)
@@ -233,7 +233,7 @@ def run_build_ray(args: argparse.Namespace) -> int:
     """Encode with Ray into Parquet shards, then stream them into the index, shard by shard."""
     from ..index.build import shard_batches, shard_training_vectors
     from ..index.store import DocumentIndex
-    from ..registry import recorded_name
+    from ..encoders.registry import recorded_name
     from ..scale.ray_encode import encode_with_ray, input_shards
 
     args.model = route(args.model, None)  # Ray reads the input in its workers: no language is known here

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..document_methods import method_class
+from ..methods import method_class
 from ..errors import HmdeError
-from ..routing import AUTO
+from ..encoders.routing import AUTO
 
 
 def choose_index_mode(args: argparse.Namespace) -> None:
@@ -36,8 +36,8 @@ def choose_index_mode(args: argparse.Namespace) -> None:
 def check_multi_vector_model(args: argparse.Namespace) -> None:
     """Contextualised sentence vectors need the hierarchical model on PyTorch: checked on the folder,
     before loading it."""
-    from ..model_folder import is_hmde_folder
-    from ..registry import resolve_model_path
+    from ..encoders.model_folder import is_hmde_folder
+    from ..encoders.registry import resolve_model_path
 
     if not args.multi_vector or args.sentence_vectors != "context":
         return

@@ -13,8 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..config import DOCUMENT_METHODS
-from ..document_methods import method_class
+from ..encoders.config import DOCUMENT_METHODS
+from ..methods import method_class
 from ..errors import HmdeError
 from .arg_types import positive_int
 
@@ -41,7 +41,7 @@ def register(isub) -> None:
 
 def build_arguments(args: argparse.Namespace, source_meta) -> argparse.Namespace:
     """`hmde index build`'s arguments for NEW: SRC's type and mode, this run's model and method."""
-    from ..registry import DEFAULT_MODEL
+    from ..encoders.registry import DEFAULT_MODEL
 
     mode = source_meta.multi_vector
     return argparse.Namespace(
@@ -57,7 +57,7 @@ def build_arguments(args: argparse.Namespace, source_meta) -> argparse.Namespace
 
 def check_new_output(args: argparse.Namespace, source: Path) -> dict | None:
     """NEW is new (or empty), or a re-embedding of SOURCE cut off before it ended (returns its record)."""
-    from ..output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+    from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
 
     check_writable_parent(args.output)
     new = Path(args.output)
@@ -99,13 +99,13 @@ def source_chunks(source, size: int, skip: set[str]):
 def run_reembed(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
     from ..evaluation.provenance import model_hash
     from ..index.build import IVF_TRAIN_PER_LIST, PQ_TRAIN, encoded_batches, write_batches
     from ..index.store import DocumentIndex
-    from ..methods import DocumentVectorizer, MethodOptions
-    from ..registry import resolve_model_path
-    from ..routing import refuse_for_one_space
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+    from ..encoders.registry import resolve_model_path
+    from ..encoders.routing import refuse_for_one_space
     from .index_build import index_meta, load_index_model
 
     source_dir = Path(args.source)

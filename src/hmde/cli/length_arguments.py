@@ -1,12 +1,12 @@
 """The document-length flags every command that encodes or trains takes (``--preset paper`` and the
-three settings), turned into the library's changes (:func:`hmde.length_settings.length_changes`)."""
+three settings), turned into the library's changes (:func:`hmde.encoders.length_settings.length_changes`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ..config import LONG_DOCUMENT_MODES, LONG_SENTENCE_MODES, SEGMENTATION_MODES
-from ..length_settings import PRESETS, length_changes
+from ..encoders.config import LONG_DOCUMENT_MODES, LONG_SENTENCE_MODES, SEGMENTATION_MODES
+from ..encoders.length_settings import PRESETS, length_changes
 
 
 def add_length_arguments(parser: argparse.ArgumentParser) -> None:

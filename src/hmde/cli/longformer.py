@@ -44,7 +44,7 @@ def register(sub) -> None:
 def check_longformer_output(args: argparse.Namespace) -> None:
     """Before any work: the output is new, empty, or a Longformer folder with --overwrite (the swap of the
     finished folder would otherwise delete a folder of the user's)."""
-    from ..output_dirs import check_replaceable, check_writable_parent, is_longformer_folder
+    from ..ground.output_dirs import check_replaceable, check_writable_parent, is_longformer_folder
 
     check_writable_parent(args.output)
     check_replaceable(args.output, "hmde Longformer folder", is_longformer_folder, args.overwrite)

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from ..errors import HmdeError, InputError
 from ..io.documents import DocumentRecord, check_unique_ids
-from ..output_dirs import check_writable_parent
+from ..ground.output_dirs import check_writable_parent
 
 
 def check_records(records: Iterable[DocumentRecord], args) -> dict[str, int | None]:
@@ -68,7 +68,7 @@ def check_output_file(output: str | Path, inputs: tuple = ()) -> None:
     """The output's folder must be writable (a read-only place is found now, not after encoding), and
     the output must not be one of the command's ``inputs`` (``align en.tsv fr.tsv -o en.tsv`` replaced
     its own input)."""
-    from ..output_dirs import check_not_an_input
+    from ..ground.output_dirs import check_not_an_input
 
     check_writable_parent(output)
     if Path(output).is_dir():
@@ -109,8 +109,8 @@ def _is_path(value: str) -> bool:
 
 def check_outputs_are_not_inputs(args) -> None:
     """Before a command does anything: none of its outputs replaces one of its inputs
-    (:func:`hmde.output_dirs.check_not_an_input`), whatever the command."""
-    from ..output_dirs import check_not_an_input
+    (:func:`hmde.ground.output_dirs.check_not_an_input`), whatever the command."""
+    from ..ground.output_dirs import check_not_an_input
 
     outputs, inputs = {}, {}
     for dest, value in vars(args).items():

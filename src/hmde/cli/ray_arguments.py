@@ -30,10 +30,10 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
     """What the Ray actors compute, checked before Ray starts; ``method`` None: hmde or, for a sentence encoder, mean."""
     from ..errors import HmdeError
     from ..evaluation.provenance import model_hash
-    from ..model_folder import is_hmde_folder
+    from ..encoders.model_folder import is_hmde_folder
     from .length_arguments import length_overrides
-    from ..registry import resolve_model_path
-    from ..document_methods import default_method, method_class
+    from ..encoders.registry import resolve_model_path
+    from ..methods import default_method, method_class
     from ..scale.ray_encode import QUERIES, EncodeSpec
 
     path = resolve_model_path(args.model)

@@ -9,7 +9,7 @@ from .arg_types import lower_trainable, positive_float, positive_int
 from ..pretraining.lower_parts import CHOICES_HELP
 from ..errors import HmdeError
 from .train_checks import check_resume_arguments, check_run_output, starting_model_name
-from ..length_settings import apply_length_overrides
+from ..encoders.length_settings import apply_length_overrides
 from .length_arguments import add_length_arguments, length_overrides
 from .common import add_model_argument, pick_device
 
@@ -96,11 +96,11 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from ..hierarchical import HierarchicalEncoder
-    from ..model_folder import is_hmde_folder
+    from ..encoders.hierarchical import HierarchicalEncoder
+    from ..encoders.model_folder import is_hmde_folder
     from ..pretraining.pairs import read_pairs
     from ..pretraining.trainer import HmdeTrainer, PretrainingConfig
-    from ..registry import resolve_model_path
+    from ..encoders.registry import resolve_model_path
 
     check_run_output(Path(args.output), args.resume, args.overwrite)
     if args.resume:
@@ -171,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def page_languages(pairs: list[dict], docs: dict) -> dict[str, str | None]:
-    """Each training page's language (hmde.coverage's reading of its ``lang``), once per page."""
-    from ..coverage import document_language
+    """Each training page's language (hmde.text.coverage's reading of its ``lang``), once per page."""
+    from ..text.coverage import document_language
 
     pages = {d for p in pairs for d in (p["doc_a"], p["doc_b"])}
     return {d: document_language(docs[d][1], docs[d][0]) for d in sorted(pages)}
@@ -184,7 +184,7 @@ def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> Non
     (length, names, numbers), and the upper encoder learns that instead of meaning."""
     from collections import Counter
 
-    from ..coverage import warn_uncovered
+    from ..text.coverage import warn_uncovered
 
     warn_uncovered(name, model, Counter(page_languages(pairs, docs).values()), "training pages")
 
@@ -194,7 +194,7 @@ def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]
     their order (so a resumed run trains on the same pairs); said on stderr."""
     import sys
 
-    from ..coverage import model_languages
+    from ..text.coverage import model_languages
 
     known = model_languages(model)
     if known is None:

@@ -15,8 +15,8 @@ def check_run_output(output: Path, resume: bool, overwrite: bool) -> None:
     and checkpoint and interleaved the two runs' logs). --overwrite removes only what a run writes."""
     import shutil
 
-    from ..hierarchical import is_hmde_folder
-    from ..output_dirs import check_replaceable
+    from ..encoders.hierarchical import is_hmde_folder
+    from ..ground.output_dirs import check_replaceable
     from ..pretraining.trainer import CHECKPOINT_DIR, RUN_ENTRIES
 
     if resume and overwrite:

@@ -34,7 +34,7 @@ def use_compact_lower(model) -> None:
 
 def export_compact(trained: str | Path, export: str | Path) -> Path:
     """Load the trained HMDE folder ``trained`` and write its compact form into ``export``."""
-    from ..hierarchical import HierarchicalEncoder
+    from ..encoders.hierarchical import HierarchicalEncoder
 
     model = HierarchicalEncoder.from_pretrained(trained, device="cpu")
     use_compact_lower(model)

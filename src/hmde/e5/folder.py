@@ -221,9 +221,9 @@ def ensure_folder() -> Path:
     folder that fails its manifest (a disk fault, a hand edit) is said and built again."""
     import sys
 
-    from ..atomic import atomic_dir
-    from ..cache import cache_root
-    from ..locks import exclusive_writer
+    from ..ground.atomic import atomic_dir
+    from ..ground.cache import cache_root
+    from ..ground.locks import exclusive_writer
 
     found = find_resources()
     key = f"{NAME}-{found.sha256[:16]}-v{FORMAT}"

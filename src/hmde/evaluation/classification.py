@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..similarity import normalize
+from ..align.similarity import normalize
 
 
 @dataclass
@@ -143,12 +143,12 @@ def finetune_protocol(model, train: LabelledDocuments, dev: LabelledDocuments, t
                       config: FinetuneConfig | None = None, show_progress: bool = True, log=None) -> dict:
     """Fine-tune a document encoder with a softmax head (eq. 2) on English, test zero-shot.
 
-    ``model`` is a :class:`~hmde.methods.DocumentVectorizer` (HMDE, or the paper's
+    ``model`` is a :class:`~hmde.methods.vectorizer.DocumentVectorizer` (HMDE, or the paper's
     fine-tuned baselines: ``first``, ``seg``, ``mean``, ``longformer``) or an HMDE. The
     state of the epoch with the lowest English dev loss is restored before testing.
     Returns accuracy per target language, the training history and the chosen epoch.
     """
-    from ..methods import DocumentVectorizer
+    from ..methods.vectorizer import DocumentVectorizer
     from ..training.sparse_embeddings import densify, sparse_embedding_gradients
 
     vectorizer = model if isinstance(model, DocumentVectorizer) else DocumentVectorizer(model, "hmde")

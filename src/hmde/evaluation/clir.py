@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import HmdeError, InputError
 from ..io.documents import open_text, read_documents
-from ..similarity import knn
+from ..align.similarity import knn
 
 DEFAULT_MEASURES = ("AP", "RR", "nDCG@10", "R@100")
 ISO1_TO_ISO3 = {"ar": "ara", "de": "deu", "el": "ell", "en": "eng", "es": "spa", "hi": "hin", "ro": "ron",
@@ -89,7 +89,7 @@ def check_run_field(value: str, what: str) -> None:
 
 
 def write_run(path: str | Path, run: dict[str, dict[str, float]], tag: str = "hmde") -> None:
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
 
     check_run_field(tag, "run tag")
     for qid, docs in run.items():
@@ -303,7 +303,7 @@ def rank_scores(scores: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[
 def rerank(query_vectors: np.ndarray, doc_vectors: np.ndarray, query_ids: Sequence[str], doc_ids: Sequence[str],
            first_stage: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """Re-score a first-stage run's documents by cosine; unknown documents are an error."""
-    from ..similarity import normalize
+    from ..align.similarity import normalize
 
     q, d = normalize(query_vectors), normalize(doc_vectors)
     row = {doc: i for i, doc in enumerate(doc_ids)}

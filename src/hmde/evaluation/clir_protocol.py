@@ -24,7 +24,7 @@ class ClirTask:
 
 @dataclass
 class SentenceScoring:
-    """Multi-vector ranking (:mod:`hmde.multivector`): documents scored by their best sentences."""
+    """Multi-vector ranking (:mod:`hmde.index.multivector`): documents scored by their best sentences."""
 
     kind: str  # context (HMDE's contextualised sentence vectors) or lower (the sentence encoder's)
     top_sentences: int = 1
@@ -49,7 +49,7 @@ def file_task(topics_path: str, qrels_path: str, documents: Sequence[str], query
 
 def task_run(enc, task: ClirTask, first_stage: dict | None, scoring: SentenceScoring | None) -> dict:
     """One task's ranking (query id -> doc id -> score) with the evaluation encoder ``enc``."""
-    from ..multivector import score_documents
+    from ..index.multivector import score_documents
 
     topics, coll = task.topics, task.collection
     qv = enc.queries(topics.texts, topics.lang)
@@ -66,7 +66,7 @@ def task_run(enc, task: ClirTask, first_stage: dict | None, scoring: SentenceSco
 
 def document_lengths(coll: clir.Collection) -> dict[str, int]:
     """Sentences per document (a list of sentences counts as given)."""
-    from ..segmentation import split_sentences
+    from ..text.segmentation import split_sentences
 
     return {d: len(t) if isinstance(t, list) else len(split_sentences(t, coll.lang))
             for d, t in zip(coll.doc_ids, coll.texts)}

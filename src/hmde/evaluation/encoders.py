@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..lawdr import LawdrStats
-from ..methods import DocumentVectorizer, MethodOptions
+from ..methods.lawdr_statistics import LawdrStats
+from ..methods.vectorizer import DocumentVectorizer, MethodOptions
 
 if TYPE_CHECKING:
-    from ..multivector import SentenceMatrix
+    from ..index.multivector import SentenceMatrix
 
 
 def _key(texts: Sequence, lang) -> str:
@@ -72,10 +72,10 @@ class EvalEncoder:
                                        prompt_name="query")
 
     def sentence_matrix(self, texts: Sequence, lang: str | None, kind: str):
-        """Every document's sentence vectors for multi-vector scoring (:mod:`hmde.multivector`):
+        """Every document's sentence vectors for multi-vector scoring (:mod:`hmde.index.multivector`):
         ``context``, HMDE's contextualised vectors; ``lower``, the lower encoder's, out of context."""
         from ..errors import HmdeError
-        from ..multivector import SentenceMatrix
+        from ..index.multivector import SentenceMatrix
 
         key = (_key(texts, lang), kind)
         if key not in self._matrices:

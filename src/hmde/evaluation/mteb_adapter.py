@@ -21,8 +21,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..methods import DocumentVectorizer, MethodOptions
-from ..similarity import normalize
+from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+from ..align.similarity import normalize
 
 
 def _texts(inputs: Any) -> list[str]:

@@ -121,7 +121,7 @@ def build_pool_task(folder: str | Path, query_lang: str, pool_lang: str = "eng",
 
 def pool_p_at_1(encode: Callable[[Sequence[str]], np.ndarray], task: PoolTask) -> dict:
     """P@1 of each query's nearest pool sentence (cosine, exact FAISS search) being its translation."""
-    from ..similarity import knn
+    from ..align.similarity import knn
 
     pool_vectors = np.asarray(encode(task.pool), dtype=np.float32)
     query_vectors = np.asarray(encode(task.queries), dtype=np.float32)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Iterable
 
 from ..version import __version__
-from ..atomic import write_text_atomic
-from ..model_folder import is_hmde_folder
+from ..ground.atomic import write_text_atomic
+from ..encoders.model_folder import is_hmde_folder
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".npz", ".onnx")
 # what hmde.st_router writes at an hmde folder's root: derived from the other files, so a folder keeps

@@ -77,7 +77,7 @@ def bar_chart(records: Sequence[dict], path: str | Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from ..atomic import atomic_path
+    from ..ground.atomic import atomic_path
 
     groups: dict[str, dict[str, float]] = {}
     for rec in records:

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..atomic import write_text_atomic
+from ..ground.atomic import write_text_atomic
 from ..errors import InputError
 from ..io.documents import open_text
-from ..segmentation import split_sentences
+from ..text.segmentation import split_sentences
 
 
 @dataclass

@@ -19,13 +19,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..atomic import atomic_dir
-from ..config import HierarchicalConfig
+from ..ground.atomic import atomic_dir
+from ..encoders.config import HierarchicalConfig
 from ..errors import HmdeError, ModelLoadError
 from .folder import FORMAT, is_onnx_export  # noqa: F401  (hmde.export.onnx.is_onnx_export, as before)
-from ..hierarchical import HierarchicalEncoder
+from ..encoders.hierarchical import HierarchicalEncoder
 from ..io.tagged_json import read_tagged_json
-from ..sentence_encoder import SentenceEncoder
+from ..encoders.sentence_encoder import SentenceEncoder
 
 
 
@@ -78,7 +78,7 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
 
 
 class OnnxSentenceEncoder(SentenceEncoder):
-    """The lower encoder on ONNX Runtime: :class:`~hmde.sentence_encoder.SentenceEncoder`'s tokenization,
+    """The lower encoder on ONNX Runtime: :class:`~hmde.encoders.sentence_encoder.SentenceEncoder`'s tokenization,
     deduplication and token-budget batching, with the exported graph in place of the PyTorch modules."""
 
     def __init__(self, session, tokenizer, dim: int, max_tokens: int, max_batch_tokens: int,
@@ -126,7 +126,7 @@ class OnnxSentenceEncoder(SentenceEncoder):
 
 
 class OnnxUpper(nn.Module):
-    """The upper encoder's graph, called as :class:`~hmde.document_encoder.DocumentEncoder` is."""
+    """The upper encoder's graph, called as :class:`~hmde.encoders.document_encoder.DocumentEncoder` is."""
 
     def __init__(self, session):
         super().__init__()
@@ -143,7 +143,7 @@ class OnnxUpper(nn.Module):
 class OnnxHierarchicalEncoder(HierarchicalEncoder):
     """An exported HMDE on ONNX Runtime (CPU by default), for inference.
 
-    It is a :class:`~hmde.hierarchical.HierarchicalEncoder` whose lower and upper encoders
+    It is a :class:`~hmde.encoders.hierarchical.HierarchicalEncoder` whose lower and upper encoders
     are ONNX Runtime sessions, so ``encode_documents``, ``encode_queries``, every document
     method (``first``, ``seg``, ``mean``, ``lawdr``) and every command run the same code on
     either backend. It has no parameters: it cannot be trained or fine-tuned.

@@ -9,8 +9,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..finite_vectors import require_finite
-from ..methods import flat_text
+from ..encoders.finite_vectors import require_finite
+from ..methods.vectorizer import flat_text
 from .store import SENTENCE_LISTS_PER_DOCUMENT_LIST, DocumentBatch, DocumentIndex, IndexMeta
 
 IVF_TRAIN_PER_LIST = 64  # training vectors per IVF list (FAISS wants 30-256)

@@ -4,15 +4,15 @@ protocol), then :meth:`DocumentIndex.search` (dense, hybrid with BM25, or multi-
 from __future__ import annotations
 
 
-from ..coverage import languages_of, warn_uncovered
+from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
-from ..model_loading import load_model
-from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from ..encoders.model_loading import load_model
+from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 
 
 def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight: float) -> None:
     """What a search asks, checked before the model loads (and again for every :meth:`Index.search`)."""
-    from ..multivector import check_scoring
+    from .multivector import check_scoring
 
     if not queries or any(not q.strip() for q in queries):
         raise HmdeError("the query is empty")
@@ -45,16 +45,16 @@ class Index:
 
     @classmethod
     def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
-        from ..index.store import DocumentIndex
+        from .store import DocumentIndex
 
         return cls.attach(DocumentIndex.open(path), model, device, backend)
 
     @classmethod
     def attach(cls, index, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
         """An open :class:`~hmde.index.store.DocumentIndex` with its model loaded (closed if that fails)."""
-        from ..devices import pick_device
-        from ..registry import recorded_model, recorded_model_available
-        from ..routing import refuse_for_one_space
+        from ..encoders.devices import pick_device
+        from ..encoders.registry import recorded_model, recorded_model_available
+        from ..encoders.routing import refuse_for_one_space
 
         try:
             refuse_for_one_space(model, "an index", f"leave --model out (it was built with {index.meta.model})")
@@ -75,8 +75,8 @@ class Index:
         """An open index with a model loaded already (the server loads one model for all its indexes);
         refused, and the index closed, if the index was built with another model."""
         from ..evaluation.provenance import model_hash
-        from ..index.store import check_compatible
-        from ..registry import resolve_model_path
+        from .store import check_compatible
+        from ..encoders.registry import resolve_model_path
 
         opened = cls(index, name, kind, model, device)
         try:
@@ -101,7 +101,7 @@ class Index:
                query_vectors=None):
         """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
         them with other requests); else they are embedded here."""
-        from ..methods import DocumentVectorizer
+        from ..methods.vectorizer import DocumentVectorizer
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight)
@@ -135,7 +135,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
     """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
     check that needs no model comes before the model loads."""
-    from ..index.store import DocumentIndex
+    from .store import DocumentIndex
 
     check_request(queries, top_k, top_sentences, doc_weight)
     index = DocumentIndex.open(index_dir)

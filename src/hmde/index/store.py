@@ -27,12 +27,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_dir, carry_foreign_entries, through_links
+from ..ground.atomic import atomic_dir, carry_foreign_entries, through_links
 from ..errors import HmdeError, InputError
 from ..io.growing_npy import GrowingNpy
-from ..locks import exclusive_writer, reading
-from ..multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
-from ..similarity import normalize
+from ..ground.locks import exclusive_writer, reading
+from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from ..align.similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
 INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
@@ -54,7 +54,7 @@ class IndexMeta:
     bm25: bool = False  # a BM25 index of the texts in bm25/ (hmde.index.lexical), for hybrid search
     backend: str = "torch"  # what encoded it (hmde.cli.common.BACKENDS): search and --add default to it
     # multi-vector: sentences.npy holds contextualised sentence vectors, searched through sentences.faiss;
-    # docs.duckdb's table sentences maps each to its document row and position (hmde.multivector)
+    # docs.duckdb's table sentences maps each to its document row and position (hmde.index.multivector)
     multi_vector: bool = False
     # what sentences.faiss holds: "lower" (the sentence encoder's vectors, the default since issue 42) or
     # "context" (HMDE's contextualised vectors); indexes from before the field held only the latter
@@ -153,7 +153,7 @@ class DocumentIndex:
         the sentence index of an IVF multi-vector index.
         Documents without sentences (e.g. from ``--engine ray``) get their best sentence
         computed at search time. ``meta.count`` is set from what was written.
-        Concurrent writers of one index wait for each other (:mod:`hmde.locks`).
+        Concurrent writers of one index wait for each other (:mod:`hmde.ground.locks`).
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
@@ -414,14 +414,14 @@ class DocumentIndex:
     def _multi_vector_rows(self, q: np.ndarray, top_k: int, allowed: set[int] | None, top_sentences: int,
                            doc_weight: float, ef_search: int | None,
                            nprobe: int | None = None) -> list[list[tuple[float, int]]]:
-        """Documents by their best sentences (:mod:`hmde.multivector`): the ``SENTENCE_POOL`` nearest
+        """Documents by their best sentences (:mod:`hmde.index.multivector`): the ``SENTENCE_POOL`` nearest
         sentences of each query are grouped by document; a document's score is the sum of its
         ``top_sentences`` best among them, plus ``doc_weight`` times its document vector's cosine.
         In an IVF-PQ index the candidates are found by their compressed codes and scored exactly
         from ``sentences.npy``."""
         import faiss
 
-        from ..multivector import check_scoring
+        from .multivector import check_scoring
 
         check_scoring(top_sentences, doc_weight)
         index, n = self.sentence_index, self.sentence_index.ntotal
@@ -477,7 +477,7 @@ class DocumentIndex:
     def exact_document_vectors(self, rows: np.ndarray) -> np.ndarray | None:
         """Where a document vector is the mean of the stored sentence vectors (method ``mean`` with the
         sentence encoder's own vectors, the default) it is computed exactly from them; else None."""
-        from ..document_methods import REGISTRY
+        from ..methods import REGISTRY
 
         kind = REGISTRY.get(self.meta.method)
         if kind is None or not kind.mean_of_sentences or self.meta.sentence_vectors != "lower":
@@ -522,7 +522,7 @@ class DocumentIndex:
             return [[] for _ in range(len(q))]
         allowed = None
         if lang:
-            from ..coverage import language_code
+            from ..text.coverage import language_code
 
             langs = [r[0] for r in self._query("SELECT DISTINCT lang FROM docs ORDER BY 1")]
             # the code as stored, else every code of the same language (el finds documents stored as ell)
@@ -657,7 +657,7 @@ def check_compatible(meta: IndexMeta, model_sha256: str | None, dim: int, path: 
     if meta.dim != dim:
         raise HmdeError(f"index {path} was built with {meta.dim}-dimensional vectors, this model gives {dim}: "
                         f"use the index's model ({meta.model})")
-    from ..registry import same_model_hash
+    from ..encoders.registry import same_model_hash
 
     if not same_model_hash(meta.model_sha256, model_sha256):
         raise HmdeError(f"index {path} was built with another model ({meta.model}, sha256 {meta.model_sha256[:12]}…); "

@@ -11,7 +11,7 @@ FORMATS = ("jsonl", "vecalign", "tsv")
 
 def alignment_lines(src_doc: str, tgt_doc: str, src: Sequence[str], tgt: Sequence[str], beads: Iterable, fmt: str,
                     min_score: float | None = None) -> list[str]:
-    """The lines of one document pair's beads (:class:`hmde.sentence_alignment.Bead`) in ``fmt``; TSV holds
+    """The lines of one document pair's beads (:class:`hmde.align.sentence_alignment.Bead`) in ``fmt``; TSV holds
     only beads with both sides, scoring at least ``min_score``."""
     out = []
     for bead in beads:

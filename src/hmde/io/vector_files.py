@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_path, save_npy_atomic, write_text_atomic
+from ..ground.atomic import atomic_path, save_npy_atomic, write_text_atomic
 from ..errors import HmdeError
-from ..finite_vectors import require_finite
+from ..encoders.finite_vectors import require_finite
 
 
 def ids_path_for(output: str | Path) -> Path:
@@ -44,7 +44,7 @@ class VectorWriter:
         self.output, self.count, self.row, self.dim = Path(output), count, 0, None
 
     def __enter__(self) -> "VectorWriter":
-        from ..stale_files import remove_dead_writers_temporaries, writer_tag
+        from ..ground.stale_files import remove_dead_writers_temporaries, writer_tag
 
         self._stack = contextlib.ExitStack()
         for path in (self.output, ids_path_for(self.output)):  # SIGKILL leaves .v.npy.XXXXXXXX.HOST-PID.tmp

@@ -75,7 +75,7 @@ class LightweightEncoder(nn.Module):
         """Write a sentence-transformers folder (no head) that loads without hmde."""
         from sentence_transformers import SentenceTransformer
 
-        from ..sentence_encoder import _st_modules
+        from ..encoders.sentence_encoder import _st_modules
 
         m = _st_modules()
         tmp = Path(tempfile.mkdtemp(prefix="hmde-lw-"))

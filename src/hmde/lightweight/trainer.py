@@ -27,7 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import HmdeError
-from ..precision import autocast_context
+from ..encoders.precision import autocast_context
 from ..training import distributed
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
 from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..atomic import atomic_dir
+from ..ground.atomic import atomic_dir
 from ..errors import HmdeError
 
 GLOBAL_COPIES = {"query_global": "query", "key_global": "key", "value_global": "value"}
@@ -65,7 +65,7 @@ def convert_to_longformer(model_name_or_path: str, output: str | Path, max_posit
     """Write a Longformer sentence-transformers folder converted from a BERT-style encoder."""
     from transformers import LongformerModel
 
-    from ..sentence_encoder import _st_modules, load_sentence_transformer
+    from ..encoders.sentence_encoder import _st_modules, load_sentence_transformer
 
     st = load_sentence_transformer(model_name_or_path, device="cpu")
     bert = st[0].auto_model

@@ -14,7 +14,7 @@ class LongformerEncoder:
     def __init__(self, model, device: str | None = None, max_tokens: int = 4096):
         """``model``: a folder/hub id, or an already loaded SentenceTransformer."""
         from ..errors import HmdeError
-        from ..sentence_encoder import load_sentence_transformer
+        from ..encoders.sentence_encoder import load_sentence_transformer
 
         self.model = load_sentence_transformer(model, device=device) if isinstance(model, str) else model
         if getattr(self.model[0].auto_model.config, "model_type", "") != "longformer":
@@ -28,8 +28,8 @@ class LongformerEncoder:
 
     def forward(self, texts: Sequence, normalized: bool = True) -> torch.Tensor:
         """Document vectors of one batch, with gradients (fine-tuning); texts or sentence lists.
-        ``normalized=False``: before the folder's final ``Normalize`` (:mod:`hmde.unnormalized`)."""
-        from ..unnormalized import without_final_normalize
+        ``normalized=False``: before the folder's final ``Normalize`` (:mod:`hmde.encoders.unnormalized`)."""
+        from ..encoders.unnormalized import without_final_normalize
 
         auto = self.model[0].auto_model
         device = next(auto.parameters()).device

@@ -76,7 +76,7 @@ def continue_mlm(folder: str | Path, texts: Sequence[str], output: str | Path, s
     # the output is the input folder (pooling and heads kept) with the adapted encoder weights
     import shutil
 
-    from ..atomic import atomic_dir
+    from ..ground.atomic import atomic_dir
 
     with atomic_dir(output) as tmp:
         shutil.copytree(folder, tmp, dirs_exist_ok=True)

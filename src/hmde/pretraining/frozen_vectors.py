@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_path
+from ..ground.atomic import atomic_path
 from ..errors import HmdeError
 
 FILE = "frozen_vectors.safetensors"

@@ -3,7 +3,7 @@
 Why: with every document's units and token ids prepared once (:mod:`hmde.pretraining.prepared`),
 what is left of a step's CPU work is choosing its pairs, orienting them, and turning each
 role's sentences into padded, length-bucketed token batches
-(:func:`hmde.sentence_encoder.plan_batches`). Worker processes do that for the next steps
+(:func:`hmde.encoders.sentence_encoder.plan_batches`). Worker processes do that for the next steps
 while the accelerator runs this one, and hand the batches over in pinned memory. A step's
 content is a pure function of (seed, step), so workers, resumes and process counts change
 nothing in what is trained (tested bit for bit).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..sentence_encoder import BatchPlan, Padding, plan_batches
+from ..encoders.sentence_encoder import BatchPlan, Padding, plan_batches
 
 
 @dataclass

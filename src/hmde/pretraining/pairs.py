@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..atomic import atomic_path
+from ..ground.atomic import atomic_path
 from ..errors import HmdeError, InputError
 from ..io.sql import sql_path
 from .wiki40b import is_wiki40b, language_of
@@ -103,7 +103,7 @@ def corpus_files(corpus: Sequence[str | Path]) -> list[tuple[str, Path]]:
 def _language_filter(con, options: PairOptions) -> str:
     """SQL keeping the pages of ``options.languages`` and none of ``options.exclude_languages``, both
     compared as normalised codes (so that est also drops UDHR's ekk, and deu keeps de)."""
-    from ..coverage import language_code
+    from ..text.coverage import language_code
 
     if not options.languages and not options.exclude_languages:
         return "TRUE"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_path
+from ..ground.atomic import atomic_path
 from ..errors import InputError
 from .pairs import documents_path
 

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..atomic import atomic_path
+from ..ground.atomic import atomic_path
 from ..errors import InputError
 from ..io.documents import open_text
 from ..lightweight.parallel_data import languages_from_name

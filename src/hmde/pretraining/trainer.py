@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import HmdeError
-from ..precision import autocast_context
+from ..encoders.precision import autocast_context
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step, trim_log
 from ..training import distributed
 from .frozen_vectors import check_seed_vectors, load_frozen_vectors, save_frozen_vectors

@@ -49,7 +49,7 @@ def training_news_files(data: Path) -> list[Path]:
 def docs_pairs_argv(data: Path, sources: list[str], per_source: int, output: Path) -> list[str]:
     """``hmde build-pairs`` over docs/'s sources: each capped at ``per_source`` pairs, in e5's languages
     (the covered pairs train; the others would spend the cap), the held-out languages left out."""
-    from ..coverage import XLM_R
+    from ..text.coverage import XLM_R
 
     folders = [data / "docs" / name for name in sources]
     missing = [str(f) for f in folders if not f.is_dir()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..coverage import XLM_R
+from ..text.coverage import XLM_R
 from .e5_eval import HELD_OUT, HELD_OUT_TASKS, ROWS, SEEN_TASKS
 
 
@@ -180,7 +180,7 @@ def trained_languages(out: Path, trained: int | None) -> list[str] | None:
         return None
     import pyarrow.parquet as pq
 
-    from ..coverage import document_language
+    from ..text.coverage import document_language
 
     table = pq.read_table(pairs, columns=["lang_a", "lang_b"]).to_pylist()
     if trained < len(table):
@@ -209,7 +209,7 @@ def logged_seconds(records: list[dict]) -> float:
 
 
 def write_model_card(export: Path, out: Path, trained_on: str) -> None:
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
 
     stage1, stage2 = training_summary(out / "hmde-frozen"), training_summary(out / "hmde-joint")
     control = training_summary(out / "hmde-frozen-control")

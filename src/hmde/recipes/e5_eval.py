@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..document_methods import method_class
+from ..methods import method_class
 from ..e5 import NAME as E5_NAME
 from ..usem.name import NAME as USE_M_NAME
 from .steps import build_sentence_tasks, run_step
@@ -56,7 +56,7 @@ LENGTH_BUCKETS = "16,24,32,48"
 def tatoeba_languages(data: Path) -> list[str]:
     """The Tatoeba languages of the dev set in e5's (XLM-R's) languages: the issue asks the joint stage to
     keep sentence quality on every language the encoder covers, not on a sample."""
-    from ..coverage import XLM_R, document_language
+    from ..text.coverage import XLM_R, document_language
     from ..evaluation.tatoeba import tatoeba_languages as all_languages
 
     return [lang for lang in all_languages(data / "eval" / "tatoeba") if document_language(lang, None) in XLM_R]

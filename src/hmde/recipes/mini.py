@@ -94,7 +94,7 @@ def run_mini(options: RecipeOptions) -> int:
     if not (export / "config.json").exists():
         import torch
 
-        from ..hierarchical import HierarchicalEncoder
+        from ..encoders.hierarchical import HierarchicalEncoder
 
         HierarchicalEncoder.from_pretrained(joint, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (fp16)")
@@ -150,7 +150,7 @@ def _json(path: Path) -> dict:
 
 def write_model_card(export: Path, out: Path, lower: Path, trained_on: str = "2 CPU cores") -> None:
     """The model card: data and licenses, recipe, results with the baselines, targets."""
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
 
     results = out / "results"
     report = (out / "report.md").read_text(encoding="utf-8") if (out / "report.md").exists() else ""

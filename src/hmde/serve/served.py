@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..document_methods import default_method, method_class
+from ..methods import default_method, method_class
 from ..errors import HmdeError, InputError
 
 QUERY = "query"  # the key of the query path: the lower encoder alone, as every search embeds queries
@@ -59,7 +59,7 @@ class ServedModel:
 
     def encode(self, key: str, texts: list, langs: list) -> np.ndarray:
         """Raw vectors (not normalised) of ``texts`` through ``key``: :data:`QUERY` or a document method."""
-        from ..methods import DocumentVectorizer, MethodOptions, encode_query_texts
+        from ..methods.vectorizer import DocumentVectorizer, MethodOptions, encode_query_texts
 
         if key == QUERY:
             return encode_query_texts(self.model, texts)
@@ -171,11 +171,11 @@ def load_served(model: str | None, index_paths: list[str], device: str = "auto",
                 document_method: str | None = None, preset: str | None = None) -> Served:
     """The model (``model``, else the one the first index was built with) and every index, each checked
     to have been built with that model."""
-    from ..devices import pick_device
+    from ..encoders.devices import pick_device
     from ..index.store import read_index_meta
-    from ..model_loading import load_model
-    from ..registry import DEFAULT_MODEL, recorded_model
-    from ..routing import refuse_for_one_space
+    from ..encoders.model_loading import load_model
+    from ..encoders.registry import DEFAULT_MODEL, recorded_model
+    from ..encoders.routing import refuse_for_one_space
 
     for raw in index_paths:
         if not (Path(raw) / "index.json").is_file():

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..atomic import atomic_path
+from ..ground.atomic import atomic_path
 from ..errors import HmdeError
 
 STATE_FILE = "trainer_state.pt"
@@ -91,7 +91,7 @@ def seed_step(seed: int, step: int, part: int | None = None) -> None:
 def trim_log(path: str | Path, step: int) -> None:
     """Drop the records of steps after ``step`` (the checkpoint a run resumes from): a run killed after
     logging step 20 but checkpointed at step 10 logs steps 11-20 again when it resumes."""
-    from ..atomic import write_text_atomic
+    from ..ground.atomic import write_text_atomic
 
     path = Path(path)
     if not path.is_file():

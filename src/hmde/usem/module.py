@@ -19,8 +19,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from ..atomic import atomic_path, write_text_atomic
-from ..coverage import USE_M
+from ..ground.atomic import atomic_path, write_text_atomic
+from ..text.coverage import USE_M
 from ..errors import ModelLoadError
 from .network import OUTPUT_DIM, UseMultilingualNetwork
 from .resources import PACKAGE, UsemResources, find_resources
@@ -50,7 +50,7 @@ class UseMultilingual(InputModule):
     # (benchmarks/use_speed.py; also 0.53x through encode_speed.py), with sentence cosines down
     # to 0.994, so --bf16 keeps float32 there
     low_precision_devices = ("cuda",)
-    covered_languages = ("USE-m", USE_M)  # hmde.coverage: the 16 languages USE-m was trained on
+    covered_languages = ("USE-m", USE_M)  # hmde.text.coverage: the 16 languages USE-m was trained on
 
     def __init__(self, max_seq_length: int | None = None, network: UseMultilingualNetwork | None = None,
                  tokenizer=None):

@@ -1,0 +1,278 @@
+"""Sentence alignment inside a pair of parallel (or comparable) documents: which sentences translate which.
+
+Written from the published descriptions of Vecalign (Thompson and Koehn, 2019) and Bertalign (Liu and
+Zhu, 2022); no code of theirs is used.
+
+- **Beads.** An alignment is a monotone sequence of beads ``(a, b)``: ``a`` consecutive source sentences
+  against ``b`` consecutive target sentences, with ``1 <= a + b <= max_merge`` (default 4: 1-1, 1-2, 2-1,
+  1-3, 3-1, 2-2) plus the skips 1-0 and 0-1. A merged side is embedded as the **concatenated text** of its
+  sentences, not as an average of vectors (:func:`span_texts`).
+- **Cost.** A bead's cost is its cosine distance divided by the mean distance of each side to its
+  ``k`` nearest sentences of the other document (the ratio margin of :mod:`hmde.align.similarity`, as a cost:
+  a pair that is closer than its neighbourhood costs little), times ``a x b`` so that merging is not free
+  (Vecalign's penalty), plus a length penalty where the texts are known: ``length_weight`` times how far
+  the bead's log ratio of characters strays from the document's (a sentence whose translation was
+  deleted makes a merged bead twice too long on one side; a true merge does not). A skip costs
+  ``skip_weight`` times the ``skip_quantile`` of the document's 1-1 costs, so that leaving a source and
+  a target sentence both unaligned is cheaper than aligning two unrelated sentences.
+- **Search.** Dynamic programming over the bead costs. Documents whose full matrix exceeds
+  ``full_cells`` are aligned coarse-to-fine: blocks of consecutive sentences (their vectors averaged) are
+  aligned first, and the fine search runs in a band around that path, so memory grows with ``n + m``,
+  not ``n x m``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import HmdeError
+
+SKIPS = ((1, 0), (0, 1))
+
+
+@dataclass
+class Bead:
+    src: list[int]  # 0-based source sentence indices (empty: a target sentence left unaligned)
+    tgt: list[int]
+    score: float  # cosine of the two sides (0 for a skip)
+
+
+@dataclass
+class AlignmentOptions:
+    max_merge: int = 4  # a + b of a bead (Vecalign's default alignment size)
+    knn: int = 4  # neighbours of the margin normalisation
+    skip_quantile: float = 0.2  # a skip costs skip_weight x this quantile of the 1-1 costs (Vecalign's 0.2)
+    skip_weight: float = 0.5  # two skips cost about one typical unrelated pair
+    length_weight: float = 1.0  # the length penalty's weight (0: none)
+    full_cells: int = 4_000_000  # n x m above this: coarse-to-fine
+    band: int = 16  # sentences either side of the coarse path searched at the fine level
+
+    def bead_types(self) -> list[tuple[int, int]]:
+        if self.max_merge < 2:
+            raise HmdeError(f"--max-merge must be >= 2 (a 1-1 bead), got {self.max_merge}")
+        return [(a, b) for a in range(1, self.max_merge) for b in range(1, self.max_merge) if a + b <= self.max_merge]
+
+
+def span_texts(sentences: Sequence[str], longest: int) -> list[list[str]]:
+    """``out[k-1][i]``: the sentences ``i .. i+k-1`` joined by a space, for k = 1 .. ``longest``."""
+    return [[" ".join(sentences[i:i + k]) for i in range(len(sentences) - k + 1)] for k in range(1, longest + 1)]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def embed_spans(sentences: Sequence[str], longest: int, embed: Callable[[list[str]], np.ndarray],
+                singles: np.ndarray | None = None) -> list[np.ndarray]:
+    """Unit vectors of every span of 1 .. ``longest`` sentences (``singles``: the 1-sentence vectors,
+    already computed by a document step)."""
+    texts = span_texts(sentences, longest)
+    out = []
+    for k, group in enumerate(texts, 1):
+        if k == 1 and singles is not None:
+            out.append(_unit(singles))
+        else:
+            out.append(_unit(embed(group)) if group else np.zeros((0, 1), np.float32))
+    return out
+
+
+class _Costs:
+    """Bead costs on demand: ``cost(a, b, i, j)`` for the bead ending before source sentence ``i`` and
+    target sentence ``j`` (vectorised over ``j``)."""
+
+    def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray], knn: int, pool: int = 2000,
+                 src_lengths: np.ndarray | None = None, tgt_lengths: np.ndarray | None = None,
+                 length_weight: float = 0.0):
+        self.src, self.tgt = src, tgt
+        self.length_weight = length_weight if src_lengths is not None and tgt_lengths is not None else 0.0
+        if self.length_weight:  # cumulative characters: a span's length in O(1)
+            self.src_chars = np.concatenate([[0], np.cumsum(np.asarray(src_lengths, np.float64) + 1)])
+            self.tgt_chars = np.concatenate([[0], np.cumsum(np.asarray(tgt_lengths, np.float64) + 1)])
+            self.log_ratio = float(np.log(self.src_chars[-1] / max(self.tgt_chars[-1], 1.0)))
+        s1, t1 = _sample(src[0], pool), _sample(tgt[0], pool)  # neighbours among at most ``pool`` sentences
+        k = max(1, min(knn, len(s1), len(t1)))
+        self.k = k
+        # mean distance of every span to its k nearest single sentences of the other document
+        self.src_norm = [self._neighbourhood(v, t1, k) for v in src]
+        self.tgt_norm = [self._neighbourhood(v, s1, k) for v in tgt]
+
+    @staticmethod
+    def _neighbourhood(vectors: np.ndarray, other: np.ndarray, k: int, chunk: int = 4096) -> np.ndarray:
+        out = np.empty(len(vectors), np.float32)
+        for start in range(0, len(vectors), chunk):
+            d = 1.0 - vectors[start:start + chunk] @ other.T
+            out[start:start + chunk] = np.partition(d, k - 1, axis=1)[:, :k].mean(1) if d.shape[1] else 1.0
+        return np.maximum(out, 1e-4)
+
+    def cosine(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
+        return self.tgt[b - 1][j - b] @ self.src[a - 1][i - a]
+
+    def cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
+        distance = 1.0 - self.cosine(a, b, i, j)
+        norm = 0.5 * (self.src_norm[a - 1][i - a] + self.tgt_norm[b - 1][j - b])
+        cost = distance / norm * (a * b)
+        if self.length_weight:
+            ls = self.src_chars[i] - self.src_chars[i - a]
+            lt = self.tgt_chars[j] - self.tgt_chars[j - b]
+            cost = cost + self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
+        return cost
+
+
+def _sample(vectors: np.ndarray, pool: int) -> np.ndarray:
+    """At most ``pool`` rows, evenly spread (a long document's neighbourhoods from a sample: O(n) work)."""
+    if len(vectors) <= pool:
+        return vectors
+    return vectors[np.linspace(0, len(vectors) - 1, num=pool).astype(int)]
+
+
+def _skip_cost(costs: _Costs, quantile: float, weight: float, rows: int = 200) -> float:
+    """The ``quantile`` of the 1-1 costs of (a sample of) every sentence pair."""
+    n, m = len(costs.src[0]), len(costs.tgt[0])
+    picked = np.unique(np.linspace(1, n, num=min(n, rows)).astype(int))
+    columns = np.unique(np.linspace(1, m, num=min(m, 2000)).astype(int))
+    sample = np.concatenate([costs.cost(1, 1, int(i), columns) for i in picked])
+    return weight * float(np.quantile(sample, quantile))
+
+
+def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int,
+        band: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    """The cheapest monotone path from (0, 0) to (n, m); ``band[i]`` bounds the j of row i. Returns the
+    bead types along the path (in order)."""
+    lo = [0] * (n + 1) if band is None else [b[0] for b in band]
+    hi = [m] * (n + 1) if band is None else [b[1] for b in band]
+    kinds = beads + list(SKIPS)
+    rows: list[np.ndarray] = []
+    back: list[np.ndarray] = []
+    for i in range(n + 1):
+        width = hi[i] - lo[i] + 1
+        js = np.arange(lo[i], hi[i] + 1)
+        best = np.full(width, np.inf)
+        arg = np.full(width, -1, np.int8)
+        if i == 0:
+            best[js == 0] = 0.0
+        for t, (a, b) in enumerate(kinds):
+            if a == 0 or a > i:  # 0-1 stays within the row: taken after the others, below
+                continue
+            ok = (js - b >= lo[i - a]) & (js - b <= hi[i - a]) & (js - b >= 0)
+            if not ok.any():
+                continue
+            jj = js[ok]
+            total = rows[i - a][jj - b - lo[i - a]] + (skip if b == 0 else costs.cost(a, b, i, jj))
+            sel = np.flatnonzero(ok)
+            better = total < best[sel]
+            best[sel[better]] = total[better]
+            arg[sel[better]] = t
+        # 0-1: best[j] = min(best[j], best[j-1] + skip), a running minimum along the row
+        t01 = kinds.index((0, 1))
+        shifted = best - skip * np.arange(width)
+        running = np.minimum.accumulate(shifted)
+        through = running + skip * np.arange(width)
+        use = through < best - 1e-12
+        best = np.where(use, through, best)
+        arg = np.where(use, t01, arg).astype(np.int8)
+        rows.append(best)
+        back.append(arg)
+    if not np.isfinite(rows[n][m - lo[n]]):
+        raise HmdeError("no alignment path fits the band (internal); align with a larger band")
+    path, i, j = [], n, m
+    while i > 0 or j > 0:
+        a, b = kinds[back[i][j - lo[i]]]
+        path.append((a, b))
+        i, j = i - a, j - b
+    return path[::-1]
+
+
+def _blocks(vectors: np.ndarray, size: int) -> np.ndarray:
+    n = len(vectors)
+    cut = np.arange(0, n, size)
+    sums = np.add.reduceat(vectors, cut, axis=0) if n else vectors
+    return _unit(sums)
+
+
+def _band_from(path: list[tuple[int, int]], size_src: int, size_tgt: int, n: int, m: int, width: int):
+    """The fine rows' j ranges around a coarse path (block sizes ``size_src`` x ``size_tgt``)."""
+    lo, hi = [m] * (n + 1), [0] * (n + 1)
+    ci = cj = 0
+    for a, b in path + [(0, 0)]:
+        i0, j0 = ci * size_src, cj * size_tgt
+        i1, j1 = min((ci + a) * size_src, n), min((cj + b) * size_tgt, m)
+        for i in range(max(0, i0 - width), min(n, i1 + width) + 1):
+            lo[i] = min(lo[i], max(0, j0 - width))
+            hi[i] = max(hi[i], min(m, j1 + width))
+        ci, cj = ci + a, cj + b
+    for i in range(1, n + 1):  # every row reachable from the previous one
+        lo[i] = min(lo[i], hi[i - 1])
+        lo[i] = max(lo[i], 0)
+        hi[i] = max(hi[i], lo[i - 1])
+    lo[0], hi[n] = 0, m
+    return list(zip(lo, hi))
+
+
+def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: AlignmentOptions | None = None,
+                  src_lengths: Sequence[int] | None = None, tgt_lengths: Sequence[int] | None = None) -> list[Bead]:
+    """Beads from span vectors (``src[k-1]``: unit vectors of every span of k sentences; see
+    :func:`embed_spans`); ``*_lengths``: each sentence's characters, for the length penalty."""
+    options = options or AlignmentOptions()
+    beads = [b for b in options.bead_types() if b[0] <= len(src) and b[1] <= len(tgt)]
+    n, m = len(src[0]), len(tgt[0])
+    if n == 0 or m == 0:
+        return [Bead([i], [], 0.0) for i in range(n)] + [Bead([], [j], 0.0) for j in range(m)]
+    costs = _Costs(src, tgt, options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+                   length_weight=options.length_weight)
+    skip = _skip_cost(costs, options.skip_quantile, options.skip_weight)
+    band = None
+    if n * m > options.full_cells:
+        size = int(np.ceil(np.sqrt(n * m / options.full_cells))) + 1
+        coarse_src, coarse_tgt = [_blocks(src[0], size)], [_blocks(tgt[0], size)]
+        coarse = _dp(_Costs(coarse_src, coarse_tgt, options.knn), [(1, 1)], skip, len(coarse_src[0]),
+                     len(coarse_tgt[0]))
+        band = _band_from(coarse, size, size, n, m, options.band + size)
+    path = _dp(costs, beads, skip, n, m, band)
+    out, i, j = [], 0, 0
+    for a, b in path:
+        score = float(costs.cosine(a, b, i + a, np.array([j + b]))[0]) if a and b else 0.0
+        out.append(Bead(list(range(i, i + a)), list(range(j, j + b)), score))
+        i, j = i + a, j + b
+    return out
+
+
+def align_sentences(src: Sequence[str], tgt: Sequence[str], embed: Callable[[list[str]], np.ndarray],
+                    options: AlignmentOptions | None = None, src_singles: np.ndarray | None = None,
+                    tgt_singles: np.ndarray | None = None) -> list[Bead]:
+    """Align two documents' sentences; ``embed(texts) -> vectors`` is the sentence encoder."""
+    options = options or AlignmentOptions()
+    longest = options.max_merge - 1
+    return align_vectors(embed_spans(src, longest, embed, src_singles), embed_spans(tgt, longest, embed, tgt_singles),
+                         options, [len(s) for s in src], [len(t) for t in tgt])
+
+
+def beads_f1(predicted: Sequence[Bead], gold: Sequence[Bead]) -> dict[str, float]:
+    """Strict and lax F1 as Vecalign defines them: precision over the predicted beads (insertions and
+    deletions included), recall over the gold beads with both sides non-empty; lax counts a bead right
+    when it shares a sentence on each side with a gold bead."""
+    def key(b):
+        return tuple(b.src), tuple(b.tgt)
+
+    gold_pairs = [b for b in gold if b.src and b.tgt]
+    gold_keys = {key(b) for b in gold}
+    strict_p = sum(key(b) in gold_keys for b in predicted) / max(1, len(predicted))
+    pred_keys = {key(b) for b in predicted}
+    strict_r = sum(key(b) in pred_keys for b in gold_pairs) / max(1, len(gold_pairs))
+
+    def overlaps(b, others):
+        return any(set(b.src) & set(o.src) and set(b.tgt) & set(o.tgt) for o in others)
+
+    predicted_pairs = [b for b in predicted if b.src and b.tgt]
+    lax_p = (sum(overlaps(b, gold_pairs) for b in predicted_pairs) + sum(
+        key(b) in gold_keys for b in predicted if not (b.src and b.tgt))) / max(1, len(predicted))
+    lax_r = sum(overlaps(b, predicted_pairs) for b in gold_pairs) / max(1, len(gold_pairs))
+
+    def f1(p, r):
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    return {"strict_precision": strict_p, "strict_recall": strict_r, "strict_f1": f1(strict_p, strict_r),
+            "lax_precision": lax_p, "lax_recall": lax_r, "lax_f1": f1(lax_p, lax_r)}

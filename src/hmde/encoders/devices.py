@@ -1,0 +1,27 @@
+"""Which device a run uses: ``auto`` (a CUDA GPU when there is one), or one named and checked,
+so that a wrong name is one line before any model loads, not a traceback from deep inside torch."""
+
+from __future__ import annotations
+
+from ..errors import HmdeError
+
+
+def pick_device(name: str | None) -> str:
+    import torch
+
+    if name in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError, TypeError):
+        raise HmdeError(f"--device {name!r} is not a device: use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise HmdeError("--device cuda was asked for, but no CUDA GPU is available; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise HmdeError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s) (cuda:0 .. "
+                        f"cuda:{torch.cuda.device_count() - 1})")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise HmdeError("--device mps was asked for, but this machine has no MPS GPU; use --device cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise HmdeError(f"--device {name}: hmde runs on cpu, cuda or mps")
+    return name

@@ -1,0 +1,56 @@
+"""Load what a command names: an hmde model (a folder, a bundled name, a hub id, an ONNX export)
+or a sentence encoder, as ``(kind, model)``. Library code (the index, the Ray actors) and the
+command line load through here, so every caller resolves names the same way.
+"""
+
+from __future__ import annotations
+
+from ..errors import HmdeError
+from .registry import resolve_model_path
+
+
+def load_model(name: str, device: str, want: str = "any", backend: str | None = None, lengths: dict | None = None,
+               languages=None):
+    """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``, with the
+    document-length settings ``lengths`` applied (HierarchicalConfig fields; :mod:`hmde.encoders.length_settings`).
+    ``backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too).
+    ``hmde-auto`` is routed by ``languages`` (:mod:`hmde.encoders.routing`); a caller that records the model
+    (an index) routes first and passes the name it got."""
+    from .routing import route
+
+    name = route(name, languages)
+    backend = backend or "torch"
+    kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
+    if lengths:
+        from .length_settings import apply_length_overrides
+
+        apply_length_overrides(model, lengths)
+    return kind, model
+
+
+def _load_onnx(name: str, backend: str):
+    from ..export.onnx import OnnxHierarchicalEncoder, is_onnx_export
+
+    if not is_onnx_export(name):
+        raise HmdeError(f"--backend {backend} takes a folder written by `hmde export onnx`; '{name}' is not one "
+                        f"(export it first: hmde export onnx {name} -o DIR{' --int8' if backend == 'onnx-int8' else ''})")
+    return "hmde", OnnxHierarchicalEncoder(name, int8=backend == "onnx-int8")
+
+
+def _load_model(name: str, device: str, want: str = "any"):
+    from ..export.folder import is_onnx_export
+    from .hierarchical import HierarchicalEncoder
+    from .model_folder import is_hmde_folder
+    from .sentence_encoder import SentenceEncoder
+
+    if is_onnx_export(name):
+        raise HmdeError(f"'{name}' is an ONNX export: run it with --backend onnx (or onnx-int8)")
+    try:
+        path = resolve_model_path(name)
+    except HmdeError:
+        path = None
+        if want == "hmde":
+            raise
+    if path is not None and is_hmde_folder(path):
+        return "hmde", HierarchicalEncoder.from_pretrained(str(path), device=device)
+    return "sentence", SentenceEncoder.load(str(path or name), device=device)

@@ -1,0 +1,115 @@
+"""Advisory locks that let several processes write and read one output folder safely.
+
+hmde replaces a folder (an index, an export) by writing a temporary folder beside it and
+renaming it into place (:func:`hmde.ground.atomic.atomic_dir`). Two things can still go wrong
+when processes share a folder, and a lock beside the folder (never inside it: the
+folder itself is replaced) guards each:
+
+* two writers each read the old folder, add their part and swap in their result: one
+  addition is lost. :func:`exclusive_writer` serialises writers for the whole
+  read-modify-write; a second one waits and says so.
+* a reader opens its files one by one while a writer swaps folders: it may read
+  ``index.json`` of one version and ``docs.duckdb`` of the next. Readers hold a shared
+  lock while they open (:func:`reading`), writers an exclusive one for the two renames
+  of the swap (:func:`swapping`), so readers wait milliseconds, not for a whole build.
+
+Holding the writer lock also proves that no other writer is alive, so temporaries
+left by a killed writer are removed then (:func:`remove_stale_temporaries`).
+The locks are ``filelock``'s (flock for writers, SQLite for the shared/exclusive pair).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Iterator
+
+
+def lock_file(path: str | os.PathLike, kind: str) -> Path:
+    """``.NAME.KIND.lock`` beside the folder ``path``."""
+    path = Path(path).absolute()
+    return path.parent / f".{path.name}.{kind}.lock"
+
+
+def _can_lock(path: Path) -> bool:
+    """Locks are files beside ``path``: where nobody may write, nobody writes, and no lock is needed."""
+    parent = Path(path).absolute().parent  # where lock_file() puts the locks
+    return parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+
+
+def stale_temporaries(path: str | os.PathLike) -> list[Path]:
+    """Temporaries that :func:`hmde.ground.atomic.atomic_dir` makes for ``path``: ``.NAME.XXXXXXXX.tmp``
+    (the new folder being written) and ``.NAME.old.PID`` (the old one being removed)."""
+    path = Path(path).absolute()
+    name = re.escape(path.name)
+    pattern = re.compile(rf"^\.{name}\.(?:[a-z0-9_]{{8}}\.tmp|old\.\d+)$")
+    if not path.parent.is_dir():
+        return []
+    return sorted(p for p in path.parent.iterdir() if pattern.match(p.name) and p.is_dir())
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> None:
+    """Call with the writer lock held: every temporary of ``path`` then belongs to a dead writer."""
+    for stale in stale_temporaries(path):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def exclusive_writer(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the writer lock of folder ``path``: wait (saying so once) while another process holds it.
+
+    Re-entrant within a process, so a writer may call helpers that take it again.
+    """
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    path.absolute().parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(lock_file(path, "write"), is_singleton=True)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        print(f"hmde: waiting for another hmde process writing {path} (lock {lock.lock_file})", file=sys.stderr,
+              flush=True)
+        lock.acquire()
+    try:
+        if lock.lock_counter == 1:
+            remove_stale_temporaries(path)
+        yield
+    finally:
+        lock.release()
+
+
+def _read_write_lock(path: Path):
+    from filelock import ReadWriteLock
+
+    return ReadWriteLock(lock_file(path, "swap"), is_singleton=False)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike) -> Iterator[None]:
+    """Hold off a writer's swap of folder ``path`` while its files are opened."""
+    path = Path(path)
+    if not _can_lock(path):
+        yield
+        return
+    lock = _read_write_lock(path)
+    try:
+        with lock.read_lock():
+            yield
+    finally:
+        lock.close()
+
+
+@contextlib.contextmanager
+def swapping(path: str | os.PathLike) -> Iterator[None]:
+    """Exclude readers of folder ``path`` while it is replaced."""
+    lock = _read_write_lock(Path(path))
+    try:
+        with lock.write_lock():
+            yield
+    finally:
+        lock.close()
