@@ -16,22 +16,12 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx  # noqa: E402
 
+from conftest import CORPUS  # noqa: E402
 from hmde.cli.main import main  # noqa: E402
 from serve_helpers import ThreadServer, serve_process  # noqa: E402
 
 LANGS = ["eng", "eng", "deu", "fra", "spa", "jpn", "zho", "ara", "rus", "eng", "eng", "eng"]
-TEXTS = ["The cat sat on the mat. It was a sunny day in the old town.",
-         "Dr. Smith visited the hospital at 5 p.m. and met the nurses.",
-         "Die Katze saß auf der Matte. Es war ein sonniger Tag.",
-         "Le chat était assis sur le tapis. C'était une journée ensoleillée.",
-         "El gato se sentó en la alfombra. Era un día soleado.",
-         "猫はマットの上に座った。晴れた日だった。",
-         "猫坐在垫子上。那是一个晴朗的日子。",
-         "القطة جلست على السجادة. كان يوما مشمسا.",
-         "Кошка сидела на коврике. Был солнечный день.",
-         "Economic growth slowed in the third quarter as exports fell sharply.",
-         "The football team won the championship after a dramatic final match.",
-         "Researchers discovered a new species of frog in the rainforest."]
+TEXTS = CORPUS[:12]  # twelve texts in nine languages (the corpus repeats after them)
 
 
 def write_docs(path, rows):
