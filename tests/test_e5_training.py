@@ -225,6 +225,42 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
                                                                      "control: stage 1 continued, e5 frozen"))
 
 
+def test_recipe_e5_adds_the_docs_sources_capped_without_the_held_out_languages(tmp_path, monkeypatch, capsys):
+    """--e5-docs-pairs N: one build-pairs over the docs/ folders, each source capped at N, in e5's languages,
+    the held-out languages excluded (normalised there: est also drops UDHR's ekk); merged with the others;
+    --no-e5-control skips the control. Steps are recorded, not run."""
+    import hmde.pretraining.pairs as pairs_module
+    from hmde.cli.main import main
+    from hmde.e5 import compact
+    from hmde.recipes import e5 as recipe_e5
+
+    data = tmp_path / "data"
+    for sub in ("parallel/wmt", "bible", "eval", "docs/libreoffice", "docs/udhr"):
+        (data / sub).mkdir(parents=True)
+    for lang in ("eng", "swh", "guj", "est"):
+        (data / "bible" / f"{lang}.jsonl.gz").write_bytes(b"")
+    steps, merged = [], []
+    monkeypatch.setattr(recipe_e5, "run_step", lambda name, done, argv: steps.append((name, argv)))
+    monkeypatch.setattr(pairs_module, "merge_pairs", lambda inputs, output: merged.append(inputs) or 0)
+    monkeypatch.setattr(compact, "export_compact", lambda trained, export: None)
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run"), "--skip-eval", "--e5-docs-pairs",
+                 "40", "--e5-docs-sources", "libreoffice,udhr", "--no-e5-control"]) == 0
+    argv = dict(steps)
+    docs = argv["docs pairs"]
+
+    def value(flag):
+        return docs[docs.index(flag) + 1]
+
+    assert [a.split("/")[-1] for a in docs[1:3]] == ["libreoffice", "udhr"] and value("--source-max-pairs") == "40"
+    assert value("--exclude-languages") == "swh,guj,est" and "de" in value("--languages").split(",")
+    assert [p.name for p in merged[0]] == ["pairs-bible.parquet", "pairs-news.parquet", "pairs-docs.parquet"]
+    assert "control: stage 1 continued, e5 frozen" not in argv
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run2"), "--skip-eval",
+                 "--e5-docs-pairs", "40", "--e5-docs-sources", "libreoffice,gnome"]) == 2
+    err = capsys.readouterr().err
+    assert "no such docs source" in err and "docs/gnome" in err
+
+
 def test_lower_trainable_defaults_to_the_paper():
     from hmde.pretraining.trainer import PretrainingConfig
 

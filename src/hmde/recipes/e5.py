@@ -113,10 +113,11 @@ def run_e5(options: RecipeOptions) -> int:
         "--lower-trainable", options.e5_lower_trainable, "--no-gradient-checkpointing",
         *(["--resume"] if (joint / "checkpoint").exists() else [])])
     stage1_vectors = frozen / "checkpoint" / "frozen_vectors.safetensors"  # e5 is frozen in both: reuse them
-    run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists() or not options.e5_control, [
-        "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
-        *(["--frozen-vectors", str(stage1_vectors)] if stage1_vectors.exists() else []),
-        *(["--resume"] if (control / "checkpoint").exists() else [])])
+    if options.e5_control:
+        run_step("control: stage 1 continued, e5 frozen", (control / "config.json").exists(), [
+            "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
+            *(["--frozen-vectors", str(stage1_vectors)] if stage1_vectors.exists() else []),
+            *(["--resume"] if (control / "checkpoint").exists() else [])])
     export = out / "hmde-e5"
     if not (export / "config.json").exists():
         from ..e5.compact import export_compact
