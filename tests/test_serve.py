@@ -169,6 +169,18 @@ def test_malformed_and_oversized_bodies(server):
     refusal(huge, 413, "body")
     assert httpx.get(server.url + "/nowhere").status_code == 404
 
+    def chunks(data: bytes, size: int = 65536):  # a body sent chunked: no Content-Length to refuse it by
+        for i in range(0, len(data), size):
+            yield data[i:i + size]
+
+    chunked = httpx.post(server.url + "/search", content=chunks(b"x" * (5 * 1024 * 1024)),
+                         headers={"Content-Type": "application/json"})
+    assert "content-length" not in {k.lower() for k in chunked.request.headers}
+    refusal(chunked, 413, "body")
+    small = httpx.post(server.url + "/search", content=chunks(json.dumps({"query": "a cat"}).encode(), 4),
+                       headers={"Content-Type": "application/json"})
+    assert small.status_code == 200 and small.json()["results"][0]["hits"]
+
 
 def test_health_indexes_and_prometheus_metrics(server):
     health = httpx.get(server.url + "/health").json()

@@ -209,8 +209,13 @@ class Guard:
             await send(message)
 
         limit = self.options.max_body_bytes
+        too_large = error(413, f"the request body is larger than this server's limit ({limit:,} bytes)", "body")
+        if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+            receive = await _bounded_body(receive, limit)  # sent in chunks, with no length said
+            if receive is None:
+                length = b"-"  # over the limit: refused below
         if length is not None and (not length.isdigit() or int(length) > limit):
-            refused = error(413, f"the request body is larger than this server's limit ({limit:,} bytes)", "body")
+            refused = too_large
         elif self.options.api_key and path not in OPEN_PATHS and \
                 not _authorized(headers.get(b"authorization", b""), self.options.api_key):
             refused = error(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
@@ -225,6 +230,30 @@ class Guard:
         finally:
             self.metrics.requests.labels(route, str(status["code"])).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+
+
+async def _bounded_body(receive, limit: int):
+    """A body sent without Content-Length, read here up to ``limit`` bytes (memory holds at most that):
+    a ``receive`` that replays it to the app, or None once it is over the limit."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: let the app see it
+            chunks.append(message)
+            break
+        size += len(message.get("body", b""))
+        if size > limit:
+            return None
+        chunks.append(message)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(m.get("body", b"") for m in chunks if m["type"] == "http.request")
+    replay = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed():
+        return replay.pop(0) if replay else await receive()
+
+    return replayed
 
 
 def _authorized(header: bytes, key: str) -> bool:
