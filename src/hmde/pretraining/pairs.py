@@ -105,13 +105,12 @@ def _language_filter(con, options: PairOptions) -> str:
     compared as normalised codes (so that est also drops UDHR's ekk, and deu keeps de)."""
     from ..text.coverage import language_code
 
-    if not options.languages and not options.exclude_languages:
+    keep = {language_code(c) for c in options.languages or ()}
+    drop = {language_code(c) for c in options.exclude_languages}
+    if not keep and not drop:
         return "TRUE"
-    norm = lambda codes: {language_code(c) or c for c in codes}  # noqa: E731
-    keep, drop = norm(options.languages or ()), norm(options.exclude_languages)
     present = [r[0] for r in con.execute("SELECT DISTINCT lang FROM all_pages WHERE lang IS NOT NULL").fetchall()]
-    kept = [lang for lang in present if (not options.languages or (language_code(lang) or lang) in keep)
-            and (language_code(lang) or lang) not in drop]
+    kept = [lang for lang in present if (not keep or language_code(lang) in keep) and language_code(lang) not in drop]
     return "lang IN (" + ",".join(sql_path(lang) for lang in kept) + ")" if kept else "FALSE"
 
 
@@ -220,7 +219,7 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
         con.execute(f"CREATE TEMP TABLE neg_{side} AS {sql}")
     con.execute("""
         CREATE TEMP TABLE triples AS
-        SELECT s.concept, s.lang_a, s.lang_b, s.doc_a, s.doc_b, na.neg neg_a, nb.neg neg_b, s.h
+        SELECT s.concept, s.lang_a, s.lang_b, s.doc_a, s.doc_b, na.neg neg_a, nb.neg neg_b, s.h, s.source
         FROM sampled s
         LEFT JOIN neg_a na ON na.doc_a = s.doc_a AND na.doc_b = s.doc_b
         LEFT JOIN neg_b nb ON nb.doc_a = s.doc_a AND nb.doc_b = s.doc_b""")
@@ -238,9 +237,7 @@ def build_pairs(corpus: Sequence[str | Path], output: str | Path, options: PairO
                         + (" with a hard negative" if options.no_negative == "drop" else ""))
     summary.per_language_pair = dict(con.execute(
         "SELECT lang_a || '-' || lang_b, count(*) FROM triples GROUP BY 1 ORDER BY 1").fetchall())
-    summary.per_source = dict(con.execute(
-        "SELECT s.source, count(*) FROM triples t JOIN sampled s ON s.doc_a = t.doc_a AND s.doc_b = t.doc_b "
-        "GROUP BY 1 ORDER BY 1").fetchall())
+    summary.per_source = dict(con.execute("SELECT source, count(*) FROM triples GROUP BY 1 ORDER BY 1").fetchall())
     summary.per_language = dict(con.execute(
         "SELECT lang, count(*) FROM (SELECT lang_a lang FROM triples UNION ALL SELECT lang_b FROM triples) "
         "GROUP BY 1 ORDER BY 2 DESC, 1").fetchall())
