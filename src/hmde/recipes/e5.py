@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import HmdeError
 from .options import RecipeOptions
-from .steps import install, run_step
+from .steps import install, run_folders, run_step
 from .e5_eval import HELD_OUT, LOWER, ROWS  # the held-out languages are what the evaluation measures
 
 
@@ -61,10 +61,7 @@ def docs_pairs_argv(data: Path, sources: list[str], per_source: int, output: Pat
 
 
 def run_e5(options: RecipeOptions) -> int:
-    data, out = Path(options.data), Path(options.output)
-    for sub in ("parallel", "bible", "eval"):
-        if not (data / sub).is_dir():
-            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    data, out = run_folders(options)
     missing = [lang for lang in HELD_OUT if not (data / "bible" / f"{lang}.jsonl.gz").exists()]
     if missing:
         raise HmdeError(f"{data / 'bible'} lacks the held-out languages {', '.join(missing)}")

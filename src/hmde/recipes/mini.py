@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import HmdeError
 from .options import RecipeOptions
-from .steps import install, run_step
+from .steps import install, run_folders, run_step
 
 BIBLE_LANGUAGES = "eng,spa,por,zho,epo,fin"  # the six full Bibles: 15 language pairs x 1,189 chapters
 TATOEBA_ALIASES = {"zho": "cmn", "msa": "zsm", "fas": "pes", "swa": "swh", "nor": "nob"}
@@ -55,10 +54,7 @@ def trained_languages(lower_dir: Path) -> set[str]:
 
 
 def run_mini(options: RecipeOptions) -> int:
-    data, out = Path(options.data), Path(options.output)
-    for sub in ("parallel", "bible", "eval"):
-        if not (data / sub).is_dir():
-            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    data, out = run_folders(options)
     out.mkdir(parents=True, exist_ok=True)
     lower, pairs, frozen, joint = out / "lower", out / "bible-pairs.parquet", out / "hmde-frozen", out / "hmde"
     dev = ["--device", options.device]

@@ -57,6 +57,15 @@ def run_step(name: str, done: bool, argv: list[str]) -> None:
     print(f"[recipe] {name}: {time.time() - t0:.0f} s", flush=True)
 
 
+def run_folders(options) -> tuple[Path, Path]:
+    """The shared data folder (checked: parallel/, bible/, eval/) and the run folder of a recipe."""
+    data, out = Path(options.data), Path(options.output)
+    for sub in ("parallel", "bible", "eval"):
+        if not (data / sub).is_dir():
+            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    return data, out
+
+
 def install(export: Path, name: str) -> None:
     """Copy an exported model into the package as the bundled model ``name`` (no checkpoints or logs)."""
     from ..encoders.registry import PACKAGE_MODELS

@@ -30,9 +30,8 @@ import json
 from pathlib import Path
 
 from ..methods import method_class
-from ..errors import HmdeError
 from .options import RecipeOptions
-from .steps import build_sentence_tasks, install, run_step
+from .steps import build_sentence_tasks, install, run_folders, run_step
 
 LOWER = "use-multilingual-v3"
 BIBLE_LANGUAGES = ("eng", "spa", "por", "zho")
@@ -48,10 +47,7 @@ BASELINES = ("first", "seg", "mean", "lawdr")
 
 
 def run_use(options: RecipeOptions) -> int:
-    data, out = Path(options.data), Path(options.output)
-    for sub in ("parallel", "bible", "eval"):
-        if not (data / sub).is_dir():
-            raise HmdeError(f"{data} has no {sub}/ folder: point --data at the shared data")
+    data, out = run_folders(options)
     out.mkdir(parents=True, exist_ok=True)
     wmt = data / "parallel" / "wmt"
     news, pairs, frozen = out / "wmt-documents.jsonl.gz", out / "bible-pairs.parquet", out / "hmde-frozen"
