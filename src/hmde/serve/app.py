@@ -145,7 +145,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
     @app.post("/search")
     async def search(body: SearchRequest):
-        queries, field = search_queries(body, options.max_inputs, options.max_text_chars, options.max_top_k)
+        queries = search_queries(body, options.max_inputs, options.max_text_chars, options.max_top_k)
         target = served.index(body.index)
         vectors = await embed(QUERY, queries, [None] * len(queries))
 
@@ -209,13 +209,13 @@ class Guard:
             await send(message)
 
         limit = self.options.max_body_bytes
-        too_large = error(413, f"the request body is larger than this server's limit ({limit:,} bytes)", "body")
         if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
-            receive = await _bounded_body(receive, limit)  # sent in chunks, with no length said
-            if receive is None:
-                length = b"-"  # over the limit: refused below
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            refused = too_large
+            replayed = await _bounded_body(receive, limit)  # sent in chunks, with no length said; None: over
+            too_large, receive = replayed is None, replayed or receive
+        else:
+            too_large = length is not None and (not length.isdigit() or int(length) > limit)
+        if too_large:
+            refused = error(413, f"the request body is larger than this server's limit ({limit:,} bytes)", "body")
         elif self.options.api_key and path not in OPEN_PATHS and \
                 not _authorized(headers.get(b"authorization", b""), self.options.api_key):
             refused = error(401, "missing or wrong API key: send the header 'Authorization: Bearer KEY'",

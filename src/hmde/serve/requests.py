@@ -66,12 +66,12 @@ def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empt
     return texts
 
 
-def search_queries(request: SearchRequest, max_inputs: int, max_chars: int, max_top_k: int) -> tuple[list[str], str]:
-    """The request's queries and the field they came from."""
+def search_queries(request: SearchRequest, max_inputs: int, max_chars: int, max_top_k: int) -> list[str]:
+    """The request's queries, checked (a refusal names ``query`` or ``queries``)."""
     if (request.query is None) == (request.queries is None):
         raise RequestError("give either query (a string) or queries (a list of strings)", "query")
     field = "query" if request.query is not None else "queries"
     if request.top_k > max_top_k:
         raise RequestError(f"top_k is {request.top_k}; this server returns at most {max_top_k} hits", "top_k")
     value = request.query if request.query is not None else request.queries
-    return texts_of(value, field, max_inputs, max_chars), field
+    return texts_of(value, field, max_inputs, max_chars)

@@ -87,14 +87,18 @@ class ServedIndex:
     swapped in a new version: the next search sees it, a search in progress keeps its snapshot."""
 
     def __init__(self, name: str, path: Path, served: ServedModel):
-        from ..index.search import Index
-        from ..index.store import DocumentIndex
-
         self.name, self.path, self.served = name, path, served
         self._lock = threading.Lock()
         self.version = _version(path)
-        self.opened = Index.with_model(DocumentIndex.open(path), served.name, served.kind, served.model,
-                                       served.device)
+        self.opened = self._open()
+
+    def _open(self):
+        """The folder's current version, under its read lock, checked against the served model."""
+        from ..index.search import Index
+        from ..index.store import DocumentIndex
+
+        served = self.served
+        return Index.with_model(DocumentIndex.open(self.path), served.name, served.kind, served.model, served.device)
 
     @property
     def meta(self):
@@ -102,18 +106,13 @@ class ServedIndex:
 
     def current(self):
         """The open :class:`~hmde.index.search.Index`, reopened first if the folder holds a newer version."""
-        from ..index.search import Index
-        from ..index.store import DocumentIndex
-
         with self._lock:
             try:
                 version = _version(self.path)
             except FileNotFoundError:  # between a writer's renames: keep the snapshot we have
                 return self.opened
             if version != self.version:
-                fresh = Index.with_model(DocumentIndex.open(self.path), self.served.name, self.served.kind,
-                                         self.served.model, self.served.device)
-                old, self.opened, self.version = self.opened, fresh, version
+                old, self.opened, self.version = self.opened, self._open(), version
                 old.close()
             return self.opened
 
