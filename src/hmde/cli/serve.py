@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError("--max-wait-ms must be >= 0 and --max-body-mb > 0")
     options = ServeOptions(api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
                            max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_inputs=args.max_inputs,
-                           max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-                           document_method=args.method)
+                           max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue)
     served = load_served(args.model, args.indexes, args.device, args.backend, args.method)
     app = create_app(served, options)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not options.api_key:

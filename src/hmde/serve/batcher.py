@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 import numpy as np
@@ -30,7 +30,6 @@ class Job:
     texts: list
     langs: list
     future: asyncio.Future
-    queued: float = field(default_factory=time.perf_counter)
 
 
 EncodeFn = Callable[[Hashable, list, list], np.ndarray]

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 class ServeOptions:
     api_key: str | None = None  # every route but /health (and the page's HTML) asks for "Authorization: Bearer KEY"
     max_body_bytes: int = 4 * 1024 * 1024  # a larger request body: 413
-    max_inputs: int = 2048  # texts (or queries) in one request: more is a 400 naming the field
-    max_text_chars: int = 100_000  # one text longer than this: a 400 naming it
+    max_inputs: int = 2048  # texts (or queries) in one request: more is a 413 naming the field
+    max_text_chars: int = 100_000  # one text longer than this: a 413 naming it
     max_top_k: int = 1000
     max_batch: int = 64  # texts the model embeds in one batch, gathered across requests
     max_wait_ms: float = 0.0  # how long an idle model waits for more texts (0: requests that come while it works batch anyway)
     max_queue: int = 4096  # texts waiting for the model: more is a 503 with Retry-After
     retry_after_s: int = 1
-    document_method: str | None = None  # None: the model's recommended method (hmde.methods)
