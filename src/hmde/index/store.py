@@ -32,6 +32,7 @@ from ..errors import HmdeError, InputError
 from ..io.growing_npy import GrowingNpy
 from ..ground.locks import exclusive_writer, reading
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from .row_file import RowFile
 from ..align.similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
@@ -126,8 +127,10 @@ def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw
 class DocumentIndex:
     """Open with :meth:`open`; create or extend with :meth:`write`."""
 
-    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None, sentence_index=None):
+    def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None, sentence_index=None,
+                 sentence_rows: RowFile | None = None):
         self.path, self.meta, self.index, self.sentence_vectors, self._con = path, meta, index, sentences, con
+        self._rows = sentence_rows  # what a search reads of sentences.npy (the memory map is for whole passes)
         self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
         self._sentence_owner = None
 
@@ -281,7 +284,8 @@ class DocumentIndex:
         index = _read_faiss(path / "vectors.faiss")
         sentence_index = _read_faiss(path / SENTENCE_INDEX) if meta.multi_vector else None
         try:
-            sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)  # hits' rows on demand
+            sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)
+            rows_file = RowFile(open(path / "sentences.npy", "rb"), sentences, path / "sentences.npy")  # searches read
         except (ValueError, OSError, EOFError) as exc:
             raise InputError(f"not a readable .npy array ({_first_line(exc)}); rebuild the index",
                              path=str(path / "sentences.npy")) from None
@@ -300,15 +304,19 @@ class DocumentIndex:
                 (len(sentences) and (sentences.shape[1] != meta.dim or len(sentences) != sentence_rows)) or \
                 (sentence_index is not None and sentence_index.ntotal != len(sentences)):
             con.close()
+            rows_file.close()
             raise InputError(f"the index's files disagree (documents: {sizes}; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
-        return cls(path, meta, index, sentences, con, sentence_index)
+        return cls(path, meta, index, sentences, con, sentence_index, rows_file)
 
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
 
     def __enter__(self) -> "DocumentIndex":
         return self
@@ -440,7 +448,7 @@ class DocumentIndex:
             params.nprobe = nprobe or index.nprobe
         sims, rows = index.search(q, min(n, SENTENCE_POOL), params=params)
         if kind == "ivfpq":  # compressed codes find the candidates; their stored vectors score them exactly
-            sims = exact_scores(self.sentence_vectors, rows, q)
+            sims = exact_scores(self._sentence_file(), rows, q)
         out = []
         for qi in range(len(q)):
             found = rows[qi] >= 0
@@ -464,6 +472,11 @@ class DocumentIndex:
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
 
+    def _sentence_file(self) -> RowFile:
+        if self._rows is None:
+            raise HmdeError(f"index {self.path} was closed")
+        return self._rows
+
     def document_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The stored document vectors of ``rows`` (an IVF-PQ index: as its codes decode them; see
         :meth:`exact_document_vectors`)."""
@@ -485,9 +498,10 @@ class DocumentIndex:
         owners, rows = self.sentence_owners(), np.asarray(rows, np.int64)  # each document's rows are contiguous
         starts, ends = np.searchsorted(owners, rows, "left"), np.searchsorted(owners, rows, "right")
         out = np.zeros((len(rows), self.meta.dim), np.float32)
+        sentences = self._sentence_file()
         for i, (start, end) in enumerate(zip(starts, ends)):
             if end > start:
-                out[i] = np.asarray(self.sentence_vectors[start:end], np.float32).mean(0)
+                out[i] = sentences.span(start, end).astype(np.float32).mean(0)
         return normalize(out)
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
@@ -544,11 +558,12 @@ class DocumentIndex:
                 [(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0]
             records = {}
             if picked:
+                sentence_file = self._sentence_file()
                 marks = ",".join("?" * len(picked))
                 for row, doc_id, dlang, text, start, count, sents in self._query(
                         f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences FROM docs WHERE row IN ({marks})",
                         [r for _, r in picked]):
-                    records[row] = [doc_id, dlang, text, list(sents or []), self.sentence_vectors[start:start + count]]
+                    records[row] = [doc_id, dlang, text, list(sents or []), sentence_file.span(start, start + count)]
             lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
             if lacking:  # not stored: embed these few documents' sentences now
                 units, vectors = sentences_of([r[2] for r in lacking], [r[1] for r in lacking])
@@ -587,16 +602,13 @@ def sentence_lists_for(ivf_lists: int, sentence_train: np.ndarray | None) -> int
     return max(1, min(ivf_lists * SENTENCE_LISTS_PER_DOCUMENT_LIST, available))
 
 
-def exact_scores(vectors: np.ndarray, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+def exact_scores(vectors: RowFile, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
     """(Q, K) cosines of each query with its candidate rows of ``vectors`` (-1: none), best first per query;
     rows re-ordered to match."""
     sims = np.full(rows.shape, -np.inf, np.float32)
     for qi in range(len(q)):
         found = rows[qi] >= 0
-        picked = rows[qi][found]
-        order = np.argsort(picked)  # memory-mapped rows read in file order
-        block = np.asarray(vectors[picked[order]], np.float32)
-        sims[qi, np.flatnonzero(found)[order]] = block @ q[qi]
+        sims[qi, found] = vectors.take(rows[qi][found]).astype(np.float32) @ q[qi]
     order = np.argsort(-sims, axis=1, kind="stable")
     rows[:] = np.take_along_axis(rows, order, axis=1)
     return np.take_along_axis(sims, order, axis=1)
