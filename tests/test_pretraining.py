@@ -557,3 +557,33 @@ def test_frozen_vectors_without_freeze_lower_is_refused_in_one_line(labse_dir, p
     code = main(["train", str(labse_dir), str(pairs_file), "-o", str(tmp_path / "run"), "--frozen-vectors",
                  str(tmp_path / "x.safetensors"), "--no-progress"])
     assert code == 2 and "--frozen-vectors needs --freeze-lower" in capsys.readouterr().err
+
+
+def test_a_time_budget_fits_the_steps_and_a_resume_keeps_them(labse_dir, pairs_file, tmp_path, monkeypatch):
+    """``hmde train --time-budget``: the rate of steps 3-5 sizes the run (a GPU lease is minutes, not epochs);
+    the fitted count is recorded, so a run stopped after the probe resumes to the same end."""
+    import hmde.pretraining.trainer as trainer_module
+
+    clock = iter(range(0, 100_000, 10))  # every time.time() call advances 10 s
+    monkeypatch.setattr(trainer_module.time, "time", lambda: float(next(clock)))
+
+    def budgeted(out):
+        trainer = _run(labse_dir, pairs_file, out)
+        trainer.config.max_steps, trainer.config.time_budget_minutes = 40, 2.0
+        return trainer
+
+    budgeted(tmp_path / "a").train()
+    log = [json.loads(line) for line in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
+    fitted = [r["steps"] for r in log if r.get("event") == "time_budget"]
+    assert len(fitted) == 1 and 5 < fitted[0] < 40
+    assert max(r.get("step", 0) for r in log) == fitted[0] and (tmp_path / "a" / "model.safetensors").exists()
+    recorded = json.loads((tmp_path / "a" / "training_config.json").read_text())
+    assert recorded["budget_steps"] == fitted[0] and recorded["time_budget_minutes"] == 2.0
+
+    stopped = budgeted(tmp_path / "b")
+    stopped.train(stop_at_step=6)
+    assert stopped.stopped_at == 6
+    monkeypatch.setattr(trainer_module.time, "time", lambda: 0.0)  # a frozen clock would never fit again
+    budgeted(tmp_path / "b").train(resume=True)
+    steps = [json.loads(line).get("step", 0) for line in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
+    assert max(steps) == json.loads((tmp_path / "b" / "training_config.json").read_text())["budget_steps"]

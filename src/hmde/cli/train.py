@@ -31,6 +31,9 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=1000)
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--max-steps", type=int)
+    p.add_argument("--time-budget", type=positive_float, metavar="MINUTES",
+                   help="end the optimisation after about this many minutes (a GPU lease): the step count and the "
+                   "learning-rate schedule are fitted to the rate of steps 3-5 (capped by --epochs/--max-steps)")
     p.add_argument("--temperature", type=positive_float, default=0.05)
     p.add_argument("--symmetric", action="store_true", help="public code's loss: both directions")
     p.add_argument("--negatives-across-processes", action="store_true",
@@ -150,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every, validation_pairs=args.validation_pairs, seed=args.seed,
         max_units=args.train_max_sentences, query_weight=args.query_loss_weight,
         sentence_weight=args.sentence_loss_weight, loader_workers=args.loader_workers,
-        start_model=starting_model_name(args.model))
+        start_model=starting_model_name(args.model), time_budget_minutes=args.time_budget)
     prepared = None
     if not args.no_units_cache:
         from ..pretraining.prepared import prepare_units

@@ -30,6 +30,7 @@ from ..errors import HmdeError
 from ..encoders.precision import autocast_context
 from ..training import distributed
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
+from ..training.time_budget import fit_steps_to_budget  # noqa: F401 (public here too)
 from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets
 from .model import LightweightConfig, LightweightEncoder
 from .parallel_data import ParallelCorpus
@@ -77,19 +78,6 @@ class LightweightTrainingConfig:
 
 BUDGET_WARMUP_STEPS = 50  # first steps are slow (allocator, kernel autotuning): not timed
 BUDGET_PROBE_STEPS = 100
-
-
-def fit_steps_to_budget(step: int, rate: float, elapsed_s: float, budget_s: float, total: int) -> int:
-    """Total steps that end the optimisation within ``budget_s``, given ``rate`` steps per second.
-
-    A GPU lease or a job slot is a span of time, not an epoch count: the rate is measured over
-    ``BUDGET_PROBE_STEPS`` steps after ``BUDGET_WARMUP_STEPS`` untimed ones, and the step count (and
-    with it the linear learning-rate schedule) is shrunk to what fits in the budget counted from
-    the first step, never grown past the epochs or steps asked for. 5% of the budget is held back
-    for checkpoints and the final save.
-    """
-    fit = step + int((0.95 * budget_s - elapsed_s) * rate)
-    return max(step + 1, min(total, fit))
 
 
 def epoch_batches(corpus_pair_of: np.ndarray, batch_size: int, batching: str, seed: int, epoch: int,

@@ -49,6 +49,8 @@ class PretrainingConfig:
     loader_workers: int | None = None  # DataLoader worker processes preparing steps (None: 2 on a GPU, 0 on CPUs)
     seed: int = 0
     start_model: str | None = None  # the model training started from (a resume must name the same)
+    time_budget_minutes: float | None = None  # size the run to end after about this long (training/time_budget.py)
+    budget_steps: int | None = None  # the step count the budget resolved to (recorded, so that --resume agrees)
 
 
 class PairBatches:

@@ -26,12 +26,16 @@ from ..training import distributed
 from .frozen_vectors import check_seed_vectors, load_frozen_vectors, save_frozen_vectors
 from .lower_parts import freeze_lower_parts
 from ..training.sparse_embeddings import densify, sparse_embedding_gradients
+from ..training.time_budget import fit_steps_to_budget
 from .loss import cached_backward, contrastive_loss
 from .steps import PairBatches, PretrainingConfig, micro_batches, orient, roles  # noqa: F401 (public here too)
 
 CHECKPOINT_DIR = "checkpoint"
 LOG_FILE, CONFIG_FILE = "train_log.jsonl", "training_config.json"
 RUN_ENTRIES = (CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE)  # what a run writes besides the model
+# --time-budget: an HMDE step is batch x accumulation documents (128 in the paper), seconds each, so a few
+# untimed steps (allocator, kernels) and a few timed ones measure the rate
+BUDGET_WARMUP_STEPS, BUDGET_PROBE_STEPS = 2, 3
 
 
 class HmdeTrainer:
@@ -237,6 +241,15 @@ class HmdeTrainer:
                               lower.default_batch_size() * lower.max_tokens)
         return step_loader(dataset, workers, pin_memory=cuda and plan)
 
+    def _recorded_budget_steps(self) -> int | None:
+        """The step count an interrupted time-budgeted run fitted (its training_config.json), if it got so far."""
+        try:
+            recorded = json.loads((self.output / CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        steps = recorded.get("budget_steps") if isinstance(recorded, dict) else None
+        return steps if isinstance(steps, int) and steps > 0 else None
+
     def train(self, resume: bool = False, stop_at_step: int | None = None, seed_vectors: str | Path | None = None):
         """``seed_vectors`` (with ``freeze_lower``): another run's frozen sentence vectors to start the
         cache from, checked on a sample; they are saved with this run's first checkpoint, so a resume
@@ -249,6 +262,10 @@ class HmdeTrainer:
         pairs_per_step = cfg.batch_size * cfg.grad_accum
         batches = PairBatches(len(self.pairs), min(pairs_per_step, len(self.pairs)), cfg.seed)
         total = cfg.max_steps or max(1, math.ceil(cfg.epochs * batches.steps_per_epoch))
+        if resume and cfg.time_budget_minutes and cfg.budget_steps is None:
+            cfg.budget_steps = self._recorded_budget_steps()
+        if cfg.budget_steps:
+            total = min(total, cfg.budget_steps)
         if cfg.freeze_lower:
             for p in model.lower.parameters():
                 p.requires_grad_(False)
@@ -299,6 +316,7 @@ class HmdeTrainer:
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen, saved_vectors = time.time(), 0, -1 if seeded else len(self.vector_cache)
+        start_step, probe_t0 = step, t0
         with sparse_embedding_gradients(model.lower, params, enabled=cfg.sparse_embedding_gradients and not cfg.freeze_lower):
             for item in self.step_loader(batches, step, total, rank, world):
                 global_batch = item.batch
@@ -318,6 +336,20 @@ class HmdeTrainer:
                 step += 1
                 seen += len(global_batch)
                 bar.update(1)
+                if cfg.time_budget_minutes and cfg.budget_steps is None:
+                    if step - start_step == BUDGET_WARMUP_STEPS:
+                        probe_t0 = time.time()
+                    elif step - start_step == BUDGET_WARMUP_STEPS + BUDGET_PROBE_STEPS:
+                        now = time.time()
+                        fitted = fit_steps_to_budget(step, BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9), now - t0,
+                                                     cfg.time_budget_minutes * 60, total)
+                        total = cfg.budget_steps = distributed.min_over_processes(fitted)  # all stop together
+                        scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
+                                                                    last_epoch=step - 1)
+                        bar.total = total
+                        if main:
+                            log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total)
+                            (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
                 if main and (step % cfg.log_every == 0 or step == total):
                     rate = seen / max(time.time() - t0, 1e-9)
                     log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))
@@ -336,6 +368,8 @@ class HmdeTrainer:
                         bar.close()
                         self.stopped_at = step
                         return model
+                if step >= total:  # a time budget can end the run before the loader's planned steps
+                    break
         bar.close()
         model.eval()
         if main:
