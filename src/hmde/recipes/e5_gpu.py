@@ -41,6 +41,8 @@ E5_FILE, FROZEN, PAIRS, KEPT_IDS, MANIFEST = "e5-restricted.bin", "frozen", "pai
 RESULT_TAR, LOG = "joint.tar", "train_log.jsonl"
 PART_BYTES = 15 * 2**20  # a device call brings back files of at most 16 MiB
 MAX_PARTS = 7  # of its 8 files; the eighth is the training log
+SITE = "site"  # the carried packages (put on PYTHONPATH there)
+CARRIED = ("langcodes",)  # imported by hmde.text.coverage (which pairs a model covers); absent from the GPU image
 DEFAULT_BUDGET_MIB = 56.0  # of the 64 MiB a call carries: the checkout's code and docs take the rest
 
 
@@ -52,6 +54,31 @@ class PackSummary:
     units: int
     pairs: int
     documents: int
+
+
+def _units_limit(train_arguments: list[str]) -> int:
+    """The ``--train-max-sentences`` of the joint stage's arguments (the crop the units cache is keyed by)."""
+    flag = "--train-max-sentences"
+    values = [train_arguments[i + 1] for i, a in enumerate(train_arguments[:-1]) if a == flag]
+    values += [a.split("=", 1)[1] for a in train_arguments if a.startswith(flag + "=")]
+    if not values:
+        raise HmdeError(f"the joint stage's arguments must give {flag} (the units are prepared for it)")
+    return int(values[-1])
+
+
+def _carry_packages(site: Path) -> None:
+    """Copies of the pure-Python packages the training path imports that the GPU image lacks (``CARRIED``);
+    the run there puts ``PACK/site`` on its path."""
+    import importlib.util
+
+    for name in CARRIED:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise HmdeError(f"the package {name} is not installed here; the pack carries it to the GPU machine")
+        folder = Path(spec.origin).parent
+        if any(p.suffix in (".so", ".pyd") for p in folder.rglob("*")):
+            raise HmdeError(f"{name} holds compiled code, which a copy cannot carry to another Python")
+        shutil.copytree(folder, site / name, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def _mib(path: Path) -> float:
@@ -94,7 +121,7 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     from ..encoders.hierarchical import HierarchicalEncoder
     from ..ground.atomic import atomic_dir
     from ..pretraining.pairs import read_pairs
-    from ..pretraining.prepared import build_units
+    from ..pretraining.prepared import build_units, prepare_units
 
     pairs, frozen, output = Path(pairs), Path(frozen), Path(output)
     if upper_dtype not in ("float16", "float32"):
@@ -121,6 +148,13 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
         recorded["sha256"] = file_sha256(tmp / E5_FILE)
         lower_config.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
         n_pairs, n_docs = _copy_pairs(pairs, tmp)
+        with restricted_e5(tmp):  # the units the run there reads, tokenised as it will: it segments nothing
+            restricted = HierarchicalEncoder.from_pretrained(tmp / FROZEN, device="cpu")
+            prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted, _units_limit(train_arguments),
+                          show_progress=show_progress)
+        for lock in tmp.glob("*.lock"):
+            lock.unlink()
+        _carry_packages(tmp / SITE)
         (tmp / MANIFEST).write_text(json.dumps({
             "format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
             "pieces": len(keep), "train_arguments": list(train_arguments), "upper_dtype": upper_dtype,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from sentencex import segment as _sentencex_segment
 
 # sentencex knows languages by ISO 639-1 code (with fallbacks); our data uses 639-3.
 ISO3_TO_ISO1 = {
@@ -56,7 +55,12 @@ def split_sentences(text: str, lang: str | None = None, default_language: str = 
     from .script_sentences import SPLITTERS
 
     code = splitter_language(lang, default_language)
-    pieces = SPLITTERS[code](text) if code in SPLITTERS else _sentencex_segment(code, text)
+    if code in SPLITTERS:
+        pieces = SPLITTERS[code](text)
+    else:  # imported here: a training run whose units are cached (a GPU pack) segments nothing and lacks it
+        from sentencex import segment
+
+        pieces = segment(code, text)
     return [p.strip() for p in pieces if p and p.strip() and has_content(p)]
 
 
