@@ -99,6 +99,8 @@ def search(args) -> dict:
     q = queries(args.queries, args.dim)
     index = DocumentIndex.open(args.path)
     options = {"nprobe": args.nprobe} if args.type == "ivfpq" and args.nprobe else {}
+    if args.candidates:
+        options["candidates"] = args.candidates
     index.search(q[:2], 10, **options)  # warm-up: the sentence table is read once
     times, found = [], []
     for v in q:
@@ -133,7 +135,8 @@ def exact(args) -> dict:
 def run_step(step: str, args, n: int, kind: str, path: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--step", step, "--sentences", str(n), "--per-doc", str(args.per_doc),
                           "--dim", str(args.dim), "--queries", str(args.queries), "--types", kind, "--path", str(path),
-                          "--ivf-lists", str(args.ivf_lists), "--pq-m", str(args.pq_m), "--nprobe", str(args.nprobe)],
+                          "--ivf-lists", str(args.ivf_lists), "--pq-m", str(args.pq_m), "--nprobe", str(args.nprobe),
+                          "--candidates", str(args.candidates)],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -149,6 +152,8 @@ def main() -> int:
     p.add_argument("--ivf-lists", type=int, default=1024, help="document lists (the sentences get 4 times as many)")
     p.add_argument("--pq-m", type=int, default=48, help="bytes per compressed vector")
     p.add_argument("--nprobe", type=int, default=0, help="lists searched per query (0: the index's default, lists/8)")
+    p.add_argument("--candidates", type=int, default=0,
+                   help="sentences scored per query (0: the index's default, hmde.index.store.SENTENCE_POOL)")
     p.add_argument("--work", default=None, help="folder for the indexes (default: a temporary one)")
     p.add_argument("--step", choices=["build", "search", "exact"], help="(internal: one step in its own process)")
     p.add_argument("--path", help="(internal)")
@@ -169,7 +174,8 @@ def main() -> int:
                 built = run_step("build", args, n, kind, path)
                 found = run_step("search", args, n, kind, path)
                 recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found["found"], truth)])
-                label = kind if kind == "flat" else f"{kind} (m={args.pq_m}, nprobe={args.nprobe or 'lists/8'})"
+                label = kind if kind == "flat" else f"{kind} (m={args.pq_m}, nprobe={args.nprobe or 'lists/8'}" \
+                    f", candidates={args.candidates or 'default'})"
                 print(f"| {n:,} | {label} "
                       f"| {built['build_s']} | {built['build_rss_mb']:,} | {sum(built['files_mb'].values()):,.0f} "
                       f"| {found['search_rss_mb']:,} | {found['p50_ms']} | {found['p99_ms']} | {recall:.3f} |", flush=True)

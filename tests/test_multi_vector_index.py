@@ -118,3 +118,18 @@ def test_a_sentence_encoder_and_a_single_vector_index_are_refused(labse_dir, hmd
     assert main(["index", "build", str(more), "-o", str(tmp_path / "j"), "--add", "--multi-vector"]) == 2
     assert "stores one vector per document" in capsys.readouterr().err
     assert json.loads((tmp_path / "j" / "index.json").read_text())["count"] == 1
+
+
+def test_candidates_bound_the_sentences_a_search_scores(built, capsys):
+    """``--candidates N``: only the N nearest sentences are scored, so at most N documents can be hits."""
+    everything = search(capsys, built)
+    assert {h["query"] for h in everything} == set(QUERIES) and len(everything) == 2 * 4
+    one = search(capsys, built, "--candidates", "1")
+    assert [(h["query"], h["rank"]) for h in one] == [(q, 1) for q in QUERIES]
+    assert [h["doc_id"] for h in one] == [h["doc_id"] for h in everything if h["rank"] == 1]
+    with DocumentIndex.open(built) as index:
+        with pytest.raises(Exception, match="candidates must be a whole number >= 1, got 0"):
+            index.search(np.ones((1, index.meta.dim), np.float32), 3, candidates=0)
+    with pytest.raises(SystemExit) as exc:
+        main(["search", str(built), "cat", "--candidates", "0"])
+    assert exc.value.code == 2

@@ -114,6 +114,8 @@ def register(sub) -> None:
     add_backend_argument(s, default=None, help_suffix="; default: the one the index was built with")
     s.add_argument("--ef-search", type=positive_int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
     s.add_argument("--nprobe", type=positive_int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
+    s.add_argument("--candidates", type=positive_int, help="multi-vector index: nearest sentences scored per query "
+                   "(default 1000; ivfpq 1500, re-scored exactly; more: higher recall, slower)")
     s.set_defaults(func=run_search)
 
 
@@ -179,7 +181,7 @@ def run_search(args: argparse.Namespace) -> int:
                         f"got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
                         args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
-                        False if args.single_vector else None, args.top_sentences, args.doc_weight)
+                        False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

@@ -6,18 +6,36 @@ kernels that cache files in large folios the whole folio around it, is mapped in
 in its resident memory: a search over 10M sentences showed 8.7 GB resident while it held under 1 GB of its
 own. Positional reads (``os.preadv`` into the result) copy only the rows asked for; the page cache keeps
 what the kernel chooses, reclaimable, outside the process. Runs of consecutive rows (a document's
-sentences) are one read.
+sentences) are one read, and a search's scattered rows are read 16 at a time: from a cold page cache each
+waits on the disk (10M sentences, 1,000 candidates a query: p50 107 ms one at a time).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
 from ..errors import InputError
+
+
+READ_THREADS = 16  # positional reads in flight at once (the GIL is released while one waits on the disk)
+PARALLEL_FROM = 64  # fewer runs than this are read in the calling thread
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _reader_pool():
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="hmde-rows")
+        return _POOL
 
 
 class RowFile:
@@ -49,8 +67,12 @@ class RowFile:
         unique, first = np.unique(rows[order], return_index=True)
         block = np.empty((len(unique), self.shape[1]), self.dtype)
         breaks = np.flatnonzero(np.diff(unique) != 1) + 1  # runs of consecutive rows
-        for start, end in zip(np.r_[0, breaks], np.r_[breaks, len(unique)]):
-            self._read(int(unique[start]), block[start:end])
+        runs = [(int(unique[start]), block[start:end]) for start, end in zip(np.r_[0, breaks], np.r_[breaks, len(unique)])]
+        if len(runs) < PARALLEL_FROM:
+            for row, into in runs:
+                self._read(row, into)
+        else:  # rows on disk, not in the page cache, take a disk's latency each: many in flight at once
+            list(_reader_pool().map(lambda run: self._read(*run), runs))
         out[order] = block[np.repeat(np.arange(len(unique)), np.diff(np.r_[first, len(rows)]))]
         return out
 

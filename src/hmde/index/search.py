@@ -98,9 +98,10 @@ class Index:
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               query_vectors=None):
+               query_vectors=None, candidates: int | None = None):
         """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
-        them with other requests); else they are embedded here."""
+        them with other requests); else they are embedded here. ``candidates``: sentences scored per query
+        in a multi-vector index (:meth:`hmde.index.store.DocumentIndex.search`)."""
         from ..methods.vectorizer import DocumentVectorizer
 
         queries = [queries] if isinstance(queries, str) else list(queries)
@@ -116,7 +117,7 @@ class Index:
         return self.index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
                                  ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
                                  hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
-                                 top_sentences=top_sentences, doc_weight=doc_weight)
+                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates)
 
     def close(self) -> None:
         self.index.close()
@@ -132,7 +133,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
                  backend: str | None = None, multi_vector: bool | None = None,
-                 top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT):
+                 top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
+                 candidates: int | None = None):
     """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
     check that needs no model comes before the model loads."""
     from .store import DocumentIndex
@@ -146,4 +148,4 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         raise
     with Index.attach(index, model_name, device, backend) as opened:
         return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                             top_sentences, doc_weight)
+                             top_sentences, doc_weight, candidates=candidates)
