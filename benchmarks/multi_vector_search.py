@@ -21,7 +21,9 @@ memory, so the default measures flat up to --flat-max sentences.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -155,6 +157,11 @@ def main() -> int:
     p.add_argument("--candidates", type=int, default=0,
                    help="sentences scored per query (0: the index's default, hmde.index.store.SENTENCE_POOL)")
     p.add_argument("--work", default=None, help="folder for the indexes (default: a temporary one)")
+    p.add_argument("--keep", action="store_true", help="keep the indexes in --work and reuse those found there "
+                   "(so that --candidates and --nprobe can be compared on one 10M build)")
+    p.add_argument("--drop-caches", action="store_true", help="empty the page cache before each search (root; "
+                   "Linux): every candidate read then comes from the disk, as on a machine whose memory cannot "
+                   "hold sentences.npy")
     p.add_argument("--step", choices=["build", "search", "exact"], help="(internal: one step in its own process)")
     p.add_argument("--path", help="(internal)")
     args = p.parse_args()
@@ -162,16 +169,29 @@ def main() -> int:
         args.sentences, args.type = args.sentences[0], args.types
         print(json.dumps({"build": build, "search": search, "exact": exact}[args.step](args)))
         return 0
-    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+    if args.keep and not args.work:
+        p.error("--keep needs --work")
+    with (contextlib.nullcontext(args.work) if args.keep else tempfile.TemporaryDirectory(dir=args.work)) as tmp:
         print("| sentences | index | build s | build RSS MB | files MB | search RSS MB | p50 ms | p99 ms | recall@10 |")
         print("|---|---|---|---|---|---|---|---|---|")
         for n in args.sentences:
-            truth = run_step("exact", args, n, "flat", Path(tmp))["exact"]
+            truth_file = Path(tmp) / f"exact-{n}-{args.queries}.json"
+            if args.keep and truth_file.exists():
+                truth = json.loads(truth_file.read_text())["exact"]
+            else:
+                truth = run_step("exact", args, n, "flat", Path(tmp))["exact"]
+                if args.keep:
+                    truth_file.write_text(json.dumps({"exact": truth}))
             for kind in args.types.split(","):
                 if kind == "flat" and n > args.flat_max:
                     continue
                 path = Path(tmp) / f"{kind}-{n}"
-                built = run_step("build", args, n, kind, path)
+                reused = args.keep and (path / "index.json").exists()
+                built = {"build_s": "(reused)", "build_rss_mb": 0, "files_mb": {}} if reused else \
+                    run_step("build", args, n, kind, path)
+                if args.drop_caches:
+                    os.sync()
+                    Path("/proc/sys/vm/drop_caches").write_text("1\n")
                 found = run_step("search", args, n, kind, path)
                 recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found["found"], truth)])
                 label = kind if kind == "flat" else f"{kind} (m={args.pq_m}, nprobe={args.nprobe or 'lists/8'}" \
@@ -179,9 +199,10 @@ def main() -> int:
                 print(f"| {n:,} | {label} "
                       f"| {built['build_s']} | {built['build_rss_mb']:,} | {sum(built['files_mb'].values()):,.0f} "
                       f"| {found['search_rss_mb']:,} | {found['p50_ms']} | {found['p99_ms']} | {recall:.3f} |", flush=True)
-                import shutil
+                if not args.keep:
+                    import shutil
 
-                shutil.rmtree(path, ignore_errors=True)
+                    shutil.rmtree(path, ignore_errors=True)
     return 0
 
 

@@ -115,7 +115,7 @@ def register(sub) -> None:
     s.add_argument("--ef-search", type=positive_int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
     s.add_argument("--nprobe", type=positive_int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
     s.add_argument("--candidates", type=positive_int, help="multi-vector index: nearest sentences scored per query "
-                   "(default 1000; ivfpq 1500, re-scored exactly; more: higher recall, slower)")
+                   "(default 1000; ivfpq 2000, re-scored exactly; more: higher recall, slower)")
     s.set_defaults(func=run_search)
 
 

@@ -71,8 +71,14 @@ class RowFile:
         if len(runs) < PARALLEL_FROM:
             for row, into in runs:
                 self._read(row, into)
-        else:  # rows on disk, not in the page cache, take a disk's latency each: many in flight at once
-            list(_reader_pool().map(lambda run: self._read(*run), runs))
+        else:  # rows on disk, not in the page cache, take a disk's latency each: several in flight at once,
+            # each thread reading its share in turn (a task per row costs more than a cached row's read)
+            def read_share(share):
+                for row, into in share:
+                    self._read(row, into)
+
+            shares = [runs[i::READ_THREADS] for i in range(READ_THREADS)]
+            list(_reader_pool().map(read_share, shares))
         out[order] = block[np.repeat(np.arange(len(unique)), np.diff(np.r_[first, len(rows)]))]
         return out
 

@@ -598,7 +598,7 @@ INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", 
 SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
 # IVF-PQ: its codes rank the candidates approximately, so more are re-scored exactly (10M sentences, recall@10
 # of the documents against exact search: 1,000 -> 0.937, 1,500 -> 0.969, 2,000 -> 0.981; docs/scaling.md)
-COMPRESSED_SENTENCE_POOL = 1500
+COMPRESSED_SENTENCE_POOL = 2000
 EXACT_RESCORE = 50  # IVF-PQ: documents whose fused score is recomputed from exact vectors
 SENTENCE_LISTS_PER_DOCUMENT_LIST = 4  # an IVF sentence index: about sqrt(20 sentences per document) more lists
 
