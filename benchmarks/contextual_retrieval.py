@@ -4,7 +4,9 @@ Rows: XQuAD article-level and paragraph-level CLIR (14 pairs in USE-m's language
 sentence-query retrieval over long documents (``hmde sentence-queries``: each sentence of
 an English chapter or news document a query, the other language's documents the collection):
 Bible chapters (in hmde-use's training data) and 30-line WMT news documents with every
-document sharing a sentence with hmde-use's training news left out (held out).
+document sharing a sentence with hmde-use's training news left out (held out); and keyword queries:
+English help-page titles (LibreOffice, GNOME: ../shared/data/docs, in no shipped model's training)
+against the bodies of the same pages in another language.
 Columns: hmde's document vector, mean, first, seg, lawdr, plain sentence vectors scored by
 their best sentence (``--multi-vector lower``), and HMDE's contextualised sentence vectors
 (``--multi-vector context``), the latter also mixed with the document vector.
@@ -46,6 +48,39 @@ COLUMNS = {  # name -> extra eval arguments
 }
 
 
+KEYWORD_ROWS = (("libreoffice", "jpn"), ("libreoffice", "rus"), ("gnome", "deu"), ("gnome", "rus"))
+
+
+def keyword_queries(data: Path, source: str, lang: str, folder: Path) -> None:
+    """Keyword queries from docs/: each English help page's title (2-5 words, the titles unique in English)
+    a query; the relevant document the same page in ``lang``, whose own title paragraph is removed, so the
+    query must match the page's body, as keywords match a text that does not repeat them."""
+    import gzip
+
+    def pages(code: str) -> list[dict]:
+        with gzip.open(data / "docs" / source / f"{code}.jsonl.gz", "rt", encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+    english = pages("eng")
+    counts: dict[str, int] = {}
+    for page in english:
+        counts[page["title"]] = counts.get(page["title"], 0) + 1
+    titles = {p["concept"]: p["title"] for p in english if counts[p["title"]] == 1}
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "topics.tsv", "w", encoding="utf-8") as topics, \
+            open(folder / "qrels.txt", "w", encoding="utf-8") as qrels, \
+            open(folder / "documents.jsonl", "w", encoding="utf-8") as docs:
+        for page in pages(lang):
+            body = page["paragraphs"][1:] if page["paragraphs"][:1] == [page["title"]] else page["paragraphs"]
+            if not body:
+                continue
+            docs.write(json.dumps({"doc_id": page["doc_id"], "text": "\n".join(body)}, ensure_ascii=False) + "\n")
+            if page["concept"] in titles:
+                qid = f"q{page['concept']}"
+                topics.write(f"{qid}\t{titles[page['concept']]}\n")
+                qrels.write(f"{qid} 0 {page['doc_id']} 1\n")
+
+
 def run(cmd: list[str]) -> None:
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -78,6 +113,13 @@ def tasks(data: Path, work: Path) -> dict[str, list[str]]:
         out[f"{title} {src}->{tgt} sentence queries"] = [
             "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
             "--documents", str(folder / "documents.jsonl"), "--query-lang", src, "--doc-lang", tgt]
+    for source, lang in KEYWORD_ROWS:  # keyword queries (issue 42): English page titles -> the page's body
+        folder = work / f"kw-{source}-eng-{lang}"
+        if not (folder / "topics.tsv").exists():
+            keyword_queries(data, source, lang, folder)
+        out[f"{source} titles eng->{lang} keyword queries"] = [
+            "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
+            "--documents", str(folder / "documents.jsonl"), "--query-lang", "eng", "--doc-lang", lang]
     return out
 
 

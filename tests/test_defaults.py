@@ -30,7 +30,7 @@ def test_one_model_for_every_language_and_its_measured_method():
     assert default_method(True, "hmde-e5", preset="paper") == "hmde"  # the paper's document vector
     assert default_method(True, "hmde-use") == "hmde" and default_method(True, "hmde-mini") == "hmde"
     assert default_method(False, "multilingual-e5-small") == "mean"
-    assert (DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT) == (1, 0.25)
+    assert (DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT) == (1, 0.5)
 
 
 def _write(tmp_path, docs=DOCS):
@@ -39,7 +39,7 @@ def _write(tmp_path, docs=DOCS):
     return src
 
 
-def test_a_default_index_ranks_by_the_best_sentence_plus_a_quarter_of_the_document_cosine(hmde_dir, tmp_path, capsys):
+def test_a_default_index_ranks_by_the_best_sentence_plus_half_the_document_cosine(hmde_dir, tmp_path, capsys):
     src, out = _write(tmp_path), tmp_path / "idx"
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(out), "--no-progress"]) == 0
     meta = json.loads((out / "index.json").read_text())
@@ -52,7 +52,7 @@ def test_a_default_index_ranks_by_the_best_sentence_plus_a_quarter_of_the_docume
     expected = {}
     for (doc_id, _, _), d, units in zip(DOCS, doc_vectors, [model.segment(t, lang) for t, lang in zip(texts, langs)]):
         best = max(float(v @ q) for v in normalize(model.lower.encode(list(units))))
-        expected[doc_id] = best + 0.25 * float(d @ q)  # computed by hand: MaxSim + 0.25 x document cosine
+        expected[doc_id] = best + 0.5 * float(d @ q)  # computed by hand: MaxSim + 0.5 x document cosine
     capsys.readouterr()
     assert main(["search", str(out), query, "--json"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
