@@ -175,7 +175,9 @@ def main() -> int:
         print("| sentences | index | build s | build RSS MB | files MB | search RSS MB | p50 ms | p99 ms | recall@10 |")
         print("|---|---|---|---|---|---|---|---|---|")
         for n in args.sentences:
-            truth_file = Path(tmp) / f"exact-{n}-{args.queries}.json"
+            from hmde.index.multivector import DEFAULT_DOC_WEIGHT
+
+            truth_file = Path(tmp) / f"exact-{n}-{args.queries}-w{DEFAULT_DOC_WEIGHT}.json"
             if args.keep and truth_file.exists():
                 truth = json.loads(truth_file.read_text())["exact"]
             else:
