@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arg_types import positive_float
+from .arg_types import positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -23,6 +23,8 @@ def register(sub) -> None:
     k.add_argument("--output", "-o", required=True, metavar="PACK")
     k.add_argument("--budget-mib", type=positive_float, default=56.0,
                    help="refuse a pack larger than this (default 56: a device call carries 64 MiB with the checkout)")
+    k.add_argument("--max-pairs", type=positive_int, help="carry at most this many pairs (a seeded sample), "
+                   "after keeping those in e5's languages: to fit the budget")
     k.add_argument("--upper-dtype", choices=["float16", "float32"], default="float16",
                    help="the upper encoder's stored precision (default float16, half the size)")
     k.add_argument("--warmup", type=int, default=20, help="warm-up steps of the joint stage (default 20)")
@@ -57,7 +59,7 @@ def run_pack(args: argparse.Namespace) -> int:
                  "--lower-trainable", args.lower_trainable, "--no-gradient-checkpointing", "--save-every", "1000000",
                  "--no-progress"]
     summary = pack(args.pairs, args.frozen, args.output, arguments, args.budget_mib, args.upper_dtype,
-                   show_progress=not args.no_progress)
+                   args.max_pairs, show_progress=not args.no_progress)
     print(f"wrote {summary.path}: {summary.mib} MiB ({summary.pairs:,} pairs, {summary.documents:,} documents, "
           f"{summary.units:,} units, e5 restricted to {summary.pieces:,} pieces)")
     return 0

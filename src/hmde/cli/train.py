@@ -173,14 +173,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def page_languages(pairs: list[dict], docs: dict) -> dict[str, str | None]:
-    """Each training page's language (hmde.text.coverage's reading of its ``lang``), once per page."""
-    from ..text.coverage import document_language
-
-    pages = {d for p in pairs for d in (p["doc_a"], p["doc_b"])}
-    return {d: document_language(docs[d][1], docs[d][0]) for d in sorted(pages)}
-
-
 def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> None:
     """Say how many training pages are in languages the lower encoder was not trained on: its vectors
     there are close to random, so pairs of such pages can only be matched by what survives in them
@@ -188,6 +180,8 @@ def warn_uncovered_pages(name: str, model, pairs: list[dict], docs: dict) -> Non
     from collections import Counter
 
     from ..text.coverage import warn_uncovered
+
+    from ..pretraining.pairs import page_languages
 
     warn_uncovered(name, model, Counter(page_languages(pairs, docs).values()), "training pages")
 
@@ -197,6 +191,7 @@ def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]
     their order (so a resumed run trains on the same pairs); said on stderr."""
     import sys
 
+    from ..pretraining.pairs import pairs_in_languages
     from ..text.coverage import model_languages
 
     known = model_languages(model)
@@ -204,8 +199,7 @@ def covered_pairs(name: str, model, pairs: list[dict], docs: dict) -> list[dict]
         raise HmdeError(f"--covered-pairs-only: hmde cannot tell which languages {name}'s lower encoder was trained "
                         "on (it knows those of USE-m and multilingual-e5-small)")
     label, covered = known
-    languages = page_languages(pairs, docs)
-    kept = [p for p in pairs if languages[p["doc_a"]] in covered and languages[p["doc_b"]] in covered]
+    kept = pairs_in_languages(pairs, docs, covered)
     print(f"hmde: --covered-pairs-only: training on the {len(kept):,} of {len(pairs):,} pairs whose two pages are in "
           f"languages {label} was trained on", file=sys.stderr)
     return kept

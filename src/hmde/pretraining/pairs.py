@@ -335,6 +335,20 @@ def read_pairs(path: str | Path, presplit: bool = False):
     return pairs, docs, info
 
 
+def page_languages(pairs: list[dict], docs: dict) -> dict[str, str | None]:
+    """Each training page's language (hmde.text.coverage's reading of its ``lang``), once per page."""
+    from ..text.coverage import document_language
+
+    pages = {d for p in pairs for d in (p["doc_a"], p["doc_b"])}
+    return {d: document_language(docs[d][1], docs[d][0]) for d in sorted(pages)}
+
+
+def pairs_in_languages(pairs: list[dict], docs: dict, languages: set) -> list[dict]:
+    """The pairs whose two pages are in ``languages`` (``hmde train --covered-pairs-only``), in their order."""
+    of = page_languages(pairs, docs)
+    return [p for p in pairs if of[p["doc_a"]] in languages and of[p["doc_b"]] in languages]
+
+
 def merge_pairs(inputs: Sequence[str | Path], output: str | Path) -> int:
     """One pairs file from several (e.g. Bible pairs sampled with p^alpha over ~1,000 language pairs,
     and news pairs with a budget of their own, so that neither drowns the other). Pair ids are

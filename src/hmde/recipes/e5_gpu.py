@@ -85,8 +85,9 @@ def _mib(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
 
-def _copy_pairs(pairs: Path, output: Path) -> tuple[int, int]:
-    """The pairs file and the documents it names (no others), recompressed with zstd."""
+def _copy_pairs(pairs: Path, output: Path, pair_ids: set[int], doc_ids: set[str]) -> None:
+    """The chosen pairs and the documents they name (id, language, text: the joint stage reads no sentence
+    lists), recompressed with zstd."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -94,22 +95,45 @@ def _copy_pairs(pairs: Path, output: Path) -> tuple[int, int]:
     from ..pretraining.pairs import documents_path
 
     table = pq.read_table(pairs)
+    table = table.filter(pc.is_in(table.column("pair_id"), value_set=pa.array(sorted(pair_ids), table.column("pair_id").type)))
     pq.write_table(table.replace_schema_metadata(pq.read_metadata(pairs).metadata), output / PAIRS,
                    compression="zstd", compression_level=19)
-    needed = set()
-    for column in ("doc_a", "doc_b", "neg_a", "neg_b"):
-        if column in table.column_names:
-            needed.update(v for v in table.column(column).to_pylist() if v)
-    docs = pq.read_table(documents_path(pairs))
-    docs = docs.filter(pc.is_in(docs.column("doc_id"), value_set=pa.array(sorted(needed))))
+    docs = pq.read_table(documents_path(pairs), columns=["doc_id", "lang", "text"])
+    docs = docs.filter(pc.is_in(docs.column("doc_id"), value_set=pa.array(sorted(doc_ids))))
     pq.write_table(docs, documents_path(output / PAIRS), compression="zstd", compression_level=19)
-    return len(table), len(docs)
+
+
+def _recompress(path: Path) -> None:
+    """A Parquet file rewritten in place with zstd (the units cache: hmde writes it with the default codec)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table, str(path) + ".zst", compression="zstd", compression_level=19)
+    os.replace(str(path) + ".zst", path)
+
+
+def chosen_pairs(pairs: list[dict], docs: dict, model, covered_only: bool, max_pairs: int | None) -> list[dict]:
+    """The pairs a pack carries: those whose two pages are in e5's languages when the stage trains on those only
+    (``--covered-pairs-only``: the others would travel for nothing), then at most ``max_pairs`` of them, a
+    seeded sample kept in file order."""
+    from ..pretraining.pairs import pairs_in_languages
+    from ..text.coverage import model_languages
+
+    if covered_only:
+        pairs = pairs_in_languages(pairs, docs, model_languages(model)[1])
+    if max_pairs is not None and len(pairs) > max_pairs:
+        keep = np.sort(np.random.default_rng(0).choice(len(pairs), max_pairs, replace=False))
+        pairs = [pairs[i] for i in keep]
+    if not pairs:
+        raise HmdeError("no pair to pack (none in e5's languages, or --max-pairs 0)")
+    return pairs
 
 
 def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_arguments: list[str],
-         budget_mib: float = DEFAULT_BUDGET_MIB, upper_dtype: str = "float16", show_progress: bool = True) -> PackSummary:
+         budget_mib: float = DEFAULT_BUDGET_MIB, upper_dtype: str = "float16", max_pairs: int | None = None,
+         show_progress: bool = True) -> PackSummary:
     """Write the pack (module docstring, step 1) into ``output``; ``train_arguments`` are the joint stage's
-    ``hmde train`` settings (recipes.e5.joint_stage_arguments)."""
+    ``hmde train`` settings (recipes.e5.joint_stage_arguments); ``max_pairs`` caps the pairs carried."""
     import torch
 
     from ..e5.compact import use_compact_lower
@@ -126,9 +150,12 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     pairs, frozen, output = Path(pairs), Path(frozen), Path(output)
     if upper_dtype not in ("float16", "float32"):
         raise HmdeError(f"the upper encoder is packed as float16 or float32, not {upper_dtype}")
-    _, docs, _ = read_pairs(pairs)
+    all_pairs, docs, _ = read_pairs(pairs)
     model = HierarchicalEncoder.from_pretrained(frozen, device="cpu")
     use_compact_lower(model)  # refuses a lower encoder that is not multilingual-e5-small
+    chosen = chosen_pairs(all_pairs, docs, model, "--covered-pairs-only" in train_arguments, max_pairs)
+    doc_ids = {p[k] for p in chosen for k in ("doc_a", "doc_b", "neg_a", "neg_b") if p.get(k)}
+    docs = {d: v for d, v in docs.items() if d in doc_ids}
     units = build_units(docs, model, 0, show_progress=show_progress)  # every sentence: the vocabulary's superset
     texts = [u for doc_units in units.units.values() for u in doc_units]
     texts += [prompt + t for prompt in sorted(set(PROMPTS.values()) - {""}) for t in texts]  # the query loss's too
@@ -147,11 +174,13 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
         recorded = json.loads(lower_config.read_text(encoding="utf-8"))
         recorded["sha256"] = file_sha256(tmp / E5_FILE)
         lower_config.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
-        n_pairs, n_docs = _copy_pairs(pairs, tmp)
+        _copy_pairs(pairs, tmp, {p["pair_id"] for p in chosen}, doc_ids)
+        n_pairs, n_docs = len(chosen), len(docs)
         with restricted_e5(tmp):  # the units the run there reads, tokenised as it will: it segments nothing
             restricted = HierarchicalEncoder.from_pretrained(tmp / FROZEN, device="cpu")
-            prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted, _units_limit(train_arguments),
-                          show_progress=show_progress)
+            prepared = prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted,
+                                     _units_limit(train_arguments), show_progress=show_progress)
+        _recompress(prepared.path)
         for lock in tmp.glob("*.lock"):
             lock.unlink()
         _carry_packages(tmp / SITE)
