@@ -43,7 +43,7 @@ PART_BYTES = 15 * 2**20  # a device call brings back files of at most 16 MiB
 MAX_PARTS = 7  # of its 8 files; the eighth is the training log
 SITE = "site"  # the carried packages (put on PYTHONPATH there)
 CARRIED = ("langcodes",)  # imported by hmde.text.coverage (which pairs a model covers); absent from the GPU image
-DEFAULT_BUDGET_MIB = 56.0  # of the 64 MiB a call carries: the checkout's code and docs take the rest
+DEFAULT_BUDGET_MIB = 60.0  # of the 64 MiB a call carries: the checkout without its bundled models is 2.3 MiB
 
 
 @dataclass
@@ -156,7 +156,8 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     chosen = chosen_pairs(all_pairs, docs, model, "--covered-pairs-only" in train_arguments, max_pairs)
     doc_ids = {p[k] for p in chosen for k in ("doc_a", "doc_b", "neg_a", "neg_b") if p.get(k)}
     docs = {d: v for d, v in docs.items() if d in doc_ids}
-    units = build_units(docs, model, 0, show_progress=show_progress)  # every sentence: the vocabulary's superset
+    limit = _units_limit(train_arguments)
+    units = build_units(docs, model, limit, show_progress=show_progress)  # the units the stage reads, no others
     texts = [u for doc_units in units.units.values() for u in doc_units]
     texts += [prompt + t for prompt in sorted(set(PROMPTS.values()) - {""}) for t in texts]  # the query loss's too
     wheel = find_resources()
@@ -178,8 +179,8 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
         n_pairs, n_docs = len(chosen), len(docs)
         with restricted_e5(tmp):  # the units the run there reads, tokenised as it will: it segments nothing
             restricted = HierarchicalEncoder.from_pretrained(tmp / FROZEN, device="cpu")
-            prepared = prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted,
-                                     _units_limit(train_arguments), show_progress=show_progress)
+            prepared = prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted, limit,
+                                     show_progress=show_progress)
         _recompress(prepared.path)
         for lock in tmp.glob("*.lock"):
             lock.unlink()
@@ -211,18 +212,23 @@ def read_manifest(pack_dir: Path) -> dict:
 
 @contextmanager
 def restricted_e5(pack_dir: Path):
-    """``$HMDE_E5_FILE`` set to the pack's restricted file for the duration (hmde.e5.folder.find_resources)."""
+    """For the duration: ``$HMDE_E5_FILE`` set to the pack's restricted file (hmde.e5.folder.find_resources),
+    and ``$HMDE_CACHE`` to a temporary folder, where the model folder built from that file goes and goes away
+    (a folder per pack would otherwise pile up in the user's cache, a few hundred MB each)."""
     from ..e5.folder import FILE_VARIABLE
 
-    before = os.environ.get(FILE_VARIABLE)
-    os.environ[FILE_VARIABLE] = str((pack_dir / E5_FILE).resolve())
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(FILE_VARIABLE, None)
-        else:
-            os.environ[FILE_VARIABLE] = before
+    saved = {name: os.environ.get(name) for name in (FILE_VARIABLE, "HMDE_CACHE")}
+    with tempfile.TemporaryDirectory(prefix="hmde-e5-restricted-") as cache:
+        os.environ[FILE_VARIABLE] = str((pack_dir / E5_FILE).resolve())
+        os.environ["HMDE_CACHE"] = cache
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str = "auto",
