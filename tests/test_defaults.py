@@ -109,11 +109,11 @@ def test_a_compressed_sentence_index_rescoring_matches_exact_search(tmp_path):
         assert qhits[0].doc_id == f"d{qi}"
         exact = float(np.max(normalize(sentences[qi]) @ queries[qi]))
         assert qhits[0].score == pytest.approx(exact, abs=1e-5)  # scored from the stored vectors, not the codes
-    fused = index.search(queries, top_k=5, nprobe=16)  # the default fusion: + 0.25 x the exact mean's cosine
+    fused = index.search(queries, top_k=5, nprobe=16)  # the default fusion: + W x the exact mean's cosine
     for qi, qhits in enumerate(fused):
         top = int(qhits[0].doc_id[1:])
         unit = normalize(sentences[top])
-        exact = float(np.max(unit @ queries[qi]) + 0.25 * normalize(unit.mean(0, keepdims=True))[0] @ queries[qi])
+        exact = float(np.max(unit @ queries[qi]) + DEFAULT_DOC_WEIGHT * normalize(unit.mean(0, keepdims=True))[0] @ queries[qi])
         assert qhits[0].score == pytest.approx(exact, abs=1e-5)
     index.close()
     assert DocumentIndex.open(tmp_path / "pq").meta.sentence_lists == 16

@@ -68,9 +68,12 @@ def run_pack(args: argparse.Namespace) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from ..recipes.e5_gpu import train
+    from ..recipes.steps import commands
+    from .main import main
 
     extra = [part for a in args.train_argument for part in a.split("=", 1)]
-    written = train(args.pack, args.output, args.minutes, args.device, extra, args.work)
+    with commands(main):  # hmde train in this process
+        written = train(args.pack, args.output, args.minutes, args.device, extra, args.work)
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

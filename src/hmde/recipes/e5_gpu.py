@@ -235,9 +235,10 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str 
           extra_arguments: list[str] | None = None, work: str | Path | None = None) -> list[Path]:
     """Step 2: the joint stage for about ``minutes`` on the pack; writes ``joint.tar.NN`` parts and the log
     into ``output`` and returns them. ``extra_arguments`` go to ``hmde train`` after the pack's own (later
-    flags win: a CPU test shrinks the batch with them)."""
-    from ..cli.main import main
+    flags win: a CPU test shrinks the batch with them). ``hmde train`` runs as recipe steps run
+    (:func:`hmde.recipes.steps.commands`: a child process unless the caller passes its own runner)."""
     from ..e5.compact import export_compact
+    from .steps import run_step
 
     pack_dir, output = Path(pack_dir), Path(output)
     manifest = read_manifest(pack_dir)
@@ -249,8 +250,7 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str 
         argv = ["train", str(pack_dir / FROZEN), str(pack_dir / PAIRS), "--output", str(joint),
                 *manifest["train_arguments"], "--time-budget", str(minutes), "--device", device,
                 *(extra_arguments or [])]
-        if main(argv) != 0:
-            raise HmdeError("the joint stage failed (its message is above)")
+        run_step("the joint stage on the pack", False, argv)  # hmde train, run as recipes run their steps
         export_compact(joint, export)
         shutil.copy(pack_dir / KEPT_IDS, export / KEPT_IDS)
         shutil.copy(pack_dir / MANIFEST, export / MANIFEST)
