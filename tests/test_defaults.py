@@ -31,6 +31,9 @@ def test_one_model_for_every_language_and_its_measured_method():
     assert default_method(True, "hmde-use") == "hmde" and default_method(True, "hmde-mini") == "hmde"
     assert default_method(False, "multilingual-e5-small") == "mean"
     assert (DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT) == (1, 0.5)
+    from hmde.index.store import COMPRESSED_SENTENCE_POOL, SENTENCE_POOL
+
+    assert (SENTENCE_POOL, COMPRESSED_SENTENCE_POOL) == (1000, 2000)  # IVF-PQ re-scores more (docs/scaling.md)
 
 
 def _write(tmp_path, docs=DOCS):
