@@ -75,3 +75,32 @@ def test_bad_labelled_input_is_one_line_before_the_model_loads(tmp_path, capsys,
     assert "is not an hmde classifier" in capsys.readouterr().err
     assert main(["classify", "predict", str(tmp_path / "none"), str(one)]) == 2
     assert "not a classifier folder" in capsys.readouterr().err
+
+
+def test_predict_keeps_to_the_labels_asked_and_both_commands_show_progress(tmp_path, hmde_dir, capsys):
+    """Issue 57: `classify train` and `predict` were silent for tens of minutes (no bar, no --no-progress), and
+    `predict` gave labels the target cannot have."""
+    from hmde.classify.classifier import Classifier
+
+    src = write(tmp_path / "train.jsonl", TRAIN)
+    assert main(["classify", "train", str(hmde_dir), str(src), "-o", str(tmp_path / "clf")]) == 0
+    assert "documents: 100%" in capsys.readouterr().err  # the progress bar, over the 9 documents
+    docs = write(tmp_path / "new.jsonl", [("n1", "deu", "Die Katze schläft.", ""), ("n2", "fra", "La banque centrale "
+                                          "a relevé ses taux.", "")], label=False)
+    assert main(["classify", "predict", str(tmp_path / "clf"), str(docs), "--top-k", "3", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "documents" not in captured.err
+    full = [json.loads(line) for line in captured.out.splitlines()]
+    labels = Classifier.load(tmp_path / "clf").labels
+    two = labels[:2]
+    assert main(["classify", "predict", str(tmp_path / "clf"), str(docs), "--top-k", "3", "--no-progress",
+                 "--labels", ",".join(two)]) == 0
+    kept = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for a, b in zip(full, kept):
+        assert [t["label"] for t in b["top"]] == [t["label"] for t in a["top"] if t["label"] in two]
+        mass = sum(t["score"] for t in a["top"] if t["label"] in two)
+        assert {t["label"]: t["score"] for t in b["top"]} == pytest.approx(
+            {t["label"]: t["score"] / mass for t in a["top"] if t["label"] in two}, abs=2e-6)
+    assert main(["classify", "predict", str(tmp_path / "clf"), str(docs), "--labels", "nope"]) == 2
+    assert capsys.readouterr().err.strip() == f"hmde: error: --labels: the classifier has no label 'nope' (it knows " \
+        f"{', '.join(labels)})"

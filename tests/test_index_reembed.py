@@ -40,6 +40,10 @@ def test_reembedding_equals_building_from_the_source_files(source, hmde_dir, tmp
     np.testing.assert_allclose(vectors, want_vectors, atol=1e-5)
     assert not (tmp_path / "new" / "reembed.json").exists()
     assert main(["index", "reembed", str(source), str(hmde_dir), "-o", str(tmp_path / "new")]) == 2  # not again
+    # issue 57: MODEL first, as every command takes it; the order above (INDEX_DIR MODEL) is still understood
+    assert main(["index", "reembed", str(hmde_dir), str(source), "-o", str(tmp_path / "model-first"), "--chunk", "7",
+                 "--no-progress"]) == 0
+    assert contents(tmp_path / "model-first")[0] == want_ids
 
 
 def test_an_interrupted_reembedding_resumes_where_it_stopped(source, hmde_dir, tmp_path, monkeypatch):

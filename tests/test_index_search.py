@@ -228,3 +228,33 @@ def test_hybrid_search_fuses_bm25_and_dense(hmde_dir, tmp_path, capsys):
 def test_hybrid_needs_a_bm25_index(index_dir, capsys):
     assert main(["search", str(index_dir), "cat", "--hybrid"]) == 2
     assert "rebuild it with `hmde index build --bm25`" in capsys.readouterr().err
+
+
+def test_flags_go_anywhere_json_hits_carry_the_qid_and_qrels_retrieve_deep_enough(index_dir, tmp_path, capsys):
+    """Issue 57: `hmde search IDX --json "q"` was refused ('unrecognized arguments' and the top-level usage);
+    --queries --json glued the qid into `query`; --qrels scored R@100 over 10 hits unless told --top-k."""
+    from hmde.cli.index import deepest_cutoff
+
+    capsys.readouterr()
+    assert main(["search", str(index_dir), "--json", "Ash covered the villages.", "--top-k", "2",
+                 "Le chat était assis sur le tapis."]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(h["qid"], h["query"]) for h in hits] == [("1", "Ash covered the villages.")] * 2 + \
+        [("2", "Le chat était assis sur le tapis.")] * 2
+    with pytest.raises(SystemExit):
+        main(["search", str(index_dir), "--json", "q", "--no-such-flag"])
+    err = capsys.readouterr().err
+    assert "usage: hmde search" in err and "unrecognized arguments: --no-such-flag" in err
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\tAsh covered the villages.\nq2\tLe chat était assis sur le tapis.\n")
+    assert main(["search", str(index_dir), "--queries", str(queries), "--json", "--top-k", "1"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(h["qid"], h["query"]) for h in hits] == [("q1", "Ash covered the villages."),
+                                                      ("q2", "Le chat était assis sur le tapis.")]
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 d1 1\nq2 0 d3 1\n")
+    assert main(["search", str(index_dir), "--queries", str(queries), "--qrels", str(qrels), "--run",
+                 str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    assert "R@100 1.0000" in captured.out and "counts only" not in captured.err
+    assert deepest_cutoff(["AP", "R@100", "nDCG@10"]) == 100 and deepest_cutoff(["R@1000"]) == 1000

@@ -180,3 +180,36 @@ def test_units_of_punctuation_alone_are_dropped():
 
     assert segment_document(["A verse.", ".", "—", "Another."], "en", HierarchicalConfig(), Tok()) == \
         ["A verse.", "Another."]
+
+
+@pytest.mark.parametrize("text, lang, expected", [
+    # issue 57: sentencex cut Greek, Bulgarian and Hebrew initials off ("Α." became a unit and a hub)
+    ("Ο θεωρητικός Τζ. Α. Χόμπσον (1858-1940) έγραψε. Μετά ήρθε.", "el",
+     ["Ο θεωρητικός Τζ. Α. Χόμπσον (1858-1940) έγραψε.", "Μετά ήρθε."]),
+    ("Ο Ντ. Τραμπ είπε. Μετά έφυγε.", "ell", ["Ο Ντ. Τραμπ είπε.", "Μετά έφυγε."]),
+    ("Поетът И. Вазов е роден. Той пише.", "bg", ["Поетът И. Вазов е роден.", "Той пише."]),
+    ("Поэт А. С. Пушкин родился в Москве. Он писал.", "ru", ["Поэт А. С. Пушкин родился в Москве.", "Он писал."]),
+    ("המשורר א. ב. יהושע כתב. אחר כך הלך.", "he", ["המשורר א. ב. יהושע כתב.", "אחר כך הלך."]),
+    ("Le théoricien J.-A. Hobson écrivit. Puis il partit.", "fr", ["Le théoricien J.-A. Hobson écrivit.",
+                                                                    "Puis il partit."]),
+    ("The theorist J. A. Hobson (1858-1940) wrote. Then he left.", "en",
+     ["The theorist J. A. Hobson (1858-1940) wrote.", "Then he left."]),
+    # citation fragments close the sentence before instead of opening the next
+    ("It was large.:212–219 Then it fell.[citation needed] It rose again.", "en",
+     ["It was large.:212–219", "Then it fell.[citation needed]", "It rose again."]),
+    ("1. Open the file. 2. Save it.", "en", ["1. Open the file.", "2. Save it."]),
+    ("猫坐在垫子上。那是一个晴朗的日子！", "zho", ["猫坐在垫子上。", "那是一个晴朗的日子！"]),
+])
+def test_initials_and_citation_fragments_are_never_units_of_their_own(text, lang, expected):
+    from hmde.text.segmentation import has_word
+
+    units = split_sentences(text, lang)
+    assert units == expected
+    assert all(has_word(u) for u in units)
+
+
+def test_a_unit_has_a_word_when_it_holds_two_letters_or_an_unspaced_scripts_character():
+    from hmde.text.segmentation import has_word
+
+    assert not any(has_word(u) for u in ["Α.", ":212–219", "1.", "[1]", "—", "J."])
+    assert all(has_word(u) for u in ["Τζ.", "ok", "猫", "ねこ", "แมว", "고양이", "[citation needed]"])

@@ -115,3 +115,17 @@ def test_the_command_writes_every_format_and_refuses_bad_input(hmde_dir, tmp_pat
     pairs.write_text("x\tz\n")
     assert main(["align-sentences", str(docs_a), str(docs_b), "--pairs", str(pairs), "-o", str(tmp_path / "d")]) == 2
     assert "document 'z' has no sentence to align" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 5])
+def test_a_short_documents_true_pairs_are_never_two_skips(length):
+    """Issue 57: the skip cost was a quantile of the document's own 1-1 costs, so in a 2 x 2 document (half
+    its pairs true) two skips cost no more than a true pair. Sentence vectors here share a common direction,
+    as a real encoder's do (unrelated sentences at cosine ~0.7); each translation is its source plus noise."""
+    rng = np.random.default_rng(length)
+    common = rng.standard_normal(DIM)
+    for trial in range(20):
+        src = unit(2.0 * common + rng.standard_normal((length, DIM)))
+        tgt = np.stack([noisy(rng, s, 0.07) for s in src])  # cosine ~0.9 with its source
+        beads = align_vectors(spans(src), spans(tgt), None, [80] * length, [90] * length)
+        assert pairs_of(beads) == [([i], [i]) for i in range(length)], (trial, pairs_of(beads))

@@ -84,3 +84,23 @@ def test_the_page_asks_for_the_key_and_shows_errors(browser, served_index):
         page.click("#go")
         page.wait_for_function("document.getElementById('status').textContent.includes('top_k')")
         page.close()
+
+
+def test_a_shared_link_shows_its_results_and_a_search_updates_the_address(browser, served_index):
+    """Issue 57: the page took no query from its address, so a shared link could not show results."""
+    from urllib.parse import parse_qs, urlparse
+
+    load, options = served_index
+    with ThreadServer(load(), options()) as running:
+        page = browser.new_page()
+        page.goto(running.url + "/?q=Die%20Katze%20sa%C3%9F%20auf%20der%20Matte&index=library&k=2")
+        page.wait_for_selector(".hit")
+        api = httpx.post(running.url + "/search", json={"index": "library", "query": "Die Katze saß auf der Matte",
+                                                         "top_k": 2}).json()["results"][0]["hits"]
+        assert page.locator(".hit .doc").all_inner_texts() == [f"{h['rank']}. {h['doc_id']}" for h in api]
+        assert page.input_value("#query") == "Die Katze saß auf der Matte"
+        page.fill("#query", "猫")
+        page.click("#go")
+        page.wait_for_function("new URLSearchParams(window.location.search).get('q') === '猫'")
+        assert parse_qs(urlparse(page.url).query) == {"q": ["猫"], "index": ["library"], "k": ["2"]}
+        page.close()

@@ -130,12 +130,24 @@ def _sample(vectors: np.ndarray, pool: int) -> np.ndarray:
 
 
 def _skip_cost(costs: _Costs, quantile: float, weight: float, rows: int = 200) -> float:
-    """The ``quantile`` of the 1-1 costs of (a sample of) every sentence pair."""
+    """``weight`` x the ``quantile`` of the 1-1 costs of (a sample of) the sentence pairs that are unrelated
+    by the look of it: neither sentence's nearest in the other document. Counting the likely translations
+    too made the skip depend on the document's length: in a 2 x 2 document half the pairs are true, the
+    quantile fell among them, and two skips cost no more than a true pair (issue 57). Where no such pair
+    is left (1 or 2 sentences a side) a skip costs ``weight`` x :data:`UNRELATED_COST`."""
     n, m = len(costs.src[0]), len(costs.tgt[0])
     picked = np.unique(np.linspace(1, n, num=min(n, rows)).astype(int))
     columns = np.unique(np.linspace(1, m, num=min(m, 2000)).astype(int))
-    sample = np.concatenate([costs.cost(1, 1, int(i), columns) for i in picked])
-    return weight * float(np.quantile(sample, quantile))
+    sample = np.stack([costs.cost(1, 1, int(i), columns) for i in picked])
+    unrelated = np.ones(sample.shape, bool)
+    unrelated[np.arange(len(picked)), sample.argmin(1)] = False  # each source sentence's nearest
+    if len(picked) == n:  # every row sampled: each target sentence's nearest too
+        unrelated[sample.argmin(0), np.arange(len(columns))] = False
+    left = sample[unrelated]
+    return weight * (float(np.quantile(left, quantile)) if left.size else UNRELATED_COST)
+
+
+UNRELATED_COST = 1.5  # a skip's reference cost where a document has no unrelated pair to measure one
 
 
 def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int,

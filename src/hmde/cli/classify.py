@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
+from .arg_types import positive_int
 from .common import add_model_argument, finite_float
 
 
@@ -32,7 +33,7 @@ def register(sub) -> None:
     t.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
     t.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
     t.add_argument("--lang-field", default="lang", help="the field holding a document's language (default lang)")
-    t.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    add_common_arguments(t)
     t.set_defaults(func=run_train)
     r = csub.add_parser("predict", help="label documents with a trained classifier")
     r.add_argument("classifier", metavar="CLF_DIR")
@@ -42,8 +43,18 @@ def register(sub) -> None:
     r.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
     r.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
     r.add_argument("--lang-field", default="lang", help="the field holding a document's language (default lang)")
-    r.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    r.add_argument("--labels", help="comma-separated labels the documents may take (default: every label the "
+                   "classifier knows); probabilities are renormalised over them")
+    add_common_arguments(r)
     r.set_defaults(func=run_predict)
+
+
+def add_common_arguments(p) -> None:
+    """What `hmde encode` also takes: the documents' language, batching, the device and progress."""
+    p.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="documents per batch (default 32)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def read_labelled(args: argparse.Namespace):
@@ -69,14 +80,21 @@ def read_labelled(args: argparse.Namespace):
     return records, labels
 
 
-def encoder(model_name: str, method: str | None, device: str):
+def encoder(model_name: str, method: str | None, device: str, batch_size: int = 32):
     from ..methods import default_method
-    from ..methods.vectorizer import DocumentVectorizer
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from .common import load_model, pick_device
 
     kind, model = load_model(model_name, pick_device(device))
     method = method or default_method(kind == "hmde", model_name)
-    return DocumentVectorizer(model, method), method
+    return DocumentVectorizer(model, method, MethodOptions(batch_size=batch_size)), method
+
+
+def vectors_of(vectorizer, records, args: argparse.Namespace):
+    from ..classify.classifier import document_vectors
+
+    return document_vectors(vectorizer, [r.text for r in records], [args.lang or r.lang for r in records],
+                            progress=not args.no_progress)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -90,8 +108,8 @@ def run_train(args: argparse.Namespace) -> int:
     check_replaceable(args.output, "hmde classifier", is_classifier, args.overwrite)
     refuse_for_one_space(args.model, "a classifier", "name its model")
     records, labels = read_labelled(args)
-    vectorizer, method = encoder(args.model, args.method, args.device)
-    vectors = vectorizer.encode([r.text for r in records], [r.lang for r in records])
+    vectorizer, method = encoder(args.model, args.method, args.device, args.batch_size)
+    vectors = vectors_of(vectorizer, records, args)
     name = recorded_name(args.model)
     clf = Classifier.fit(vectors, labels, c=args.c, info={"model": name, "model_sha256": model_hash(
         resolve_model_path(name)), "method": method, "dim": int(vectors.shape[1])})
@@ -112,18 +130,25 @@ def run_predict(args: argparse.Namespace) -> int:
 
     if args.top_k < 1:
         raise HmdeError("--top-k must be >= 1")
+    import numpy as np
+
     clf = Classifier.load(args.classifier)
+    allowed = [x.strip() for x in args.labels.split(",") if x.strip()] if args.labels is not None else None
+    if allowed is not None:
+        if not allowed:
+            raise HmdeError("--labels names no label")
+        clf.restricted(np.zeros((0, len(clf.labels))), allowed)  # an unknown label, before the model loads
     records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
     check_records(records, args)
     model = recorded_model(str(clf.info.get("model", "")))
     if not recorded_model_available(model):
         raise HmdeError(f"classifier {args.classifier} was trained on {model}, which is neither a folder here nor a "
                         "bundled model")
-    vectorizer, _ = encoder(model, clf.info.get("method"), args.device)
-    probabilities = clf.probabilities(vectorizer.encode([r.text for r in records], [r.lang for r in records]))
+    vectorizer, _ = encoder(model, clf.info.get("method"), args.device, args.batch_size)
+    probabilities = clf.restricted(clf.probabilities(vectors_of(vectorizer, records, args)), allowed)
     lines = []
     for r, p in zip(records, probabilities):
-        order = p.argsort()[::-1][:args.top_k]
+        order = [j for j in p.argsort()[::-1] if allowed is None or clf.labels[j] in allowed][:args.top_k]
         lines.append(json.dumps({"doc_id": r.doc_id, "label": clf.labels[order[0]], "score": round(float(p[order[0]]), 6),
                                  "top": [{"label": clf.labels[j], "score": round(float(p[j]), 6)} for j in order]},
                                 ensure_ascii=False) + "\n")

@@ -2,46 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-import warnings
 
 from .arg_types import finite_float
 from ..errors import HmdeError
 from ..encoders.devices import pick_device  # noqa: F401  (the commands pick devices through it)
 from ..encoders.model_loading import load_model as load_named_model
 from ..encoders.registry import DEFAULT_MODEL
-
-
-def quiet_libraries() -> None:
-    """Silence the load reports and progress bars of transformers and the hub: through the settings
-    they read when they are imported, so that a command that never loads a model never imports them
-    (seconds of start-up), and directly where they are imported already."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:
-        try:
-            import transformers
-
-            transformers.utils.logging.set_verbosity_error()
-            transformers.utils.logging.disable_progress_bar()
-        except Exception:  # pragma: no cover - logging helpers moved
-            pass
-    if "huggingface_hub" in sys.modules:
-        try:
-            from huggingface_hub.utils import disable_progress_bars
-
-            disable_progress_bars()
-        except Exception:  # pragma: no cover
-            pass
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
-    # torch's weights-only loader notes the pickle protocol of a .bin it is about to refuse; hmde says why
-    # in one line (encoders/sentence_encoder.load_failure_message)
-    warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-    # "Default prompt name is set to 'document'" on every e5 load: hmde sets the prompts on purpose
-    logging.getLogger("sentence_transformers.base.model").setLevel(logging.ERROR)
+from ..encoders.quiet import quiet_libraries  # noqa: F401  (main quiets them before any command)
 
 
 BF16_HELP = ("inference with a bf16 copy of the lower encoder's weights where that is faster: GPUs with "

@@ -103,7 +103,8 @@ def register(sub) -> None:
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
                    help="weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
-    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--top-k", type=int, default=None, help="hits per query (default 10; with --qrels, 100 or the "
+                   "deepest cutoff of --measures, so that R@100 counts 100 hits)")
     add_sentence_scoring_arguments(s, "multi-vector index", DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT)
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
@@ -119,11 +120,13 @@ def register(sub) -> None:
     s.set_defaults(func=run_search)
 
 
-def print_hits(query: str, hits, as_json: bool, out=None) -> None:
+def print_hits(query: str, hits, as_json: bool, out=None, qid: str | None = None) -> None:
+    """Hits as text, or (``as_json``) one JSON object per hit with the query's id and text apart."""
     out = out or sys.stdout
     if as_json:
         for h in hits:
-            out.write(json.dumps({"query": query, "rank": h.rank, "score": round(h.score, 5), "doc_id": h.doc_id,
+            out.write(json.dumps({**({"qid": qid} if qid is not None else {}), "query": query, "rank": h.rank,
+                                  "score": round(h.score, 5), "doc_id": h.doc_id,
                                   "lang": h.lang, "best_sentence": h.best_sentence,
                                   "sentence_score": round(h.sentence_score, 5),
                                   "evidence": [{"sentence": t, "score": round(v, 5)} for t, v in h.evidence]},
@@ -150,6 +153,16 @@ def check_run_ids(index_dir: str, query_ids: list[str], tag: str) -> None:
         check_run_field(spaced, f"document id (index {index_dir})")
 
 
+def deepest_cutoff(measures) -> int:
+    """Hits a scored run retrieves by default: 100, or the deepest cutoff of the measures (R@1000 -> 1000)."""
+    import ir_measures
+
+    return max([QRELS_DEPTH] + [int(ir_measures.parse_measure(str(m)).params.get("cutoff") or 0) for m in measures])
+
+
+QRELS_DEPTH = 100
+
+
 def run_search(args: argparse.Namespace) -> int:
     """Queries from arguments (each its own) or a file; hits printed, or written as a TREC run and scored."""
     from ..evaluation import clir
@@ -166,6 +179,8 @@ def run_search(args: argparse.Namespace) -> int:
         ids, texts = [str(i) for i in range(1, len(args.query) + 1)], list(args.query)
     qrels = clir.read_qrels(args.qrels) if args.qrels else None  # checked before any model is loaded
     measures = clir.parse_measures(args.measures) if qrels is not None else []
+    if args.top_k is None:
+        args.top_k = deepest_cutoff(measures) if qrels is not None else 10
     if qrels is not None and not set(qrels) & set(ids):
         raise InputError("no query has relevance judgements: check that the qrels and the query ids match",
                          path=str(args.qrels))
@@ -188,7 +203,7 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"wrote {sum(len(v) for v in run.values())} hits of {len(run)} queries to {args.run}")
     if not args.run or args.json:
         for qid, text, qhits in zip(ids, texts, hits):
-            print_hits(text if not args.queries else f"{qid}: {text}", qhits, args.json)
+            print_hits(text if args.json or not args.queries else f"{qid}: {text}", qhits, args.json, qid=qid)
     if qrels is not None:
         unasked = sorted(set(qrels) - set(ids))
         if unasked:

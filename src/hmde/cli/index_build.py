@@ -184,7 +184,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
 
     model, method, path, dim = load_index_model(args, existing, languages)
     if languages and warn_uncovered(args.model, model, languages) and args.add:
-        print(f"hmde: to move the index to a model that covers them: hmde index reembed {args.output} hmde-e5 -o "
+        print(f"hmde: to move the index to a model that covers them: hmde index reembed hmde-e5 {args.output} -o "
               "NEW_INDEX (it reads the documents the index stores)", file=sys.stderr)
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)

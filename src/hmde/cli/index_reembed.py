@@ -1,4 +1,4 @@
-"""``hmde index reembed SRC [MODEL] -o NEW``: an index's documents, as it stores them, embedded again with
+"""``hmde index reembed [MODEL] SRC -o NEW``: an index's documents, as it stores them, embedded again with
 another model or method into a new index, without the source files.
 
 The documents stream from SRC's DuckDB table in row order, ``--chunk`` at a time; each chunk is committed
@@ -25,9 +25,10 @@ def register(isub) -> None:
     r = isub.add_parser("reembed", help="embed an index's documents again (another model or method) into a new index",
                         description="Reads the documents the index stores; no source file is needed. Resumable: run "
                         "the same command again after an interruption.")
-    r.add_argument("source", metavar="INDEX_DIR", help="the index to read (unchanged)")
     r.add_argument("model", nargs="?", default=None, metavar="MODEL",
-                   help="the model of the new index (default: hmde's default model)")
+                   help="the model of the new index (default: hmde's default model); MODEL first, as in every "
+                   "command (INDEX_DIR MODEL, the order before, is still understood)")
+    r.add_argument("source", metavar="INDEX_DIR", help="the index to read (unchanged)")
     r.add_argument("--output", "-o", required=True, metavar="NEW_DIR")
     r.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors (default: the model's recommended method)")
@@ -96,7 +97,17 @@ def source_chunks(source, size: int, skip: set[str]):
         yield chunk
 
 
+def order_arguments(args: argparse.Namespace) -> None:
+    """``[MODEL] INDEX_DIR`` as every command takes its model first; ``INDEX_DIR MODEL`` (hmde before issue 57)
+    is recognised where only the first of the two is an index."""
+    from ..ground.output_dirs import is_hmde_index
+
+    if args.model is not None and is_hmde_index(Path(args.model)) and not is_hmde_index(Path(args.source)):
+        args.model, args.source = args.source, args.model
+
+
 def run_reembed(args: argparse.Namespace) -> int:
+    order_arguments(args)
     from tqdm.auto import tqdm
 
     from ..ground.atomic import write_text_atomic

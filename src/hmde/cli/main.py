@@ -68,9 +68,37 @@ def sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that parsed ``args``: ``hmde index build`` -> build's."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Flags anywhere among a command's positional values: ``hmde search IDX --json "who won?"`` (argparse
+    leaves the values after a flag over when a list positional was already filled, issue 57). What is left over
+    goes to the command's one list positional (the queries, the indexes, the files); anything else is refused
+    with the command's own usage."""
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    command = chosen_parser(parser, args)
+    lists = [a for a in command._actions if not a.option_strings and a.nargs in ("*", "+")
+             and not isinstance(a, argparse._SubParsersAction)]
+    flags = [x for x in extra if x.startswith("-") and x != "-"]
+    if len(lists) == 1 and not flags:
+        setattr(args, lists[0].dest, list(getattr(args, lists[0].dest) or []) + extra)
+        return args
+    command.error(f"unrecognized arguments: {' '.join(flags or extra)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

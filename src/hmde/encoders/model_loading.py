@@ -16,8 +16,10 @@ def load_model(name: str, device: str, want: str = "any", backend: str | None = 
     ``backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too).
     ``hmde-auto`` is routed by ``languages`` (:mod:`hmde.encoders.routing`); a caller that records the model
     (an index) routes first and passes the name it got."""
+    from .quiet import quiet_libraries
     from .routing import route
 
+    quiet_libraries()  # Python callers too: no load bars or prompt notices
     name = route(name, languages)
     backend = backend or "torch"
     kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)

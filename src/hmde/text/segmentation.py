@@ -9,6 +9,7 @@ the lower encoder's own tokenizer, so that every unit fits the sentence encoder.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 
@@ -61,7 +62,78 @@ def split_sentences(text: str, lang: str | None = None, default_language: str = 
         from sentencex import segment
 
         pieces = segment(code, text)
-    return [p.strip() for p in pieces if p and p.strip() and has_content(p)]
+    return join_fragments([p.strip() for p in pieces if p and p.strip() and has_content(p)], text)
+
+
+# a piece ending in an initial: one letter of any script ("J.", "Α.", "א."), or a capital and a small letter of
+# Greek or Cyrillic, which write one Latin initial with two ("Τζ." for J, "Дж." for J, "Ντ." for D)
+_INITIAL = re.compile(r"(?:^|[\s\-‐(])(?:[^\W\d_]|[Α-ΩΆ-Ώ][α-ωά-ώ]|[А-ЯЁ][а-яё])\.$")
+# what Wikipedia leaves at the start of the next piece: page numbers of a citation (":212–219") and bracketed
+# notes ("[citation needed]", "[1]"); they belong to the sentence before
+_LEADING_NOTE = re.compile(r"^(?::\s?\d[\d\s,–\-]*|\[[^\[\]]{1,40}\])+\s*")
+# scripts written without spaces, where one character is a word
+_UNSPACED = re.compile("[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u0f00-\u0fff\u3040-\u30ff\u3400-\u9fff"
+                       "\uac00-\ud7af\uf900-\ufaff]")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def has_word(unit: str) -> bool:
+    """Whether a unit holds a word: two letters in a row, or a character of a script written without spaces.
+    "Α.", ":212–219" and "1." hold none: alone, such a unit is no sentence (issue 57: "Α." was the best
+    sentence of 124 of 2,000 hits for Greek queries)."""
+    return bool(_WORD.search(unit) or _UNSPACED.search(unit))
+
+
+def join_fragments(pieces: list[str], text: str | None = None) -> list[str]:
+    """The splitter's pieces with its false cuts mended, in every script: a piece ending in an initial is
+    joined to the next ("Ο θεωρητικός Τζ." + "Α." + "Χόμπσον έγραψε."); a citation's page numbers or a
+    bracketed note opening a piece go to the end of the piece before; a piece without a word joins its
+    neighbour (the next where it looks like a marker, "1." or "Α.", else the one before). Joined pieces are
+    the ``text`` between them as written ("J.-A."; a space where the pieces cannot be found in it)."""
+    spans, pos = [], 0
+    for piece in pieces:
+        start = text.find(piece, pos) if text is not None else -1
+        if start < 0:
+            spans = None
+            break
+        spans.append((start, start + len(piece)))
+        pos = start + len(piece)
+
+    def joined(a: tuple, b: tuple) -> tuple:  # pieces as (text, first index, last index)
+        if spans is not None:
+            return text[spans[a[1]][0]:spans[b[2]][1]].strip(), a[1], b[2]
+        return f"{a[0]} {b[0]}", a[1], b[2]
+
+    out: list[tuple] = []
+    carry = None  # a piece waiting to open the next one
+    for i, piece in enumerate(pieces):
+        item = (piece, i, i)
+        if carry is not None:
+            item, carry = joined(carry, item), None
+        note = _LEADING_NOTE.match(item[0])
+        if note and out and note.end() < len(item[0]):
+            head, rest = item[0][:note.end()].rstrip(), item[0][note.end():]
+            if spans is not None:  # the note stays with the sentence it closes, as written
+                out[-1] = (text[spans[out[-1][1]][0]:spans[item[1]][0] + len(head)].strip(), out[-1][1], out[-1][2])
+            else:
+                out[-1] = (out[-1][0] + head, out[-1][1], out[-1][2])
+            item = (rest, item[1], item[2])
+            if spans is not None:
+                spans[item[1]] = (spans[item[1]][0] + note.end(), spans[item[1]][1]) if item[1] == item[2] \
+                    else spans[item[1]]
+        if _INITIAL.search(item[0]) or (not has_word(item[0]) and (not out or item[0][-1:] in ".)")):
+            carry = item
+            continue
+        if not has_word(item[0]) and out:
+            out[-1] = joined(out[-1], item)
+            continue
+        out.append(item)
+    if carry is not None:
+        if out and not has_word(carry[0]):
+            out[-1] = joined(out[-1], carry)
+        else:
+            out.append(carry)
+    return [x[0] for x in out]
 
 
 CLAUSE_ENDS = ",;:、，；：)]}»”\"'"  # a cut after one of these keeps a clause whole
