@@ -10,6 +10,7 @@ import contextlib
 import errno
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -129,15 +130,43 @@ def atomic_dir(path: str | os.PathLike, lock: bool = True) -> Iterator[Path]:
                     apply_umask(entry, directory=entry.is_dir())
             old = None
             with swapping(path) if lock else contextlib.nullcontext():
-                if path.exists():
-                    old = path.with_name(f".{path.name}.old.{os.getpid()}")
-                    os.replace(path, old)
-                os.replace(tmp, path)
+                if path.is_dir() and not path.is_symlink() and exchange(tmp, path):
+                    old = tmp  # one rename swapped the two: a kill at any moment leaves one version at ``path``
+                else:
+                    if path.exists():
+                        old = path.with_name(f".{path.name}.old.{os.getpid()}")
+                        os.replace(path, old)
+                    os.replace(tmp, path)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap two folders in one atomic rename (Linux's ``renameat2(RENAME_EXCHANGE)``), so that ``b`` is never
+    missing, not even for a moment: two renames (``b`` aside, ``a`` in) leave no ``b`` to a process killed
+    between them. False, and nothing done, where the system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):  # a C library without it (glibc < 2.28, musl before 1.2.4)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def carry_foreign_entries(old: str | os.PathLike, new: str | os.PathLike, own: set[str]) -> list[str]:

@@ -53,9 +53,17 @@ def stale_temporaries(path: str | os.PathLike) -> list[Path]:
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> None:
-    """Call with the writer lock held: every temporary of ``path`` then belongs to a dead writer."""
-    for stale in stale_temporaries(path):
-        shutil.rmtree(stale, ignore_errors=True)
+    """Call with the writer lock held: every temporary of ``path`` then belongs to a dead writer. Where a
+    writer was killed between the two renames of a swap (systems without an atomic exchange), ``path`` is
+    missing and its old version is the ``.old`` folder: that is put back, not removed."""
+    path = Path(path).absolute()
+    stale = stale_temporaries(path)
+    olds = [p for p in stale if p.name.startswith(f".{path.name}.old.")]
+    if not path.exists() and len(olds) == 1:
+        os.replace(olds[0], path)
+        stale.remove(olds[0])
+    for entry in stale:
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 @contextlib.contextmanager

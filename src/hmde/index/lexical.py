@@ -29,13 +29,40 @@ def _tokenize(texts: Sequence[str]):
     return bm25s.tokenize(list(texts), lower=True, stopwords=None, show_progress=False)
 
 
-def build_bm25(texts: Sequence[str], folder: str | Path) -> None:
-    """Index ``texts`` (row i = document i) with BM25 into ``folder``."""
+ROWS_FILE = "rows.npy"  # the index row of each BM25 document, where some rows were deleted
+
+
+def build_bm25(texts: Sequence[str], folder: str | Path, rows: Sequence[int] | None = None) -> None:
+    """Index ``texts`` with BM25 into ``folder``: text i is the index's row ``rows[i]`` (default: row i). Only
+    the live documents are given, so a deleted one counts in no statistic (document count, lengths, IDF)."""
     import bm25s
+    import numpy as np
 
     retriever = bm25s.BM25()
     retriever.index(_tokenize(texts), show_progress=False)
     retriever.save(str(folder), show_progress=False)
+    if rows is not None and not np.array_equal(np.asarray(rows), np.arange(len(texts))):
+        np.save(Path(folder) / ROWS_FILE, np.asarray(rows, np.int64), allow_pickle=False)
+
+
+def bm25_rows(folder: str | Path, n_docs: int):
+    """The index row of each BM25 document (the identity where none was deleted), checked against ``n_docs``."""
+    import numpy as np
+
+    from ..errors import InputError
+
+    path = Path(folder) / ROWS_FILE
+    if not path.is_file():
+        return np.arange(n_docs, dtype=np.int64)
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"not a readable .npy array ({exc}); rebuild the index with --bm25 --overwrite",
+                         path=str(path)) from None
+    if rows.ndim != 1 or len(rows) != n_docs or rows.dtype.kind != "i":
+        raise InputError(f"holds {rows.shape} rows of {rows.dtype}, the BM25 index {n_docs} documents; rebuild the "
+                         "index with --bm25 --overwrite", path=str(path))
+    return rows
 
 
 BM25_FILES = ("params.index.json", "vocab.index.json", "data.csc.index.npy", "indices.csc.index.npy",
@@ -62,7 +89,7 @@ def load_bm25(folder: str | Path, n_docs: int):
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise InputError(f"not BM25 parameters ({type(exc).__name__}); rebuild the index with --bm25 --overwrite",
                          path=str(folder / "params.index.json")) from None
-    if built_over != n_docs:
+    if built_over != n_docs:  # n_docs: the live documents
         raise InputError(f"the BM25 index covers {built_over} documents, the index {n_docs}; rebuild it with --bm25 "
                          "--overwrite", path=str(folder / "params.index.json"))
     try:
@@ -77,6 +104,7 @@ def load_bm25(folder: str | Path, n_docs: int):
             int(indptr[-1]) != len(indices) or len(indices) != len(data):
         raise InputError("the BM25 files disagree (vocabulary and postings); rebuild the index with --bm25 --overwrite",
                          path=str(folder))
+    retriever.hmde_rows = bm25_rows(folder, n_docs)
     return retriever
 
 
@@ -84,8 +112,12 @@ def bm25_search(retriever, queries: Sequence[str], k: int, n_docs: int) -> list[
     """Per query, up to ``k`` (row, BM25 score) pairs, best first (rows scoring 0 are left out);
     ``retriever`` from :func:`load_bm25`."""
     k = min(k, n_docs)
-    rows, scores = retriever.retrieve(_tokenize(queries), k=k, show_progress=False)
-    return [[(int(r), float(s)) for r, s in zip(rr, ss) if s > 0] for rr, ss in zip(rows, scores)]
+    if k < 1:
+        return [[] for _ in queries]
+    positions, scores = retriever.retrieve(_tokenize(queries), k=k, show_progress=False)
+    rows = getattr(retriever, "hmde_rows", None)
+    return [[(int(rows[p] if rows is not None else p), float(s)) for p, s in zip(pp, ss) if s > 0]
+            for pp, ss in zip(positions, scores)]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], weights: Sequence[float] | None = None,

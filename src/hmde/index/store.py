@@ -61,6 +61,13 @@ class IndexMeta:
     # "context" (HMDE's contextualised vectors); indexes from before the field held only the latter
     sentence_vectors: str = "context"
     sentence_lists: int = 0  # ivf/ivfpq multi-vector indexes: the inverted lists of sentences.faiss
+    # rows of the FAISS indexes whose documents were deleted or replaced (docs.duckdb's table deleted): masked at
+    # search time until `compact` drops them; ``count`` counts every row, ``count - deleted`` the live documents
+    deleted: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.count - self.deleted
 
 
 @dataclass
@@ -128,11 +135,14 @@ class DocumentIndex:
     """Open with :meth:`open`; create or extend with :meth:`write`."""
 
     def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None, sentence_index=None,
-                 sentence_rows: RowFile | None = None):
+                 sentence_rows: RowFile | None = None, deleted: np.ndarray | None = None):
         self.path, self.meta, self.index, self.sentence_vectors, self._con = path, meta, index, sentences, con
         self._rows = sentence_rows  # what a search reads of sentences.npy (the memory map is for whole passes)
         self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
         self._sentence_owner = None
+        # (row, sent_start, sent_count) of each deleted document: its rows are masked in every search
+        self.deleted = deleted if deleted is not None else np.zeros((0, 3), np.int64)
+        self._masks: dict = {}
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -147,7 +157,7 @@ class DocumentIndex:
     @classmethod
     def write_batches(cls, path: str | Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool = False,
                       train_vectors: np.ndarray | None = None,
-                      sentence_train: np.ndarray | None = None) -> "DocumentIndex":
+                      sentence_train: np.ndarray | None = None, replace: bool = False) -> "DocumentIndex":
         """Stream ``batches`` into a new index at ``path`` (or, with ``add``, onto the old one).
 
         Memory holds the FAISS index and one batch, not the collection: each batch's
@@ -157,14 +167,17 @@ class DocumentIndex:
         Documents without sentences (e.g. from ``--engine ray``) get their best sentence
         computed at search time. ``meta.count`` is set from what was written.
         Concurrent writers of one index wait for each other (:mod:`hmde.ground.locks`).
+        ``replace`` (an upsert, with ``add``): a document whose id the index holds replaces it; the old row is
+        masked (:meth:`mask_rows`) until ``compact``.
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
-            return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train)
+            return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train, replace)
 
     @classmethod
     def _write_locked(cls, path: Path, meta: IndexMeta, batches: Iterable["DocumentBatch"], add: bool,
-                      train_vectors: np.ndarray | None, sentence_train: np.ndarray | None = None) -> "DocumentIndex":
+                      train_vectors: np.ndarray | None, sentence_train: np.ndarray | None = None,
+                      replace: bool = False) -> "DocumentIndex":
         import duckdb
         import faiss
         import pyarrow as pa
@@ -197,11 +210,10 @@ class DocumentIndex:
                         meta.index_type, meta.dim, None if sentence_train is None else normalize(sentence_train),
                         meta.hnsw_m, meta.sentence_lists, meta.pq_m)
             con = duckdb.connect(str(tmp / "docs.duckdb"))
-            con.execute("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
-                        "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
+            con.execute(DOCS_TABLE)
+            con.execute(DELETED_TABLE)
             if meta.multi_vector:
-                con.execute("CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY KEY, doc_row BIGINT, "
-                            "position INTEGER)")
+                con.execute(SENTENCES_TABLE)
             for batch in batches:
                 vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
                 if vectors.shape[1] != meta.dim:
@@ -218,6 +230,8 @@ class DocumentIndex:
                     "sentences": pa.array([list(x) for x in sents], pa.list_(pa.string()))})
                 con.register("batch_rows", table)
                 try:
+                    if replace:  # the documents these replace leave the table: their rows are masked
+                        meta.deleted += move_to_deleted(con, "SELECT doc_id FROM batch_rows")
                     con.execute("INSERT INTO docs SELECT * FROM batch_rows")
                 except duckdb.ConstraintException as e:
                     known = con.execute("SELECT doc_id FROM batch_rows JOIN docs USING (doc_id) LIMIT 1").fetchall()
@@ -243,11 +257,8 @@ class DocumentIndex:
                         con.unregister("sentence_rows")
                 row += len(batch.doc_ids)
                 sent_offset += sum(counts)
-            if meta.bm25:  # over every text, old and new: BM25's statistics are collection-wide
-                from .lexical import BM25_DIR, build_bm25
-
-                build_bm25([r[0] or "" for r in con.execute("SELECT text FROM docs ORDER BY row").fetchall()],
-                           tmp / BM25_DIR)
+            if meta.bm25:  # over every live text, old and new: BM25's statistics are collection-wide
+                write_bm25(con, tmp)
             con.close()
             meta.count = row
             faiss.write_index(index, str(tmp / "vectors.faiss"))
@@ -296,19 +307,25 @@ class DocumentIndex:
             con.execute("ATTACH ? AS idx (READ_ONLY)", [str(path / "docs.duckdb")])
             con.execute("USE idx")
             rows, sentence_rows = con.execute("SELECT count(*), coalesce(sum(sent_count), 0) FROM docs").fetchone()
+            has_deleted = con.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'idx' AND "
+                                      "table_name = 'deleted'").fetchone()[0]
+            deleted = np.asarray(con.execute("SELECT row, sent_start, sent_count FROM deleted ORDER BY row").fetchall()
+                                 if has_deleted else [], np.int64).reshape(-1, 3)
+            rows, sentence_rows = rows + len(deleted), sentence_rows + int(deleted[:, 2].sum())
         except duckdb.Error as exc:
             raise InputError(f"not a readable DuckDB database ({_first_line(exc)}); rebuild the index",
                              path=str(path / "docs.duckdb")) from None
         sizes = {"index.json count": meta.count, "vectors.faiss": index.ntotal, "docs.duckdb": rows}
-        if len(set(sizes.values())) > 1 or index.d != meta.dim or sentences.ndim != 2 or \
+        if len(set(sizes.values())) > 1 or meta.deleted != len(deleted) or index.d != meta.dim or sentences.ndim != 2 or \
                 (len(sentences) and (sentences.shape[1] != meta.dim or len(sentences) != sentence_rows)) or \
                 (sentence_index is not None and sentence_index.ntotal != len(sentences)):
             con.close()
             rows_file.close()
-            raise InputError(f"the index's files disagree (documents: {sizes}; dimension {meta.dim}, FAISS {index.d}; "
+            raise InputError(f"the index's files disagree (documents: {sizes}; deleted {meta.deleted} in index.json, "
+                             f"{len(deleted)} in docs.duckdb; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
-        return cls(path, meta, index, sentences, con, sentence_index, rows_file)
+        return cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
 
     def close(self) -> None:
         if self._con is not None:
@@ -360,16 +377,20 @@ class DocumentIndex:
         if (ef_search and kind != "hnsw") or (nprobe and kind not in ("ivf", "ivfpq")):
             option = "--ef-search" if ef_search else "--nprobe"
             raise HmdeError(f"{option} applies to {'HNSW' if ef_search else 'IVF'} indexes; {self.path} is {kind}")
-        if allowed is None and not ef_search and not nprobe:
+        live = self.live_selector("documents")
+        if allowed is None and live is None and not ef_search and not nprobe:
             return self.index.search(q, k)
         ivf = kind in ("ivf", "ivfpq")
         params_class = faiss.SearchParametersHNSW if kind == "hnsw" else faiss.SearchParametersIVF if ivf else \
             faiss.SearchParameters
         params = params_class()
-        if allowed is not None:
+        if allowed is not None:  # live rows only: ``allowed`` comes from the documents table
             selector = faiss.IDSelectorBatch(np.fromiter(allowed, dtype=np.int64))  # alive until the search returns
             params.sel = selector
             k = min(k, len(allowed))
+        elif live is not None:
+            params.sel = live
+            k = min(k, self.meta.live)
         if kind == "hnsw":
             params.efSearch = max(ef_search or self.index.hnsw.efSearch, k)
         elif ivf:
@@ -384,7 +405,7 @@ class DocumentIndex:
             raise HmdeError(f"index {self.path} has no BM25 index: rebuild it with `hmde index build --bm25` for "
                             "--hybrid")
         if getattr(self, "_bm25", None) is None:
-            self._bm25 = load_bm25(self.path / BM25_DIR, self.meta.count)
+            self._bm25 = load_bm25(self.path / BM25_DIR, self.meta.live)
         return self._bm25
 
     def _fuse(self, dense_rows: np.ndarray, texts: Sequence[str], allowed: set[int] | None, pool: int, top_k: int,
@@ -394,8 +415,8 @@ class DocumentIndex:
         retriever = self.require_bm25()
         if len(texts) != len(dense_rows):
             raise HmdeError("hybrid search needs each query's text")
-        lexical = bm25_search(retriever, texts, self.meta.count if allowed is not None else pool,
-                              self.meta.count)
+        lexical = bm25_search(retriever, texts, self.meta.live if allowed is not None else pool,
+                              self.meta.live)
         out = []
         for qi, text_hits in enumerate(lexical):
             bm25_rows = [r for r, _ in text_hits if allowed is None or r in allowed][:pool]
@@ -440,9 +461,11 @@ class DocumentIndex:
         kind = self.meta.index_type
         params = faiss.SearchParametersHNSW() if kind == "hnsw" else faiss.SearchParametersIVF() \
             if kind in ("ivf", "ivfpq") else faiss.SearchParameters()
-        if allowed is not None:  # only the sentences of allowed documents
+        if allowed is not None:  # only the sentences of allowed documents (live ones: from the documents table)
             selector = faiss.IDSelectorBatch(np.flatnonzero(np.isin(owners, np.fromiter(allowed, np.int64))))
             params.sel = selector
+        elif self.live_selector("sentences") is not None:  # no sentence of a deleted document
+            params.sel = self.live_selector("sentences")
         if kind == "hnsw":
             params.efSearch = max(ef_search or index.hnsw.efSearch, pool)
         elif kind in ("ivf", "ivfpq"):
@@ -472,6 +495,32 @@ class DocumentIndex:
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
+
+    def live_mask(self, kind: str) -> np.ndarray | None:
+        """Which rows of ``kind`` ("documents" or "sentences") belong to live documents; None where none was
+        deleted."""
+        if not len(self.deleted):
+            return None
+        if kind == "documents":
+            live = np.ones(self.meta.count, bool)
+            live[self.deleted[:, 0]] = False
+            return live
+        live = np.ones(len(self.sentence_vectors), bool)
+        live[spans_to_rows(self.deleted[:, 1], self.deleted[:, 2])] = False
+        return live
+
+    def live_selector(self, kind: str):
+        """A FAISS selector of the live rows of ``kind`` (a bitmap: one bit a row), made once per snapshot;
+        None where no document was deleted."""
+        if not len(self.deleted):
+            return None
+        if kind not in self._masks:
+            import faiss
+
+            live = self.live_mask(kind)
+            bits = np.packbits(live, bitorder="little")  # FAISS reads bit i of byte i >> 3, least significant first
+            self._masks[kind] = (bits, faiss.IDSelectorBitmap(len(live), faiss.swig_ptr(bits)))
+        return self._masks[kind][1]
 
     def _sentence_file(self) -> RowFile:
         if self._rows is None:
@@ -536,7 +585,7 @@ class DocumentIndex:
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}: "
                             "search with the model the index was built with")
-        n = self.index.ntotal
+        n = self.meta.live
         if n == 0:
             return [[] for _ in range(len(q))]
         allowed = None
@@ -590,6 +639,44 @@ class DocumentIndex:
 
 
 HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
+
+DOCS_TABLE = ("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
+              "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
+SENTENCES_TABLE = "CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY KEY, doc_row BIGINT, position INTEGER)"
+# documents deleted or replaced: their rows stay in the FAISS indexes and sentences.npy, masked, until `compact`
+DELETED_TABLE = ("CREATE TABLE IF NOT EXISTS deleted (row BIGINT PRIMARY KEY, doc_id VARCHAR, sent_start BIGINT, "
+                 "sent_count INTEGER)")
+
+
+def move_to_deleted(con, ids_sql: str, params=()) -> int:
+    """Move the documents whose ids ``ids_sql`` selects from the documents table to the deleted one; their
+    count. (The sentences table keeps its rows: it maps every row of sentences.faiss to its document.)"""
+    con.execute(DELETED_TABLE)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE leaving AS SELECT row, doc_id, sent_start, sent_count FROM docs "
+                f"WHERE doc_id IN ({ids_sql})", params)
+    moved = con.execute("SELECT count(*) FROM leaving").fetchone()[0]
+    if moved:
+        con.execute("INSERT INTO deleted SELECT * FROM leaving")
+        con.execute("DELETE FROM docs WHERE row IN (SELECT row FROM leaving)")
+    con.execute("DROP TABLE leaving")
+    return int(moved)
+
+
+def write_bm25(con, folder: Path) -> None:
+    """The BM25 index of the live documents' texts, each known by its row."""
+    from .lexical import BM25_DIR, build_bm25
+
+    rows = con.execute("SELECT row, text FROM docs ORDER BY row").fetchall()
+    build_bm25([t or "" for _, t in rows], folder / BM25_DIR, [r for r, _ in rows])
+
+
+def spans_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Every row of the spans ``[start, start + count)``, in order."""
+    starts, counts = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    if not len(counts) or not counts.sum():
+        return np.zeros(0, np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return offsets + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 SENTENCE_INDEX = "sentences.faiss"
@@ -655,7 +742,7 @@ def read_index_meta(path: Path) -> IndexMeta:
     for name in ("model", "dim", "method", "index_type", "count"):
         if name not in raw:
             raise InputError("missing field", path=str(path), field=name)
-    for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m", "sentence_lists"):
+    for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m", "sentence_lists", "deleted"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
     for name in ("model", "method", "index_type"):
