@@ -1,4 +1,5 @@
-"""``hmde index build`` and ``hmde search``: a FAISS + DuckDB index of documents."""
+"""``hmde index build|add|upsert|delete|compact|info|reembed`` and ``hmde search``: a FAISS + DuckDB index of
+documents."""
 
 from __future__ import annotations
 
@@ -8,85 +9,34 @@ import json
 import sys
 
 
-from .arg_types import bounded_int, nonnegative_int, positive_int
-from ..encoders.config import DOCUMENT_METHODS
+from .arg_types import nonnegative_int, positive_int
 from ..errors import HmdeError, InputError
-from .length_arguments import add_length_arguments
 from .common import (
     add_backend_argument,
     add_sentence_scoring_arguments,
-    add_lawdr_fit_arguments,
-    add_model_argument,
-    BF16_HELP,
     warn,
 )
 from ..index.search import search_index
 from ..index.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from .index_arguments import add_build_arguments
 from .index_build import run_build
-from .ray_arguments import add_ray_arguments
 
 
 def register(sub) -> None:
-    p = sub.add_parser("index", help="build or extend a searchable document index")
+    p = sub.add_parser("index", help="build a searchable document index; add, replace and delete its documents")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION")
     isub.required = True
     b = isub.add_parser("build", help="embed INPUT and write (or, with --add, extend) INDEX_DIR",
                         description="Documents go through the model's recommended method (hmde-e5: mean), and every "
                         "sentence's vector is indexed too, so that `hmde search` ranks by the best sentence fused with "
                         "the document vector and shows it (--single-vector: one vector per document).")
-    add_model_argument(b, "; with --add: the index's model")
-    b.set_defaults(model=None)  # --add without a model uses the index's
-    b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents; with "
-                   "--engine ray also a folder of .jsonl(.gz)/.parquet shards")
-    b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
-    b.add_argument("--add", action="store_true", help="add INPUT's documents to an existing index")
-    b.add_argument("--overwrite", action="store_true", help="replace an existing index at INDEX_DIR (a folder "
-                   "holding anything else is never replaced)")
-    b.add_argument("--type", choices=["flat", "hnsw", "ivf", "ivfpq"], default="flat",
-                   help="flat: exact (default); hnsw or ivf: approximate, for large collections; ivfpq: approximate "
-                   "and compressed to --pq-m bytes per vector, for collections whose vectors exceed memory")
-    b.add_argument("--hnsw-m", type=bounded_int(2, 256), default=32, help="HNSW: links per node (2-256)")
-    b.add_argument("--ivf-lists", type=positive_int, default=1024, help="ivf/ivfpq: inverted lists (about sqrt(documents))")
-    b.add_argument("--pq-m", type=int, default=96,
-                   help="ivfpq: bytes per vector (sub-quantisers; must divide the dimension; 96 for 768-d)")
-    vectors = b.add_mutually_exclusive_group()
-    vectors.add_argument("--multi-vector", dest="multi_vector", action="store_const", const=True, default=None,
-                         help="store every sentence's vector in a sentence-level FAISS index beside the document "
-                         "vectors, so that `hmde search` ranks a document by its best sentence fused with its document "
-                         "vector and shows the matching sentences (the default with --engine local; with --add: the "
-                         "index's mode)")
-    vectors.add_argument("--single-vector", dest="multi_vector", action="store_const", const=False,
-                         help="store one vector per document only (smaller; the default of --preset paper and "
-                         "--engine ray)")
-    b.add_argument("--sentence-vectors", choices=["lower", "context"], default=None,
-                   help="multi-vector: the sentence encoder's own vectors (lower, default: best measured, "
-                   "docs/defaults.md) or HMDE's contextualised ones (context: method hmde, --backend torch)")
-    b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
-                   "--hybrid`; kept up to date by --add")
-    b.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
-                   help="document vectors (default: the model's recommended method: mean for hmde-e5, hmde for other "
-                   "hmde models, mean for a sentence encoder; with --add: the index's)")
-    b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
-    add_lawdr_fit_arguments(b)
-    b.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field); an ISO 639 "
-                   "code or BCP-47 tag, e.g. en, deu, zh-Hant")
-    b.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
-    b.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
-    b.add_argument("--lang-field", default="lang", help="the field holding a document's language (default lang; "
-                   "'' for none)")
-    b.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
-    b.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
-    b.add_argument("--no-progress", action="store_true")
-    add_length_arguments(b)
-    add_ray_arguments(b, "(then the index is built shard by shard; sentence vectors are not stored, a hit's best "
-                      "sentence is embedded at search time)")
-    b.add_argument("--vectors-dir", help="--engine ray: where the encoded shards go (default: INDEX_DIR.vectors); "
-                   "a rerun reuses its finished shards")
+    add_build_arguments(b)
     b.set_defaults(func=run_build)
 
     from .index_reembed import register as register_reembed
+    from .index_write import register as register_writes
 
+    register_writes(isub)
     register_reembed(isub)
 
     s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")

@@ -21,16 +21,20 @@ from .ray_arguments import encode_spec, ray_options
 
 
 def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, dim: int, method: str):
-    from ..index.store import IndexMeta
+    """The flags as the library's settings (:class:`hmde.index.builder.IndexSettings`), then the index's record."""
+    from ..index.builder import IndexSettings, new_meta
 
-    ivf = args.type in ("ivf", "ivfpq")
-    return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=args.type, count=0,
-                     hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists if ivf else 0,
-                     pq_m=args.pq_m if args.type == "ivfpq" else 0, bm25=bool(getattr(args, "bm25", False)),
-                     backend=getattr(args, "backend", None) or "torch",
-                     multi_vector=bool(getattr(args, "multi_vector", False)),
-                     sentence_vectors=(getattr(args, "sentence_vectors", None) or "lower")
-                     if getattr(args, "multi_vector", False) else "")
+    settings = IndexSettings(index_type=args.type, hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists, pq_m=args.pq_m,
+                             bm25=bool(getattr(args, "bm25", False)),
+                             multi_vector=bool(getattr(args, "multi_vector", False)),
+                             sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
+                             backend=getattr(args, "backend", None) or "torch")
+    return new_meta(settings, model, model_sha256, dim, method)
+
+
+def write_mode(args: argparse.Namespace) -> str:
+    """create, add (``--add``, `index add`) or upsert (`index upsert`)."""
+    return getattr(args, "mode", None) or ("add" if args.add else "create")
 
 
 def check_build_output(args: argparse.Namespace):
@@ -107,7 +111,7 @@ def check_same_model(index, name: str) -> None:
 def check_new_ids(index, lines: dict[str, int | None], args) -> None:
     """On --add, ids already in the index are refused before encoding, naming the first one's input line.
     ``lines``: each input id's line (from :func:`hmde.cli.preflight.check_records`)."""
-    if index is None:
+    if index is None or write_mode(args) == "upsert":  # an upsert replaces the documents it names
         return
     known = index.known_ids(list(lines))
     if known:
@@ -117,6 +121,9 @@ def check_new_ids(index, lines: dict[str, int | None], args) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
+    if write_mode(args) == "upsert" and args.engine == "ray":
+        raise HmdeError("`hmde index upsert` encodes with --engine local (the Ray engine's shards are added, not "
+                        "matched against the index's ids)")
     existing = check_build_output(args)
     try:
         return run_build_ray(args) if args.engine == "ray" else run_build_local(args, existing)
@@ -177,7 +184,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     from tqdm.auto import tqdm
 
     from ..evaluation.provenance import model_hash
-    from ..index.build import encoded_batches, write_batches
+    from ..index.builder import write_records
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from ..encoders.registry import resolve_model_path
     from .encode import input_chunks
@@ -189,22 +196,28 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
-    # one batch at a time: the progress bar moves per batch
-    batches = encoded_batches(vectorizer, input_chunks(args, vectorizer.options.batch_size),
-                              bool(args.multi_vector) and args.sentence_vectors == "context",
-                              bar.update)
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
-    index = write_batches(args.output, meta, batches, args.add)
+    # one batch at a time: the progress bar moves per batch
+    index = write_records(args.output, vectorizer, meta, input_chunks(args, vectorizer.options.batch_size),
+                          write_mode(args), bar.update)
     bar.close()
-    print(f"{'added' if args.add else 'indexed'} {count} documents; {args.output} holds {index.meta.count}")
-    index.close()
+    report(args, count, index, existing)
     return 0
+
+
+def report(args: argparse.Namespace, count: int, index, existing=None) -> None:
+    mode = write_mode(args)
+    before = existing.meta.deleted if existing is not None else 0
+    replaced = f" ({index.meta.deleted - before} replaced)" if mode == "upsert" else ""
+    print(f"{ {'create': 'indexed', 'add': 'added', 'upsert': 'upserted'}[mode]} {count} documents{replaced}; "
+          f"{args.output} holds {index.meta.live}")
+    index.close()
 
 
 def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
-    from ..index.build import encoded_batches, write_batches
+    from ..index.builder import write_records
     from ..io.documents import read_documents
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from ..encoders.registry import resolve_model_path
@@ -216,23 +229,20 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     check_index_size(len(records), args)
     check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)
     languages = languages_of([r.lang for r in records], [r.text for r in records])
-    model, method, path, _ = load_index_model(args, existing, languages)
+    model, method, path, dim = load_index_model(args, existing, languages)
     warn_uncovered(args.model, model, languages)
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
-    batch = next(encoded_batches(DocumentVectorizer(model, method, options), [records],
-                                 bool(args.multi_vector) and args.sentence_vectors == "context"))
-    meta = index_meta(args, path, model_hash(resolve_model_path(path)), int(batch.doc_vectors.shape[1]), method)
-    index = write_batches(args.output, meta, iter([batch]), args.add)
-    print(f"{'added' if args.add else 'indexed'} {len(records)} documents; {args.output} holds {index.meta.count}")
-    index.close()
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
+    # one chunk: LAWDR is fitted on every document before the first is written
+    index = write_records(args.output, DocumentVectorizer(model, method, options), meta, [records], write_mode(args))
+    report(args, len(records), index, existing)
     return 0
 
 
 def run_build_ray(args: argparse.Namespace) -> int:
     """Encode with Ray into Parquet shards, then stream them into the index, shard by shard."""
-    from ..index.build import shard_batches, shard_training_vectors
-    from ..index.store import DocumentIndex
+    from ..index.builder import write_shards
     from ..encoders.registry import recorded_name
     from ..scale.ray_encode import encode_with_ray, input_shards
 
@@ -243,10 +253,6 @@ def run_build_ray(args: argparse.Namespace) -> int:
                                options=ray_options(args), show_progress=not args.no_progress)
     shards = input_shards([args.input])
     meta = index_meta(args, recorded_name(args.model), spec.model_sha256, int(manifest.data["dim"]), spec.method)
-    train = (shard_training_vectors(vectors_dir, shards, args.ivf_lists)
-             if args.type in ("ivf", "ivfpq") and not args.add else None)
-    written = [0]
-    index = DocumentIndex.write_batches(args.output, meta, shard_batches(vectors_dir, shards, written), add=args.add,
-                                        train_vectors=train)
-    print(f"{'added' if args.add else 'indexed'} {written[0]} documents; {args.output} holds {index.meta.count}")
+    index, written = write_shards(args.output, meta, vectors_dir, shards, args.add, args.ivf_lists)
+    report(args, written, index)
     return 0

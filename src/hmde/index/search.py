@@ -1,5 +1,6 @@
-"""Searching an index with queries: each query through the index's lower encoder (the CLIR
-protocol), then :meth:`DocumentIndex.search` (dense, hybrid with BM25, or multi-vector)."""
+"""An index opened with its model (:class:`Index`): searched with queries (each through the index's lower
+encoder, the CLIR protocol, then :meth:`DocumentIndex.search`: dense, hybrid with BM25, or multi-vector), and
+written (create, add, upsert, delete, compact) through the one write path of :mod:`hmde.index.builder`."""
 
 from __future__ import annotations
 
@@ -38,10 +39,134 @@ class Index:
 
     ``Index.open("my-index").search(["wer hat das Finale gewonnen?"])`` -> one list of
     :class:`~hmde.index.store.SearchHit` per query, best first, as `hmde search` ranks them.
+
+    It is also written: ``Index.create(path, documents, model)``, then ``add``, ``upsert`` (a known id is
+    replaced), ``delete``, ``compact`` and ``info``, each one commit, as `hmde index add|upsert|delete|compact`
+    and the server's write routes make them. A search sees the newest committed version, whoever wrote it.
     """
 
     def __init__(self, index, name: str, kind: str, model, device: str):
         self.index, self.model_name, self.kind, self.model, self.device = index, name, kind, model, device
+        self._version = _version(index.path)
+
+    @classmethod
+    def create(cls, path: str, documents=(), model: str | None = None, device: str = "auto", overwrite: bool = False,
+               batch_size: int = 64, **settings) -> "Index":
+        """A new index at ``path`` holding ``documents`` (mappings with ``doc_id``, ``text`` and an optional
+        ``lang``, or :class:`~hmde.io.documents.DocumentRecord`), embedded with ``model`` (default: hmde's).
+        ``settings`` are :class:`~hmde.index.builder.IndexSettings`' fields: ``index_type``, ``multi_vector``,
+        ``sentence_vectors``, ``bm25``, ``method``, ``hnsw_m``, ``ivf_lists``, ``pq_m``. An existing index is
+        replaced only with ``overwrite``."""
+        from ..encoders.devices import pick_device
+        from ..encoders.registry import DEFAULT_MODEL, recorded_name, resolve_model_path
+        from ..encoders.routing import route
+        from ..evaluation.provenance import model_hash
+        from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+        from ..io.documents import records_from
+        from ..methods import default_method, method_class
+        from .builder import IndexSettings, chunked, new_meta, write_records
+        from .store import PQ_BITS
+
+        try:
+            chosen = IndexSettings(**settings)
+        except TypeError as exc:
+            raise HmdeError(f"Index.create: {exc} (settings: {', '.join(IndexSettings.__dataclass_fields__)})") from None
+        chosen.check()
+        records = records_from(documents)
+        check_writable_parent(path)
+        check_replaceable(path, "hmde index", is_hmde_index, overwrite)
+        if chosen.index_type in ("ivf", "ivfpq"):
+            need = max(chosen.ivf_lists, 2**PQ_BITS if chosen.index_type == "ivfpq" else 0)
+            if len(records) < need:
+                raise HmdeError(f"an {chosen.index_type.upper()} index with {chosen.ivf_lists} lists needs at least "
+                                f"{need} documents to train on, got {len(records)}: lower ivf_lists or use flat")
+        name = route(model or DEFAULT_MODEL, languages_of([r.lang for r in records], [r.text for r in records]))
+        device = pick_device(device)
+        kind, loaded = load_model(name, device, backend=chosen.backend)
+        method = chosen.method or default_method(kind == "hmde", name)
+        if method_class(method).fitted:
+            raise HmdeError(f"method {method} is fitted on a whole collection: build with `hmde index build "
+                            f"--method {method}`")
+        if chosen.multi_vector and chosen.sentence_vectors == "context" and not method_class(method).contextual:
+            raise HmdeError(f"sentence_vectors 'context' stores HMDE's contextualised sentence vectors: method hmde, "
+                            f"not {method}")
+        recorded = recorded_name(name)
+        meta = new_meta(chosen, recorded, model_hash(resolve_model_path(recorded)),
+                        int((loaded.lower if kind == "hmde" else loaded).dim), method)
+        written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))
+        return cls.with_model(written, name, kind, loaded, device)
+
+    @property
+    def path(self):
+        return self.index.path
+
+    def _current(self):
+        """The open snapshot, reopened first where another writer committed a newer version."""
+        from .store import DocumentIndex
+
+        try:
+            version = _version(self.index.path)
+        except FileNotFoundError:  # between the renames of a swap on a system without an atomic exchange
+            return self.index
+        if version != self._version:
+            fresh = DocumentIndex.open(self.index.path)
+            self.index.close()
+            self.index, self._version = fresh, _version(fresh.path)
+        return self.index
+
+    def _swap(self, written) -> None:
+        old, self.index = self.index, written
+        self._version = _version(written.path)
+        old.close()
+
+    def add(self, documents, batch_size: int = 64) -> int:
+        """Embed ``documents`` and add them in one commit (an id the index holds is refused); their count."""
+        return self._write(documents, "add", batch_size)
+
+    def upsert(self, documents, batch_size: int = 64) -> int:
+        """Embed ``documents`` and commit them: a document whose id the index holds replaces it (vectors,
+        sentences, text, language); the others are added. Their count."""
+        return self._write(documents, "upsert", batch_size)
+
+    def _write(self, documents, mode: str, batch_size: int) -> int:
+        from ..io.documents import records_from
+        from .builder import chunked, write_records
+
+        records = records_from(documents)
+        if not records:
+            return 0
+        meta = self._current().meta
+        written = write_records(self.index.path, _vectorizer(self.model, meta.method, batch_size), meta,
+                                chunked(records, batch_size), mode)
+        self._swap(written)
+        return len(records)
+
+    def delete(self, doc_ids, ignore_missing: bool = False) -> int:
+        """Delete the documents ``doc_ids`` in one commit; an id the index does not hold is refused
+        (:class:`~hmde.index.mutations.UnknownIds`, nothing deleted) unless ``ignore_missing``. Their count."""
+        from .mutations import delete_documents
+        from .store import DocumentIndex
+
+        if isinstance(doc_ids, str):
+            doc_ids = [doc_ids]
+        deleted = delete_documents(self.index.path, list(doc_ids), ignore_missing)
+        self._swap(DocumentIndex.open(self.index.path))
+        return deleted
+
+    def compact(self) -> int:
+        """Write the index again without its deleted rows; how many were dropped."""
+        from .mutations import compact_index
+        from .store import DocumentIndex
+
+        dropped = compact_index(self.index.path)
+        self._swap(DocumentIndex.open(self.index.path))
+        return dropped
+
+    def info(self) -> dict:
+        """Model, method, kinds, live and deleted documents and sentences, languages, bytes on disk."""
+        from .builder import describe
+
+        return describe(self._current())
 
     @classmethod
     def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
@@ -106,6 +231,7 @@ class Index:
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight)
+        self._current()
         multi_vector = check_index_request(self.index, hybrid, multi_vector)
         if query_vectors is None:
             warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
@@ -127,6 +253,24 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _version(path) -> tuple:
+    """What changes when a writer swaps in a new version of the index (``index.json`` is a new file)."""
+    import os
+
+    st = os.stat(os.path.join(path, "index.json"))
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _vectorizer(model, method: str, batch_size: int):
+    from ..methods import method_class
+    from ..methods.vectorizer import DocumentVectorizer, MethodOptions
+
+    if method_class(method).fitted:
+        raise HmdeError(f"the index holds '{method}' document vectors, fitted on a collection: add to it with `hmde "
+                        "index add --lawdr-stats` (the statistics it was built with)")
+    return DocumentVectorizer(model, method, MethodOptions(batch_size=batch_size))
 
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,

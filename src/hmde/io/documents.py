@@ -277,3 +277,42 @@ def is_empty_text(text: Text) -> bool:
     if isinstance(text, str):
         return not text.strip()
     return not any(s.strip() for s in text)
+
+
+def records_from(documents: Iterable, where: str = "documents", max_id_chars: int = 1000) -> list[DocumentRecord]:
+    """Documents given as values (Python's :meth:`hmde.Index.add`, a server's request body) as checked records:
+    each a :class:`DocumentRecord` or a mapping with ``doc_id`` (a non-empty string or a whole number), ``text``
+    (a string or a list of sentences) and an optional ``lang`` (a language code); ids unique. A bad one is an
+    :class:`InputError` naming it as ``documents[i]`` and its field."""
+    out: list[DocumentRecord] = []
+    seen: dict[str, int] = {}
+    if isinstance(documents, (str, bytes)) or isinstance(documents, dict):
+        raise InputError("must be a list of documents", where)
+    for i, doc in enumerate(documents):
+        at = f"{where}[{i}]"
+        if isinstance(doc, DocumentRecord):
+            doc = {"doc_id": doc.doc_id, "text": doc.text, "lang": doc.lang}
+        if not hasattr(doc, "get"):
+            raise InputError(f"must be an object with doc_id and text, got {type(doc).__name__}", at)
+        if "doc_id" not in doc:
+            raise InputError("missing field", at, field="doc_id")
+        doc_id = _doc_id(doc.get("doc_id"), at, None, "doc_id")
+        if len(doc_id) > max_id_chars or "\n" in doc_id or "\r" in doc_id:
+            raise InputError(f"the id must be one line of at most {max_id_chars} characters", at, field="doc_id")
+        if "text" not in doc:
+            raise InputError("missing field", at, field="text")
+        text = _check_text(doc.get("text"), at, None, "text")
+        for s in ([text] if isinstance(text, str) else text) + [doc_id]:
+            try:
+                s.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError("holds a lone surrogate: not text", at, field="text") from None
+        lang = doc.get("lang")
+        if lang is not None and (not isinstance(lang, str) or not is_language_tag(lang)):
+            raise InputError(f"must be a language code (en, deu, zh-Hant...), got {lang!r}", at, field="lang")
+        if doc_id in seen:
+            raise InputError(f"the id '{doc_id}' was already used by {where}[{seen[doc_id]}]; ids must be unique", at,
+                             field="doc_id")
+        seen[doc_id] = i
+        out.append(DocumentRecord(doc_id, text, lang or None))
+    return out

@@ -1,0 +1,133 @@
+"""Every write to an index, one path for the command line, Python and the server.
+
+``hmde index build|add|upsert|delete|compact``, :class:`hmde.Index`'s ``create``/``add``/``upsert``/``delete``/
+``compact`` and the server's ``POST``/``DELETE /indexes/{name}/documents`` all end here:
+
+- :func:`write_records` embeds documents a chunk at a time (the model's method, the sentences with their
+  vectors) and commits them to the index: created, extended (``add``), or with each known id replaced
+  (``upsert``);
+- :func:`write_embedded` commits documents embedded already (the server embeds through its shared batcher);
+- :func:`write_shards` commits the Ray engine's encoded shards;
+- :func:`hmde.index.mutations.delete_documents` and :func:`~hmde.index.mutations.compact_index`.
+
+Each is one commit: the new version is written beside the old one and swapped in by one rename, under the
+index's writer lock (:mod:`hmde.index.store`, :mod:`hmde.ground.atomic`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ..errors import HmdeError
+from .store import DocumentBatch, DocumentIndex, IndexMeta, INDEX_TYPES
+
+MODES = ("create", "add", "upsert")
+
+
+@dataclass
+class IndexSettings:
+    """What ``hmde index build`` lets one choose for a new index (the defaults are its defaults)."""
+
+    index_type: str = "flat"
+    hnsw_m: int = 32
+    ivf_lists: int = 1024
+    pq_m: int = 96
+    bm25: bool = False
+    multi_vector: bool = True  # every sentence's vector too: best sentence + document vector ranking
+    sentence_vectors: str = "lower"  # the sentence encoder's vectors, or HMDE's contextualised ones ("context")
+    method: str | None = None  # None: the model's recommended method
+    backend: str = "torch"
+
+    def check(self) -> None:
+        if self.index_type not in INDEX_TYPES:
+            raise HmdeError(f"unknown index type '{self.index_type}' ({', '.join(INDEX_TYPES)})")
+        if self.sentence_vectors not in ("lower", "context"):
+            raise HmdeError(f"sentence_vectors must be 'lower' or 'context', got {self.sentence_vectors!r}")
+        if self.hnsw_m < 2 or self.ivf_lists < 1 or self.pq_m < 1:
+            raise HmdeError("hnsw_m must be >= 2, ivf_lists and pq_m >= 1")
+
+
+def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim: int, method: str) -> IndexMeta:
+    """The record of a new index (``index.json``)."""
+    ivf = settings.index_type in ("ivf", "ivfpq")
+    return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=settings.index_type,
+                     count=0, hnsw_m=settings.hnsw_m, ivf_lists=settings.ivf_lists if ivf else 0,
+                     pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
+                     backend=settings.backend or "torch", multi_vector=bool(settings.multi_vector),
+                     sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "")
+
+
+def contextual(meta: IndexMeta) -> bool:
+    """Whether the index stores HMDE's contextualised sentence vectors (so its writes must compute them)."""
+    return bool(meta.multi_vector) and meta.sentence_vectors == "context"
+
+
+def write_records(path: str | Path, vectorizer, meta: IndexMeta, chunks: Iterable[Sequence], mode: str = "create",
+                  done: Callable[[int], None] = lambda n: None) -> DocumentIndex:
+    """Embed ``chunks`` of records (``doc_id``, ``text``, ``lang``; :func:`hmde.io.documents.records_from`) with
+    ``vectorizer`` and commit them to the index at ``path`` (``mode``: create, add or upsert); ``done(n)`` after
+    each chunk. Returns the new version, open."""
+    from .build import encoded_batches, write_batches
+
+    if mode not in MODES:
+        raise HmdeError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    batches = encoded_batches(vectorizer, chunks, contextual(meta), done)
+    return write_batches(path, meta, batches, add=mode != "create", replace=mode == "upsert")
+
+
+def write_embedded(path: str | Path, meta: IndexMeta, batches: Iterable[DocumentBatch],
+                   mode: str = "upsert") -> DocumentIndex:
+    """Commit documents embedded already (vectors, sentences and their vectors) to an existing index."""
+    from .build import write_batches
+
+    if mode not in ("add", "upsert"):
+        raise HmdeError(f"mode must be add or upsert, got {mode!r}")
+    return write_batches(path, meta, iter(batches), add=True, replace=mode == "upsert")
+
+
+def write_shards(path: str | Path, meta: IndexMeta, vectors_dir, shards, add: bool,
+                 ivf_lists: int = 0) -> tuple[DocumentIndex, int]:
+    """The Ray engine's encoded shards streamed into the index, shard by shard (an IVF index first trained on
+    a sample of them); returns the index and how many documents were written."""
+    from .build import shard_batches, shard_training_vectors
+
+    train = shard_training_vectors(vectors_dir, shards, ivf_lists) \
+        if meta.index_type in ("ivf", "ivfpq") and not add else None
+    written = [0]
+    index = DocumentIndex.write_batches(path, meta, shard_batches(vectors_dir, shards, written), add=add,
+                                        train_vectors=train)
+    return index, written[0]
+
+
+def chunked(records: Sequence, size: int) -> Iterator[Sequence]:
+    for start in range(0, len(records), max(1, size)):
+        yield records[start:start + size]
+
+
+def describe(index: DocumentIndex) -> dict:
+    """What ``hmde index info``, :meth:`hmde.Index.info` and ``GET /indexes/{name}`` say of an index: its model
+    and settings, live and deleted (masked) documents and sentences, documents per language, bytes on disk."""
+    meta = index.meta
+    deleted_sentences = int(index.deleted[:, 2].sum()) if len(index.deleted) else 0
+    languages = {str(lang) if lang is not None else "unknown": int(n) for lang, n in index._query(
+        "SELECT lang, count(*) FROM docs GROUP BY lang ORDER BY count(*) DESC, lang")}
+    on_disk = sum(p.stat().st_size for p in Path(index.path).rglob("*") if p.is_file())
+    return {"path": str(index.path), "model": meta.model, "model_sha256": meta.model_sha256, "method": meta.method,
+            "dim": meta.dim, "index_type": meta.index_type, "multi_vector": meta.multi_vector,
+            "sentence_vectors": meta.sentence_vectors or None, "bm25": meta.bm25, "backend": meta.backend,
+            "documents": meta.live, "deleted_documents": meta.deleted,
+            "sentences": int(len(index.sentence_vectors)) - deleted_sentences,
+            "deleted_sentences": deleted_sentences, "languages": languages, "bytes_on_disk": int(on_disk)}
+
+
+def embedded_batch(records: Sequence, rows: Sequence[tuple]) -> DocumentBatch:
+    """A batch from records and, for each, ``(document vector, sentences, sentence vectors)``."""
+    from ..methods.vectorizer import flat_text
+
+    vectors = np.stack([np.asarray(r[0], np.float32) for r in rows]) if rows else np.zeros((0, 1), np.float32)
+    return DocumentBatch([r.doc_id for r in records], [r.lang for r in records], [flat_text(r.text) for r in records],
+                         vectors, [list(r[1]) for r in rows], [np.asarray(r[2], np.float32) for r in rows])
