@@ -37,6 +37,9 @@ def register(sub) -> None:
                    "get 503 with Retry-After (default 4096)")
     p.add_argument("--max-inputs", type=positive_int, default=2048, help="texts or queries per request (default 2048)")
     p.add_argument("--max-body-mb", type=float, default=4.0, help="request body limit in MB (default 4)")
+    p.add_argument("--writable", action="store_true", help="accept writes: POST /indexes/NAME/documents (upsert) "
+                   "and DELETE /indexes/NAME/documents (by id); without it they answer 403. Give --api-key too "
+                   "wherever others reach the server")
     p.add_argument("--device", default="auto")
     add_backend_argument(p, default=None)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -59,12 +62,14 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError("--max-wait-ms must be >= 0 and --max-body-mb > 0")
     options = ServeOptions(api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
                            max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_inputs=args.max_inputs,
-                           max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue)
+                           max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+                           writable=args.writable)
     served = load_served(args.model, args.indexes, args.device, args.backend, args.method)
     app = create_app(served, options)
     if args.host not in ("127.0.0.1", "localhost", "::1") and not options.api_key:
-        print(f"hmde: warning: serving on {args.host} without an API key: anyone who reaches it may use it "
-              f"(--api-key or {API_KEY_VARIABLE})", flush=True)
+        print(f"hmde: warning: serving on {args.host} without an API key: anyone who reaches it may use it"
+              + (", and write to its indexes" if args.writable else "") + f" (--api-key or {API_KEY_VARIABLE})",
+              flush=True)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                             timeout_graceful_shutdown=30, access_log=args.log_level == "debug")
     # uvicorn drains the requests in flight on SIGTERM/SIGINT, then re-raises the signal: a drained

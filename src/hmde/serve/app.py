@@ -21,12 +21,14 @@ from ..errors import HmdeError
 from .batcher import Batcher, Overloaded
 from .metrics import Metrics
 from .options import ServeOptions
-from .requests import EmbeddingsRequest, EmbedRequest, SearchRequest, search_queries, texts_of
-from .served import QUERY, RequestError, Served
+from .requests import (DeleteRequest, DocumentsRequest, EmbeddingsRequest, EmbedRequest, SearchRequest, documents_of,
+                       ids_of, search_queries, texts_of)
+from .served import INDEX_WRITE, QUERY, RequestError, Served
 
 log = logging.getLogger("hmde.serve")
 OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that answers with data asks for the key
 ROUTES = ("/v1/embeddings", "/embed", "/search", "/indexes", "/health", "/metrics", "/")
+WRITE_ROUTE, INFO_ROUTE = "/indexes/{name}/documents", "/indexes/{name}"  # metrics label these by template
 QUERY_TYPES = ("query", "search_query")
 
 
@@ -57,6 +59,8 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
     options = options or ServeOptions()
     metrics = Metrics()
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-model")
+    # commits run apart from the model thread (searches go on meanwhile); the index's lock orders them
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-writer")
     batcher = Batcher(served.model.encode, executor, options.max_batch, options.max_wait_ms, options.max_queue,
                       observe=metrics.observe_batch)
 
@@ -67,6 +71,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             yield
         finally:  # uvicorn has drained the requests in flight by now
             await batcher.stop()
+            writer.shutdown(wait=True)
             executor.shutdown(wait=True)
             served.close()
 
@@ -167,7 +172,64 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
     @app.get("/indexes")
     async def indexes():
-        return {"model": served.model.name, "indexes": [i.describe() for i in served.indexes.values()]}
+        listed = await asyncio.get_running_loop().run_in_executor(  # the model thread: it owns the open snapshots
+            executor, lambda: [i.describe() for i in served.indexes.values()])
+        return {"model": served.model.name, "indexes": listed}
+
+    @app.get("/indexes/{name}")
+    async def index_info(name: str):
+        target = served.index(name)
+        return await asyncio.get_running_loop().run_in_executor(executor, target.info)
+
+    def check_writable(name: str):
+        if not options.writable:
+            raise RequestError("this server's indexes are read-only: start it with --writable to accept writes",
+                               None, 403)
+        return served.index(name)
+
+    @app.post("/indexes/{name}/documents")
+    async def upsert_documents(name: str, body: DocumentsRequest):
+        from ..index.builder import contextual, embedded_batch, write_embedded
+
+        target = check_writable(name)
+        records = documents_of(body, options.max_inputs, options.max_text_chars)
+        meta = target.meta
+        rows = await embed((INDEX_WRITE, meta.method, contextual(meta)), [r.text for r in records],
+                           [r.lang for r in records])
+
+        def commit():
+            try:
+                index = write_embedded(target.path, meta, [embedded_batch(records, rows)], body.mode)
+            except HmdeError as exc:  # an id the index holds, with mode add; an index replaced meanwhile
+                raise RequestError(str(exc), "documents", 409) from None
+            try:
+                return index.meta
+            finally:
+                index.close()
+
+        before = meta.deleted
+        written = await asyncio.get_running_loop().run_in_executor(writer, commit)
+        return {"index": name, "mode": body.mode, "documents": len(records),
+                "replaced": max(0, written.deleted - before) if body.mode == "upsert" else 0, "live": written.live}
+
+    @app.delete("/indexes/{name}/documents")
+    async def delete_documents(name: str, body: DeleteRequest):
+        from ..index.mutations import UnknownIds, delete_documents as delete
+
+        target = check_writable(name)
+        ids = ids_of(body, options.max_inputs)
+
+        def commit():
+            try:
+                return delete(target.path, ids, body.ignore_missing)
+            except UnknownIds as exc:
+                shown = ", ".join(repr(x) for x in exc.missing[:10])
+                raise RequestError(f"the index holds no document {shown}" + (
+                    f" and {len(exc.missing) - 10} more" if len(exc.missing) > 10 else "")
+                    + ": nothing was deleted (ignore_missing: true deletes the others)", "ids", 404) from None
+
+        deleted = await asyncio.get_running_loop().run_in_executor(writer, commit)
+        return {"index": name, "deleted": deleted, "missing": len(set(ids)) - deleted}
 
     @app.get("/health")
     async def health():
@@ -198,7 +260,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started, path = time.perf_counter(), scope["path"]
-        route = path if path in ROUTES else "other"
+        route = path if path in ROUTES else route_template(path)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         status = {"code": 500}
@@ -209,7 +271,7 @@ class Guard:
             await send(message)
 
         limit = self.options.max_body_bytes
-        if length is None and scope.get("method") in ("POST", "PUT", "PATCH"):
+        if length is None and scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
             replayed = await _bounded_body(receive, limit)  # sent in chunks, with no length said; None: over
             too_large, receive = replayed is None, replayed or receive
         else:
@@ -254,6 +316,16 @@ async def _bounded_body(receive, limit: int):
         return replay.pop(0) if replay else await receive()
 
     return replayed
+
+
+def route_template(path: str) -> str:
+    """The metrics label of a path: its route's template (an index's name is no label value)."""
+    parts = path.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "indexes":
+        return INFO_ROUTE
+    if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "documents":
+        return WRITE_ROUTE
+    return "other"
 
 
 def _authorized(header: bytes, key: str) -> bool:

@@ -16,3 +16,6 @@ class ServeOptions:
     max_wait_ms: float = 0.0  # how long an idle model waits for more texts (0: requests that come while it works batch anyway)
     max_queue: int = 4096  # texts waiting for the model: more is a 503 with Retry-After
     retry_after_s: int = 1
+    # the write routes (POST and DELETE /indexes/{name}/documents) answer 403 unless the server was started with
+    # --writable; with an API key they need it, as every other route
+    writable: bool = False

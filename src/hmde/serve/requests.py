@@ -45,6 +45,61 @@ class SearchRequest(BaseModel):
     include_text: bool = True
 
 
+class DocumentsRequest(BaseModel):
+    """``POST /indexes/{name}/documents``: documents to embed and commit (``upsert``: a known id is replaced;
+    ``add``: a known id is refused)."""
+
+    model_config = ConfigDict(extra="forbid")
+    documents: Any
+    mode: Literal["upsert", "add"] = "upsert"
+
+
+class DeleteRequest(BaseModel):
+    """``DELETE /indexes/{name}/documents``: the ids to delete."""
+
+    model_config = ConfigDict(extra="forbid")
+    ids: Any
+    ignore_missing: bool = False
+
+
+def documents_of(request: DocumentsRequest, max_inputs: int, max_chars: int) -> list:
+    """The request's documents as checked records (:func:`hmde.io.documents.records_from`), within the server's
+    limits; a refusal names ``documents[i].field``."""
+    from ..errors import InputError
+    from ..io.documents import records_from
+
+    if not isinstance(request.documents, list) or not request.documents:
+        raise RequestError("documents must be a non-empty list of {doc_id, text, lang}", "documents")
+    if len(request.documents) > max_inputs:
+        raise RequestError(f"documents holds {len(request.documents)} documents; this server takes at most "
+                           f"{max_inputs} per request", "documents", 413)
+    try:
+        records = records_from(request.documents)
+    except InputError as exc:
+        where = f"{exc.path}.{exc.field}" if exc.field else str(exc.path)
+        raise RequestError(str(exc).split(": ", 1)[-1], where) from None
+    for i, r in enumerate(records):
+        size = len(r.text) if isinstance(r.text, str) else sum(len(s) for s in r.text)
+        if size > max_chars:
+            raise RequestError(f"documents[{i}].text is {size:,} characters long; this server takes at most "
+                               f"{max_chars:,}", f"documents[{i}].text", 413)
+    return records
+
+
+def ids_of(request: DeleteRequest, max_inputs: int) -> list[str]:
+    if not isinstance(request.ids, list) or not request.ids:
+        raise RequestError("ids must be a non-empty list of document ids", "ids")
+    if len(request.ids) > max_inputs:
+        raise RequestError(f"ids holds {len(request.ids)} ids; this server takes at most {max_inputs} per request",
+                           "ids", 413)
+    out = []
+    for i, x in enumerate(request.ids):
+        if isinstance(x, bool) or not isinstance(x, (str, int)) or (isinstance(x, str) and not x.strip()):
+            raise RequestError("an id must be a non-empty string or a whole number", f"ids[{i}]")
+        out.append(str(x))
+    return out
+
+
 def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empty: bool = False) -> list[str]:
     """A string or a list of strings, within the server's limits."""
     texts = [value] if isinstance(value, str) else value

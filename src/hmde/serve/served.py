@@ -15,6 +15,7 @@ from ..methods import default_method, method_class
 from ..errors import HmdeError, InputError
 
 QUERY = "query"  # the key of the query path: the lower encoder alone, as every search embeds queries
+INDEX_WRITE = "index"  # keys (INDEX_WRITE, method, contextual): documents for an index, with their sentences
 
 
 class RequestError(HmdeError):
@@ -63,6 +64,13 @@ class ServedModel:
 
         if key == QUERY:
             return encode_query_texts(self.model, texts)
+        if isinstance(key, tuple) and key[0] == INDEX_WRITE:  # documents for an index: vectors, sentences too
+            _, method, contextual = key
+            if key not in self._vectorizers:
+                self._vectorizers[key] = DocumentVectorizer(self.model, self.check_method(method, "documents"),
+                                                            MethodOptions())
+            vectors, units, sentences = self._vectorizers[key].encode_with_sentences(texts, langs, contextual)
+            return list(zip(vectors, units, sentences))
         if key not in self._vectorizers:
             self._vectorizers[key] = DocumentVectorizer(self.model, key, MethodOptions())
         return self._vectorizers[key].encode(texts, langs)
@@ -117,9 +125,21 @@ class ServedIndex:
             return self.opened
 
     def describe(self) -> dict:
-        meta = self.meta
-        return {"name": self.name, "documents": meta.count, "model": meta.model, "method": meta.method,
-                "multi_vector": meta.multi_vector, "bm25": meta.bm25, "index_type": meta.index_type}
+        """What ``/indexes`` lists of this index (call in the model thread: it reads the open snapshot)."""
+        from ..index.builder import describe
+
+        info = describe(self.current().index)
+        return {"name": self.name, "documents": info["documents"], "model": info["model"], "method": info["method"],
+                "multi_vector": info["multi_vector"], "bm25": info["bm25"], "index_type": info["index_type"],
+                "languages": info["languages"]}
+
+    def info(self) -> dict:
+        """``GET /indexes/{name}``: :func:`hmde.index.builder.describe`, without the server's paths."""
+        from ..index.builder import describe
+
+        info = describe(self.current().index)
+        info.pop("path", None)
+        return {"name": self.name, **info}
 
     def close(self) -> None:
         self.opened.close()
