@@ -29,7 +29,7 @@ from .common import (
 )
 from .arg_types import positive_int
 from .preflight import check_lawdr_inputs, check_output_file, check_records
-from .ray_arguments import add_ray_arguments, encode_spec, ray_options
+from .ray_arguments import add_ray_arguments
 
 
 def register(sub) -> None:
@@ -106,27 +106,23 @@ def encode_with_method(args, model, texts, langs, progress):
     return vectors
 
 
-def run_ray(args: argparse.Namespace) -> int:
-    """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
-    from ..scale.ray_encode import QUERIES, encode_with_ray
-
-    args.model = route(args.model, [args.lang] if args.lang else None)  # Ray reads the input in its workers
-    spec = encode_spec(args, QUERIES if args.queries else args.method, normalize=args.normalize)
-    manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
-                               show_progress=not args.no_progress)
-    shards = manifest.data["shards"]
-    print(f"{sum(e['rows'] for e in shards.values())} documents in {len(shards)} shards of "
-          f"{manifest.data['dim']}-d vectors in {args.output}")
-    return 0
-
-
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or (args.sentence_batch_size is not None and args.sentence_batch_size < 1):
         raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
     if args.engine == "ray":
+        from .encode_ray import run_ray
+
         return run_ray(args)
-    if not str(args.output).endswith(".npy"):
-        raise HmdeError(f"--output must end in .npy, got '{args.output}'")
+    parquet = str(args.output).endswith(".parquet")
+    if not str(args.output).endswith(".npy") and not parquet:
+        raise HmdeError(f"--output must end in .npy (vectors) or .parquet (vectors, sentences, spans), got "
+                        f"'{args.output}'")
+    if parquet and args.method and method_class(args.method).fitted:
+        raise HmdeError(f"--method {args.method} with a .parquet output: fit its statistics with a .npy output first "
+                        "(--lawdr-stats), then write the .parquet")
+    if parquet and (args.queries or args.normalize):
+        raise HmdeError("a .parquet output holds documents as an index stores them: leave out --queries and "
+                        "--normalize (write .npy for those)")
     check_output_file(args.output)
     fits_lawdr = (args.method and method_class(args.method).fitted and not args.queries
                   and not (lawdr_stats_dir(args) / "lawdr.json").exists())
@@ -147,6 +143,11 @@ def run(args: argparse.Namespace) -> int:
         if method_class(args.method).needs_hmde_model and kind != "hmde":
             raise HmdeError(SENTENCE_ENCODER_IS_NOT_HMDE.format(model=args.model))
     warn_empty(empty)
+    if parquet:
+        from .encode_parquet import write_parquet
+
+        return write_parquet(args, kind, model, count, method_vectorizer(args, model, False),
+                             input_chunks(args, args.batch_size))
     encode_chunk = chunk_encoder(args, kind, model)
     from tqdm.auto import tqdm
 

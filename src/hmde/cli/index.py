@@ -19,7 +19,7 @@ from .common import (
 from ..index.search import search_index
 from ..index.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .index_arguments import add_build_arguments
-from .index_build import run_build
+from .index_from_vectors import run_build_any
 
 
 def register(sub) -> None:
@@ -31,7 +31,7 @@ def register(sub) -> None:
                         "sentence's vector is indexed too, so that `hmde search` ranks by the best sentence fused with "
                         "the document vector and shows it (--single-vector: one vector per document).")
     add_build_arguments(b)
-    b.set_defaults(func=run_build)
+    b.set_defaults(func=run_build_any)
 
     from .index_reembed import register as register_reembed
     from .index_write import register as register_writes

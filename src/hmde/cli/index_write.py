@@ -39,10 +39,10 @@ def register(isub) -> None:
 
 def run_add(args: argparse.Namespace) -> int:
     """`index build --add` with the index's settings; ``mode`` upsert replaces known ids."""
-    from .index_build import run_build
+    from .index_from_vectors import run_build_any
 
     args.output = args.index
-    return run_build(args)
+    return run_build_any(args)
 
 
 def read_ids(args: argparse.Namespace) -> list[str]:

@@ -131,3 +131,26 @@ def embedded_batch(records: Sequence, rows: Sequence[tuple]) -> DocumentBatch:
     vectors = np.stack([np.asarray(r[0], np.float32) for r in rows]) if rows else np.zeros((0, 1), np.float32)
     return DocumentBatch([r.doc_id for r in records], [r.lang for r in records], [flat_text(r.text) for r in records],
                          vectors, [list(r[1]) for r in rows], [np.asarray(r[2], np.float32) for r in rows])
+
+
+def write_representation(path: str | Path, vectorizer, info, chunks: Iterable[Sequence],
+                         done: Callable[[int], None] = lambda n: None) -> int:
+    """Embed ``chunks`` of records as an index would (document vectors, every sentence with its vector) and
+    write them to a Parquet file (:mod:`hmde.io.representation_parquet`), a row group per chunk; returns the
+    number of documents. ``hmde index build FILE.parquet`` reads it back without embedding again."""
+    from ..io.representation_parquet import RepresentationWriter
+    from .build import encoded_batches
+
+    with RepresentationWriter(path, info) as writer:
+        for batch in encoded_batches(vectorizer, chunks, info.sentence_vectors == "context", done):
+            writer.write(batch.doc_ids, batch.langs, batch.texts, batch.doc_vectors, batch.sentences or [],
+                         batch.sentence_vectors or [])
+    return info.rows
+
+
+def representation_batches(path: str | Path, info) -> Iterator[DocumentBatch]:
+    """A representation file's documents as index batches, a row group at a time (nothing embedded)."""
+    from ..io.representation_parquet import read_batches
+
+    for ids, langs, texts, vectors, sentences, sentence_vectors in read_batches(path, info):
+        yield DocumentBatch(ids, langs, texts, vectors, sentences, sentence_vectors)

@@ -1,0 +1,157 @@
+"""hmde's whole representation of documents in one Parquet file: what vector stores and data lakes ingest.
+
+One row per document::
+
+    doc_id            string
+    lang              string (null: unknown)
+    text              string (the document as one string; a list of sentences joined by spaces)
+    vector            fixed_size_list<float32>[dim]   the document vector (the method's, not normalised)
+    sentences         list<string>                    the units the sentence encoder embedded, in order
+    sentence_start    list<int32>                     each unit's first character in ``text`` (-1: not found)
+    sentence_end      list<int32>                     one past its last character
+    sentence_vectors  list<fixed_size_list<float32>[dim]>
+
+The schema's metadata (``hmde.*``) records the format, the model (name and SHA-256), the method, the dimension
+and what the sentence vectors are, so that ``hmde index build FILE.parquet`` builds an index from it without
+embedding again (the same vectors, bit for bit) and refuses a file of another model on ``--add``. Written a row
+group per batch (memory holds one batch) into a temporary file renamed into place at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+
+FORMAT = "hmde-representation/1"
+COLUMNS = ("doc_id", "lang", "text", "vector", "sentences", "sentence_start", "sentence_end", "sentence_vectors")
+
+
+@dataclass
+class RepresentationInfo:
+    model: str
+    model_sha256: str | None
+    method: str
+    dim: int
+    sentence_vectors: str = "lower"  # or "context": HMDE's contextualised sentence vectors
+    rows: int = 0
+
+
+def schema(dim: int, info: RepresentationInfo):
+    import pyarrow as pa
+
+    vector = pa.list_(pa.float32(), dim)
+    fields = [pa.field("doc_id", pa.string(), nullable=False), pa.field("lang", pa.string()),
+              pa.field("text", pa.string()), pa.field("vector", vector),
+              pa.field("sentences", pa.list_(pa.string())), pa.field("sentence_start", pa.list_(pa.int32())),
+              pa.field("sentence_end", pa.list_(pa.int32())), pa.field("sentence_vectors", pa.list_(vector))]
+    meta = {"hmde.format": FORMAT, "hmde.model": info.model, "hmde.model_sha256": info.model_sha256 or "",
+            "hmde.method": info.method, "hmde.dim": str(dim), "hmde.sentence_vectors": info.sentence_vectors}
+    return pa.schema(fields, metadata={k: v.encode("utf-8") for k, v in meta.items()})
+
+
+def spans(text: str, units: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Each unit's [start, end) in ``text``, found in order (-1, -1 where the unit is not a substring)."""
+    starts, ends, pos = [], [], 0
+    for unit in units:
+        at = text.find(unit, pos)
+        if at < 0:
+            at = text.find(unit)
+        if at < 0:
+            starts.append(-1)
+            ends.append(-1)
+            continue
+        starts.append(at)
+        ends.append(at + len(unit))
+        pos = at + len(unit)
+    return starts, ends
+
+
+class RepresentationWriter:
+    """``with RepresentationWriter(path, info) as w: w.write(ids, langs, texts, vectors, units, sentence_vectors)``."""
+
+    def __init__(self, path: str | Path, info: RepresentationInfo):
+        self.path, self.info = Path(path), info
+        self._atomic = self._writer = None
+
+    def __enter__(self) -> "RepresentationWriter":
+        import pyarrow.parquet as pq
+
+        from ..ground.atomic import atomic_path
+
+        self._atomic = atomic_path(self.path, ".parquet")
+        tmp = self._atomic.__enter__()
+        self._writer = pq.ParquetWriter(str(tmp), schema(self.info.dim, self.info), compression="zstd")
+        return self
+
+    def write(self, ids: Sequence[str], langs: Sequence[str | None], texts: Sequence[str], vectors: np.ndarray,
+              units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray]) -> None:
+        """One row group: these documents."""
+        import pyarrow as pa
+
+        dim = self.info.dim
+        vectors = np.ascontiguousarray(np.asarray(vectors, np.float32).reshape(len(ids), dim))
+        located = [spans(t, u) for t, u in zip(texts, units)]
+        flat = [np.asarray(v, np.float32).reshape(-1, dim) for v in sentence_vectors]
+        counts = np.array([len(v) for v in flat], np.int64)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+        stacked = np.concatenate(flat) if flat and counts.sum() else np.zeros((0, dim), np.float32)
+        sentence_column = pa.ListArray.from_arrays(
+            offsets, pa.FixedSizeListArray.from_arrays(pa.array(stacked.reshape(-1)), dim))
+        table = pa.table({
+            "doc_id": pa.array(list(ids), pa.string()), "lang": pa.array(list(langs), pa.string()),
+            "text": pa.array(list(texts), pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
+            "sentences": pa.array([list(u) for u in units], pa.list_(pa.string())),
+            "sentence_start": pa.array([s for s, _ in located], pa.list_(pa.int32())),
+            "sentence_end": pa.array([e for _, e in located], pa.list_(pa.int32())),
+            "sentence_vectors": sentence_column}, schema=schema(dim, self.info))
+        self._writer.write_table(table, row_group_size=max(1, len(ids)))
+        self.info.rows += len(ids)
+
+    def __exit__(self, exc_type, exc, tb):
+        self._writer.close()
+        return self._atomic.__exit__(exc_type, exc, tb)
+
+
+def read_info(path: str | Path) -> RepresentationInfo | None:
+    """The file's record if it is an hmde representation file, else None (any other Parquet file)."""
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(str(path)).metadata or {}
+    except Exception:  # noqa: BLE001 - not Parquet at all: the document readers say so
+        return None
+    meta = {k.decode("utf-8"): v.decode("utf-8") for k, v in meta.items()}
+    if meta.get("hmde.format") != FORMAT:
+        return None
+    try:
+        return RepresentationInfo(meta["hmde.model"], meta.get("hmde.model_sha256") or None, meta["hmde.method"],
+                                  int(meta["hmde.dim"]), meta.get("hmde.sentence_vectors", "lower"),
+                                  pq.ParquetFile(str(path)).metadata.num_rows)
+    except (KeyError, ValueError) as exc:
+        raise InputError(f"damaged hmde metadata ({exc}); encode the documents again", str(path)) from None
+
+
+def read_batches(path: str | Path, info: RepresentationInfo) -> Iterator[tuple]:
+    """(ids, langs, texts, vectors, sentences, sentence vectors) a row group at a time; the vectors as written."""
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(str(path))
+    missing = [c for c in COLUMNS if c not in handle.schema_arrow.names]
+    if missing:
+        raise InputError("missing column in an hmde representation file", str(path), field=missing[0])
+    dim = info.dim
+    for group in range(handle.num_row_groups):
+        table = handle.read_row_group(group, columns=list(COLUMNS))
+        vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
+        sentence_lists = table.column("sentence_vectors").combine_chunks()
+        offsets = sentence_lists.offsets.to_numpy()
+        stacked = sentence_lists.flatten().flatten().to_numpy().reshape(-1, dim)
+        per_doc = [stacked[offsets[i]:offsets[i + 1]] for i in range(len(table))]
+        yield (table.column("doc_id").to_pylist(), table.column("lang").to_pylist(), table.column("text").to_pylist(),
+               vectors.astype(np.float32, copy=False), table.column("sentences").to_pylist(), per_doc)
