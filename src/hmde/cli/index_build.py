@@ -28,8 +28,8 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                              bm25=bool(getattr(args, "bm25", False)),
                              multi_vector=bool(getattr(args, "multi_vector", False)),
                              sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
-                             backend=getattr(args, "backend", None) or "torch")
-    return new_meta(settings, model, model_sha256, dim, method)
+                             backend=getattr(args, "backend", None) or "torch", store=getattr(args, "store", None) or "")
+    return new_meta(settings, model, model_sha256, dim, method, args.output)
 
 
 def write_mode(args: argparse.Namespace) -> str:

@@ -23,7 +23,9 @@ def _json_field(path: Path, field: str):
 
 
 def is_hmde_index(path: Path) -> bool:
-    return (path / "index.json").is_file() and (path / "vectors.faiss").exists()
+    """An index of hmde's own files, or hmde's record of an index stored in Milvus (``store``)."""
+    return (path / "index.json").is_file() and ((path / "vectors.faiss").exists()
+                                                 or _json_field(path / "index.json", "store") == "milvus")
 
 
 def is_longformer_folder(path: Path) -> bool:

@@ -41,6 +41,7 @@ class IndexSettings:
     sentence_vectors: str = "lower"  # the sentence encoder's vectors, or HMDE's contextualised ones ("context")
     method: str | None = None  # None: the model's recommended method
     backend: str = "torch"
+    store: str = ""  # "milvus:PATH_OR_URI": the vectors in Milvus (hmde.index.milvus_store); "": this folder
 
     def check(self) -> None:
         if self.index_type not in INDEX_TYPES:
@@ -51,10 +52,18 @@ class IndexSettings:
             raise HmdeError("hnsw_m must be >= 2, ivf_lists and pq_m >= 1")
 
 
-def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim: int, method: str) -> IndexMeta:
-    """The record of a new index (``index.json``)."""
+def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim: int, method: str,
+             path: str | Path | None = None) -> IndexMeta:
+    """The record of a new index (``index.json``) at ``path``."""
     ivf = settings.index_type in ("ivf", "ivfpq")
-    return IndexMeta(model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=settings.index_type,
+    store = {}
+    if settings.store:
+        from .milvus_store import collection_prefix, parse_store
+
+        if path is None:
+            raise HmdeError("an index stored in Milvus needs its folder's path (its collections are named for it)")
+        store = {"store": "milvus", "store_uri": parse_store(settings.store), "store_prefix": collection_prefix(path)}
+    return IndexMeta(**store, model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=settings.index_type,
                      count=0, hnsw_m=settings.hnsw_m, ivf_lists=settings.ivf_lists if ivf else 0,
                      pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
                      backend=settings.backend or "torch", multi_vector=bool(settings.multi_vector),
@@ -111,6 +120,8 @@ def chunked(records: Sequence, size: int) -> Iterator[Sequence]:
 def describe(index: DocumentIndex) -> dict:
     """What ``hmde index info``, :meth:`hmde.Index.info` and ``GET /indexes/{name}`` say of an index: its model
     and settings, live and deleted (masked) documents and sentences, documents per language, bytes on disk."""
+    if hasattr(index, "describe"):  # stored elsewhere (Milvus): the store counts
+        return index.describe()
     meta = index.meta
     deleted_sentences = int(index.deleted[:, 2].sum()) if len(index.deleted) else 0
     languages = {str(lang) if lang is not None else "unknown": int(n) for lang, n in index._query(

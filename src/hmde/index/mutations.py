@@ -61,6 +61,10 @@ def delete_documents(path: str | Path, doc_ids: Sequence[str], ignore_missing: b
     with exclusive_writer(path):
         with DocumentIndex.open(path) as old:
             meta = IndexMeta(**asdict(old.meta))
+            if meta.store == "milvus":
+                from .milvus_store import delete_milvus
+
+                return delete_milvus(path, meta, ids, ignore_missing)
             known = set(old.known_ids(ids)) if ids else set()
         missing = [x for x in ids if x not in known]
         if missing and not ignore_missing:
@@ -100,7 +104,7 @@ def compact_index(path: str | Path) -> int:
     with exclusive_writer(path):
         old = DocumentIndex.open(path)
         try:
-            if not old.meta.deleted:
+            if not old.meta.deleted:  # nothing masked (an index stored in Milvus: Milvus compacts by itself)
                 return 0
             dropped = old.meta.deleted
             _commit_compact(path, old)

@@ -92,7 +92,7 @@ class Index:
                             f"not {method}")
         recorded = recorded_name(name)
         meta = new_meta(chosen, recorded, model_hash(resolve_model_path(recorded)),
-                        int((loaded.lower if kind == "hmde" else loaded).dim), method)
+                        int((loaded.lower if kind == "hmde" else loaded).dim), method, path)
         written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))
         return cls.with_model(written, name, kind, loaded, device)
 

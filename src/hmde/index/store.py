@@ -64,6 +64,11 @@ class IndexMeta:
     # rows of the FAISS indexes whose documents were deleted or replaced (docs.duckdb's table deleted): masked at
     # search time until `compact` drops them; ``count`` counts every row, ``count - deleted`` the live documents
     deleted: int = 0
+    # where the vectors live: "" (this folder's FAISS and DuckDB files) or "milvus" (hmde.index.milvus_store: the
+    # client's URI and the collections' prefix)
+    store: str = ""
+    store_uri: str = ""
+    store_prefix: str = ""
 
     @property
     def live(self) -> int:
@@ -172,6 +177,11 @@ class DocumentIndex:
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
+            stored = read_index_meta(path / "index.json") if add and (path / "index.json").is_file() else None
+            if (stored or meta).store == "milvus":
+                from .milvus_store import write_milvus
+
+                return write_milvus(path, meta, batches, add, replace)
             return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train, replace)
 
     @classmethod
@@ -288,6 +298,10 @@ class DocumentIndex:
         if not meta_path.exists():
             raise InputError("not an hmde index (no index.json)", path=str(path))
         meta = read_index_meta(meta_path)
+        if meta.store == "milvus":
+            from .milvus_store import MilvusIndex
+
+            return MilvusIndex.open(path, meta)
         files = ("vectors.faiss", "sentences.npy", "docs.duckdb") + ((SENTENCE_INDEX,) if meta.multi_vector else ())
         for name in files:
             if not (path / name).is_file():
@@ -745,8 +759,8 @@ def read_index_meta(path: Path) -> IndexMeta:
     for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m", "sentence_lists", "deleted"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
-    for name in ("model", "method", "index_type"):
-        if not isinstance(raw[name], str):
+    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix"):
+        if name in raw and not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
     for name in ("bm25", "multi_vector"):
         if name in raw and not isinstance(raw[name], bool):
@@ -754,6 +768,8 @@ def read_index_meta(path: Path) -> IndexMeta:
     if raw.get("sentence_vectors", "context") not in ("lower", "context", ""):
         raise InputError(f"must be 'lower' or 'context', got {raw['sentence_vectors']!r}", path=str(path),
                          field="sentence_vectors")
+    if raw.get("store", "") not in ("", "milvus"):
+        raise InputError(f"unknown store {raw['store']!r} (milvus, or none)", path=str(path), field="store")
     if raw["index_type"] not in INDEX_TYPES:
         raise InputError(f"unknown index type {raw['index_type']!r} ({', '.join(INDEX_TYPES)})", path=str(path),
                          field="index_type")
