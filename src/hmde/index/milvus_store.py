@@ -285,7 +285,8 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
                 if known:
                     raise HmdeError(f"document ids must be unique: '{known[0]}' is already in the index")
             index.insert(batch)
-        index.client.flush(index.documents)
+        for name in (index.documents,) + ((index.sentences,) if meta.multi_vector else ()):
+            index.client.flush(name)  # sealed into indexed segments: unflushed rows are searched by brute force
         meta.count, meta.deleted = index.count(), 0
         with atomic_dir(path) as tmp:
             (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
