@@ -7,6 +7,7 @@ writes 2,048 documents at a time into a memory-mapped .npy, so the peak should n
 with N beyond the list of ids kept for the duplicate check.
 
     python benchmarks/streaming_memory.py --sizes 10000,100000,1000000
+    python benchmarks/streaming_memory.py --sizes 20000,200000 --format parquet
 
 Not a test: figures depend on the machine.
 """
@@ -35,6 +36,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--method", default="mean")
+    parser.add_argument("--format", choices=["npy", "parquet"], default="npy",
+                        help="parquet: the whole representation (sentences, spans, their vectors; a row group a batch)")
     args = parser.parse_args()
 
     from hmde.encoders.random_models import build_random_sentence_encoder
@@ -49,7 +52,7 @@ def main() -> None:
                 for i in range(n):
                     text = " ".join(words[(i + j) % len(words)] for j in range(8)) + f" {i}."
                     f.write(json.dumps({"doc_id": f"d{i}", "text": text, "lang": "eng"}) + "\n")
-            out = tmp / f"v{n}.npy"
+            out = tmp / f"v{n}.{args.format}"
             t0 = time.perf_counter()
             done = subprocess.run([sys.executable, "-c", RUN, "encode", str(model), str(src), "-o", str(out),
                                    "--method", args.method, "--no-progress"], capture_output=True, text=True,
