@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -268,8 +267,8 @@ class MilvusIndex:
 def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, overwrite: bool = True):
     """Create (or, ``add``, extend; ``replace``, upsert into) the Milvus collections of the index at ``path``, then
     commit ``index.json``; returns the index, open."""
-    from ..ground.atomic import atomic_dir, carry_foreign_entries
-    from .store import INDEX_ENTRIES, read_index_meta
+    from ..ground.atomic import atomic_dir
+    from .store import finish_version, read_index_meta
 
     if add:
         meta = read_index_meta(path / "index.json")
@@ -289,8 +288,7 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
             index.client.flush(name)  # sealed into indexed segments: unflushed rows are searched by brute force
         meta.count, meta.deleted = index.count(), 0
         with atomic_dir(path) as tmp:
-            (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-            carry_foreign_entries(path, tmp, INDEX_ENTRIES)
+            finish_version(path, tmp, meta)
     except BaseException:
         index.close()
         raise

@@ -15,7 +15,6 @@ version after, both searchable.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import asdict
@@ -25,10 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import HmdeError
-from ..ground.atomic import atomic_dir, carry_foreign_entries, through_links
+from ..ground.atomic import atomic_dir, through_links
 from ..ground.locks import exclusive_writer
-from .store import (DELETED_TABLE, DOCS_TABLE, INDEX_ENTRIES, SENTENCES_TABLE, SENTENCE_INDEX, DocumentIndex, IndexMeta, move_to_deleted,
-                    write_bm25)
+from .store import (DELETED_TABLE, DOCS_TABLE, SENTENCES_TABLE, SENTENCE_INDEX, DocumentIndex, IndexMeta,
+                    finish_version, move_to_deleted, write_bm25)
 
 MISSING_SHOWN = 10  # unknown ids named in a refused delete
 
@@ -92,8 +91,7 @@ def _commit_delete(path: Path, meta: IndexMeta, ids: list[str]) -> int:
                 write_bm25(con, tmp)
         finally:
             con.close()
-        (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-        carry_foreign_entries(path, tmp, INDEX_ENTRIES)
+        finish_version(path, tmp, meta)
     return moved
 
 
@@ -153,8 +151,7 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
                 write_bm25(con, tmp)
         finally:
             con.close()
-        (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-        carry_foreign_entries(path, tmp, INDEX_ENTRIES)
+        finish_version(path, tmp, meta)
 
 
 COPY_ROWS = 65_536  # sentence vectors copied at a time by compact

@@ -274,8 +274,7 @@ class DocumentIndex:
             faiss.write_index(index, str(tmp / "vectors.faiss"))
             if sentence_index is not None:
                 faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
-            (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
-            carry_foreign_entries(path, tmp, INDEX_ENTRIES)
+            finish_version(path, tmp, meta)
         return cls.open(path)
 
     # -- reading ---------------------------------------------------------------------------
@@ -292,7 +291,6 @@ class DocumentIndex:
     @classmethod
     def _open_files(cls, path: Path) -> "DocumentIndex":
         import duckdb
-        import faiss
 
         meta_path = path / "index.json"
         if not meta_path.exists():
@@ -660,6 +658,13 @@ SENTENCES_TABLE = "CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY
 # documents deleted or replaced: their rows stay in the FAISS indexes and sentences.npy, masked, until `compact`
 DELETED_TABLE = ("CREATE TABLE IF NOT EXISTS deleted (row BIGINT PRIMARY KEY, doc_id VARCHAR, sent_start BIGINT, "
                  "sent_count INTEGER)")
+
+
+def finish_version(path: Path, tmp: Path, meta: IndexMeta) -> None:
+    """The last step of every write before the swap: the new version's ``index.json``, and the entries of the
+    folder that hmde did not write (a user's notes) carried over."""
+    (tmp / "index.json").write_text(json.dumps(asdict(meta), indent=2) + "\n", encoding="utf-8")
+    carry_foreign_entries(path, tmp, INDEX_ENTRIES)
 
 
 def move_to_deleted(con, ids_sql: str, params=()) -> int:

@@ -1,0 +1,204 @@
+"""Language bias in a mixed-language collection (issue 56): does the query's own language win over meaning?
+
+XQuAD's 240 paragraphs (and 48 articles), each concept in one of --pool languages in rotation (paragraph i in
+pool[i % len(pool)]): the mixed pool. The same 240 in one language each: the single-language pools. The same
+questions (one per paragraph, the first, so 240 queries; or --questions N) asked in each of --queries languages.
+Ranking: `hmde search`'s default on a multi-vector index (a document's best sentence + 0.5 x its `mean` vector's
+cosine), computed exactly in numpy from the model's sentence vectors (the flat index's ranking; the vectors are
+embedded once and cached in --work).
+
+For each query language it prints: MRR@10 in the mixed pool, the average MRR@10 over the single-language pools,
+their difference, and the share of top-1 hits in the query's language against the share of answers in it
+(the bias ratio: 1 is none). Each --variant is a way of removing the bias, fitted on the collection itself:
+
+- ``none``: today's default;
+- ``center``: each vector minus its language's mean (sentences and documents: their document's language's; the
+  query: its own language's, given);
+- ``subspace``: every vector (queries too, no language needed) with the span of the collection's centred
+  language means projected out (LAWDR's language directions, from the languages' means);
+- ``subspace+center``.
+
+    python benchmarks/language_bias.py --data ../shared/data --work runs/bias
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+XQUAD = {"en": "eng", "el": "ell", "hi": "hin", "vi": "vie", "de": "deu", "ru": "rus", "zh": "zho", "ar": "ara",
+         "es": "spa", "th": "tha", "tr": "tur", "ro": "ron"}
+DOC_WEIGHT = 0.5
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def xquad(data: Path, lang: str, unit_kind: str):
+    with open(data / "eval" / "xquad" / f"xquad.{lang}.json", encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    if unit_kind == "paragraph":
+        texts = [p["context"] for a in articles for p in a["paragraphs"]]
+        questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
+        answer = list(range(len(texts)))
+    else:
+        texts = ["\n".join(p["context"] for p in a["paragraphs"]) for a in articles]
+        questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
+        answer = [i for i, a in enumerate(articles) for _ in a["paragraphs"]]
+    return texts, questions, answer
+
+
+class Cache:
+    """Sentence vectors of each (language, unit kind) collection and query vectors, embedded once."""
+
+    def __init__(self, model_name: str, work: Path):
+        self.model_name, self.work, self._model = model_name, work, None
+        work.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def model(self):
+        if self._model is None:
+            from hmde.encoders.model_loading import load_model
+
+            self._model = load_model(self.model_name, "cpu")[1]
+        return self._model
+
+    def documents(self, key: str, texts: list[str], lang: str):
+        path = self.work / f"docs-{key}.npz"
+        if not path.exists():
+            from hmde.methods.vectorizer import DocumentVectorizer
+
+            _, units, sents = DocumentVectorizer(self.model, "mean").encode_with_sentences(texts, [lang] * len(texts))
+            counts = np.array([len(u) for u in units])
+            np.savez(path, vectors=np.concatenate(sents).astype(np.float32), counts=counts)
+        data = np.load(path)
+        return unit(data["vectors"]), data["counts"]
+
+    def queries(self, key: str, texts: list[str]):
+        path = self.work / f"queries-{key}.npy"
+        if not path.exists():
+            from hmde.methods.vectorizer import encode_query_texts
+
+            np.save(path, np.asarray(encode_query_texts(self.model, texts), np.float32))
+        return unit(np.load(path))
+
+
+def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine."""
+    sims = q @ sentences.T
+    best = np.full((len(q), len(docs)), -np.inf, np.float32)
+    np.maximum.at(best.T, owners, sims.T)
+    scores = best + DOC_WEIGHT * (q @ docs.T)
+    return np.argsort(-scores, axis=1, kind="stable")
+
+
+def mrr(order: np.ndarray, answer: np.ndarray, k: int = 10) -> float:
+    hit = order[:, :k] == answer[:, None]
+    ranks = np.where(hit.any(1), hit.argmax(1) + 1, 0)
+    return float(np.mean(np.where(ranks > 0, 1.0 / np.maximum(ranks, 1), 0.0)))
+
+
+def language_subspace(vectors: np.ndarray, langs: np.ndarray, tol: float = 1e-6) -> np.ndarray:
+    """An orthonormal basis (k, dim) of the span of the languages' centred mean vectors."""
+    codes = sorted(set(langs.tolist()))
+    if len(codes) < 2:
+        return np.zeros((0, vectors.shape[1]), np.float32)
+    means = np.stack([vectors[langs == c].mean(0) for c in codes])
+    centred = means - means.mean(0)
+    u, s, vt = np.linalg.svd(centred, full_matrices=False)
+    return vt[s > tol * max(s.max(), 1e-12)].astype(np.float32)
+
+
+def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    return x - (x @ basis.T) @ basis if len(basis) else x
+
+
+def apply(variant: str, sentences, sentence_langs, q, q_lang):
+    """The variant's vectors: (sentences, queries), fitted on the collection's sentences."""
+    s, qq = sentences, q
+    if "subspace" in variant:
+        basis = language_subspace(sentences, sentence_langs)
+        s, qq = project_out(s, basis), project_out(qq, basis)
+    if "center" in variant:
+        means = {c: s[sentence_langs == c].mean(0) for c in set(sentence_langs.tolist())}
+        s = s - np.stack([means[c] for c in sentence_langs])
+        if q_lang in means:
+            qq = qq - means[q_lang]
+    return unit(s), unit(qq)
+
+
+def evaluate(args) -> None:
+    data, cache = Path(args.data), Cache(args.model, Path(args.work))
+    pool = args.pool.split(",")
+    asked = args.queries.split(",")
+    texts, questions, answers = {}, {}, {}
+    for lang in sorted(set(pool) | set(asked)):
+        texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
+    answer = np.array(answer)[:args.questions]
+    n_docs = len(texts[pool[0]])
+    per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD[lang]) for lang in pool}
+    starts = {lang: np.concatenate([[0], np.cumsum(c)[:-1]]) for lang, (_, c) in per_lang.items()}
+
+    def collection(choice: list[str]):
+        """Document i in language choice[i]: its sentences, owners, the sentences' languages."""
+        rows, owners, langs = [], [], []
+        for i, lang in enumerate(choice):
+            vectors, counts = per_lang[lang]
+            rows.append(vectors[starts[lang][i]:starts[lang][i] + counts[i]])
+            owners += [i] * counts[i]
+            langs += [lang] * counts[i]
+        return np.concatenate(rows), np.array(owners), np.array(langs)
+
+    mixed_choice = [pool[i % len(pool)] for i in range(n_docs)]
+    print(f"XQuAD {args.unit}s ({n_docs}), {len(answer)} questions, pool {'/'.join(pool)} in rotation; "
+          f"{args.model}; best sentence + {DOC_WEIGHT} x mean")
+    print("| variant | query | mixed MRR@10 | single-language pools MRR@10 (mean) | mixed - single | top-1 in the "
+          "query's language / answers in it | ratio |\n|---|---|---|---|---|---|---|")
+    summary = {}
+    for variant in args.variants.split(","):
+        for qlang in asked:
+            q = cache.queries(f"{args.unit}-{qlang}", questions[qlang])[:len(answer)]
+            singles = []
+            for lang in pool:
+                s, owners, slangs = collection([lang] * n_docs)
+                s2, q2 = apply(variant, s, slangs, q, qlang)
+                docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
+                singles.append(mrr(rank(q2, s2, owners, docs), answer))
+            s, owners, slangs = collection(mixed_choice)
+            s2, q2 = apply(variant, s, slangs, q, qlang)
+            docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
+            order = rank(q2, s2, owners, docs)
+            mixed = mrr(order, answer)
+            doc_lang = np.array(mixed_choice)
+            top1_share = float(np.mean(doc_lang[order[:, 0]] == qlang))
+            answer_share = float(np.mean(doc_lang[answer] == qlang))
+            ratio = top1_share / answer_share if answer_share else float("nan")
+            single = float(np.mean(singles))
+            summary[(variant, qlang)] = (mixed, single, ratio)
+            print(f"| {variant} | {qlang} | {mixed:.3f} | {single:.3f} | {mixed - single:+.3f} | "
+                  f"{top1_share:.3f} / {answer_share:.3f} | {ratio:.2f} |", flush=True)
+    (Path(args.work) / f"summary-{args.unit}.json").write_text(json.dumps(
+        {f"{v}|{q}": list(x) for (v, q), x in summary.items()}, indent=1))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--work", default="runs/bias")
+    p.add_argument("--model", default="hmde-e5")
+    p.add_argument("--unit", choices=["paragraph", "article"], default="paragraph")
+    p.add_argument("--pool", default="en,el,hi,vi,de,ru")
+    p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
+    p.add_argument("--questions", type=int, default=240)
+    p.add_argument("--variants", default="none,center,subspace,subspace+center")
+    evaluate(p.parse_args())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
