@@ -13,8 +13,9 @@ Zhu, 2022); no code of theirs is used.
   (Vecalign's penalty), plus a length penalty where the texts are known: ``length_weight`` times how far
   the bead's log ratio of characters strays from the document's (a sentence whose translation was
   deleted makes a merged bead twice too long on one side; a true merge does not). A skip costs
-  ``skip_weight`` times the ``skip_quantile`` of the document's 1-1 costs, so that leaving a source and
-  a target sentence both unaligned is cheaper than aligning two unrelated sentences.
+  ``skip_weight`` times the ``skip_quantile`` of the 1-1 costs of the document's unrelated-looking pairs
+  (neither sentence the other's nearest), so that leaving a source and a target sentence both unaligned is
+  cheaper than aligning two unrelated sentences, and dearer than a true pair in a document of any length.
 - **Search.** Dynamic programming over the bead costs. Documents whose full matrix exceeds
   ``full_cells`` are aligned coarse-to-fine: blocks of consecutive sentences (their vectors averaged) are
   aligned first, and the fine search runs in a band around that path, so memory grows with ``n + m``,
