@@ -16,7 +16,9 @@ their difference, and the share of top-1 hits in the query's language against th
   query: its own language's, given);
 - ``subspace``: every vector (queries too, no language needed) with the span of the collection's centred
   language means projected out (LAWDR's language directions, from the languages' means);
-- ``subspace+center``.
+- ``subspace+center``;
+- ``query-subspace``: the queries alone projected (q.Ps = Pq.s: the same scores but for each stored vector's
+  norm), so an index keeps its vectors and only records the basis.
 
     python benchmarks/language_bias.py --data ../shared/data --work runs/bias
 """
@@ -121,6 +123,8 @@ def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
 def apply(variant: str, sentences, sentence_langs, q, q_lang):
     """The variant's vectors: (sentences, queries), fitted on the collection's sentences."""
     s, qq = sentences, q
+    if variant == "query-subspace":  # the queries alone projected: the stored vectors stay as they are
+        return s, unit(project_out(q, language_subspace(sentences, sentence_langs)))
     if "subspace" in variant:
         basis = language_subspace(sentences, sentence_langs)
         s, qq = project_out(s, basis), project_out(qq, basis)

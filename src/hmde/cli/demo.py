@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         build = parser.parse_args(["index", "build", args.model, str(collection), "-o", index_dir, "--no-progress",
                                    "--device", args.device])
         with contextlib.redirect_stdout(io.StringIO()):  # its summary would name a folder deleted on exit
-            index_cli.run_build(build)
+            build.func(build)
         if args.keep:
             print(f"index kept in {args.keep}")
         model = build.model if build.model == args.model else f"{args.model} ({build.model})"  # hmde-auto's choice

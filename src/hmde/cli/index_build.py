@@ -28,7 +28,9 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                              bm25=bool(getattr(args, "bm25", False)),
                              multi_vector=bool(getattr(args, "multi_vector", False)),
                              sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
-                             backend=getattr(args, "backend", None) or "torch", store=getattr(args, "store", None) or "")
+                             backend=getattr(args, "backend", None) or "torch", store=getattr(args, "store", None) or "",
+                             language_debias="" if getattr(args, "language_debias", None) == "none"
+                             else "subspace")
     return new_meta(settings, model, model_sha256, dim, method, args.output)
 
 

@@ -53,7 +53,8 @@ def build_arguments(args: argparse.Namespace, source_meta) -> argparse.Namespace
                           and not method_class(args.method).contextual else source_meta.sentence_vectors)
         if mode else None,
         preset=None, long_documents=None, long_sentences=None, segmentation=None, bf16=False,
-        lawdr_stats=None, device=args.device, no_progress=args.no_progress, engine="local", add=False, lang=None)
+        lawdr_stats=None, device=args.device, no_progress=args.no_progress, engine="local", add=False, lang=None,
+        language_debias=source_meta.language_debias or "none")
 
 
 def check_new_output(args: argparse.Namespace, source: Path) -> dict | None:

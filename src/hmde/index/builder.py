@@ -42,6 +42,7 @@ class IndexSettings:
     method: str | None = None  # None: the model's recommended method
     backend: str = "torch"
     store: str = ""  # "milvus:PATH_OR_URI": the vectors in Milvus (hmde.index.milvus_store); "": this folder
+    language_debias: str = "subspace"  # hmde.index.language_debias (issue 56); "": none
 
     def check(self) -> None:
         if self.index_type not in INDEX_TYPES:
@@ -67,6 +68,7 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
                      count=0, hnsw_m=settings.hnsw_m, ivf_lists=settings.ivf_lists if ivf else 0,
                      pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
                      backend=settings.backend or "torch", multi_vector=bool(settings.multi_vector),
+                     language_debias="" if settings.store else settings.language_debias,
                      sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "")
 
 

@@ -86,13 +86,21 @@ def _commit_delete(path: Path, meta: IndexMeta, ids: list[str]) -> int:
             con.register("leaving_ids", pa.table({"doc_id": pa.array(ids, pa.string())}))
             moved = move_to_deleted(con, "SELECT doc_id FROM leaving_ids")
             con.unregister("leaving_ids")
-            meta.deleted += moved
+            meta.deleted += len(moved)
             if meta.bm25:
                 write_bm25(con, tmp)
         finally:
             con.close()
+        if meta.language_debias:  # the deleted documents' sentences leave their languages' means
+            from .language_debias import LanguageStats
+
+            stats = LanguageStats.load(path, meta.dim)
+            sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)
+            stats.update([m[3] for m in moved], [sentences[m[1]:m[1] + m[2]] for m in moved], sign=-1)
+            del sentences
+            stats.save(tmp)
         finish_version(path, tmp, meta)
-    return moved
+    return len(moved)
 
 
 def compact_index(path: str | Path) -> int:
@@ -125,6 +133,8 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
         if old.sentence_index is not None:
             faiss.write_index(_without(old.sentence_index, meta.index_type, live_sentences, len(old.sentence_vectors)),
                               str(tmp / SENTENCE_INDEX))
+        if (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics
+            share(path / "languages.npz", tmp / "languages.npz")
         with GrowingNpy(tmp / "sentences.npy", meta.dim) as out:
             for start in range(0, len(live_sentences), COPY_ROWS):  # streamed: a chunk in memory, not the file
                 out.append(np.asarray(old.sentence_vectors[live_sentences[start:start + COPY_ROWS]], np.float32))

@@ -69,6 +69,9 @@ class IndexMeta:
     store: str = ""
     store_uri: str = ""
     store_prefix: str = ""
+    # "subspace": each query loses the span of the indexed languages' centred means (hmde.index.language_debias,
+    # issue 56; the default of new indexes); "": none (indexes built before)
+    language_debias: str = ""
 
     @property
     def live(self) -> int:
@@ -148,6 +151,7 @@ class DocumentIndex:
         # (row, sent_start, sent_count) of each deleted document: its rows are masked in every search
         self.deleted = deleted if deleted is not None else np.zeros((0, 3), np.int64)
         self._masks: dict = {}
+        self.language_basis = np.zeros((0, meta.dim), np.float32)  # set by open where the index records one
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -224,6 +228,11 @@ class DocumentIndex:
             con.execute(DELETED_TABLE)
             if meta.multi_vector:
                 con.execute(SENTENCES_TABLE)
+            stats = None
+            if meta.language_debias:
+                from .language_debias import LanguageStats
+
+                stats = LanguageStats.load(path, meta.dim) if old is not None else LanguageStats(meta.dim)
             for batch in batches:
                 vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
                 if vectors.shape[1] != meta.dim:
@@ -241,7 +250,11 @@ class DocumentIndex:
                 con.register("batch_rows", table)
                 try:
                     if replace:  # the documents these replace leave the table: their rows are masked
-                        meta.deleted += move_to_deleted(con, "SELECT doc_id FROM batch_rows")
+                        moved = move_to_deleted(con, "SELECT doc_id FROM batch_rows")
+                        meta.deleted += len(moved)
+                        if stats is not None:
+                            stats.update([m[3] for m in moved], [old.sentence_vectors[m[1]:m[1] + m[2]] for m in moved],
+                                         sign=-1)
                     con.execute("INSERT INTO docs SELECT * FROM batch_rows")
                 except duckdb.ConstraintException as e:
                     known = con.execute("SELECT doc_id FROM batch_rows JOIN docs USING (doc_id) LIMIT 1").fetchall()
@@ -256,6 +269,8 @@ class DocumentIndex:
                 if sum(len(v) for v in flat):
                     batch_sentences = normalize(np.concatenate(flat))
                     sentence_file.append(batch_sentences)
+                    if stats is not None:
+                        stats.update(batch.langs, np.split(batch_sentences, np.cumsum([len(v) for v in flat])[:-1]))
                     if sentence_index is not None:
                         sentence_index.add(batch_sentences)
                         owners = np.repeat(np.arange(row, row + len(counts)), counts)
@@ -271,6 +286,8 @@ class DocumentIndex:
                 write_bm25(con, tmp)
             con.close()
             meta.count = row
+            if stats is not None:
+                stats.save(tmp)
             faiss.write_index(index, str(tmp / "vectors.faiss"))
             if sentence_index is not None:
                 faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
@@ -337,7 +354,16 @@ class DocumentIndex:
                              f"{len(deleted)} in docs.duckdb; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
-        return cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
+        opened = cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
+        if meta.language_debias:
+            from .language_debias import LanguageStats
+
+            try:
+                opened.language_basis = LanguageStats.load(path, meta.dim).basis()
+            except BaseException:
+                opened.close()
+                raise
+        return opened
 
     def close(self) -> None:
         if self._con is not None:
@@ -408,6 +434,18 @@ class DocumentIndex:
         elif ivf:
             params.nprobe = nprobe or self.index.nprobe
         return self.index.search(q, k, params=params)
+
+    def _search_debiased(self, q: np.ndarray, k: int, allowed, ef_search, nprobe):
+        """:meth:`_search` where the index removes its languages' directions: a larger pool by the projected
+        query, re-scored with each document vector's projected length, best first."""
+        total = self.meta.live if allowed is None else len(allowed)
+        sims, rows = self._search(q, min(total, max(k, DEBIASED_POOL)), allowed, ef_search, nprobe)
+        sims = np.where(rows >= 0, sims, -np.inf).astype(np.float32)
+        for qi in range(len(q)):
+            found = rows[qi] >= 0
+            sims[qi, found] = self._cosines(self.document_vectors(rows[qi][found]), q[qi])
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(sims, order, 1), np.take_along_axis(rows, order, 1)
 
     def require_bm25(self):
         """The index's BM25 retriever, loaded and checked once (before any model loads)."""
@@ -485,6 +523,8 @@ class DocumentIndex:
         sims, rows = index.search(q, min(n, pool), params=params)
         if kind == "ivfpq":  # compressed codes find the candidates; their stored vectors score them exactly
             sims = exact_scores(self._sentence_file(), rows, q)
+        if len(self.language_basis):  # the candidates' cosines with both sides projected, best first again
+            sims = debiased_scores(self._sentence_file(), rows, sims, self.language_basis)
         out = []
         for qi in range(len(q)):
             found = rows[qi] >= 0
@@ -497,16 +537,26 @@ class DocumentIndex:
             unique, slot = np.unique(docs[keep], return_inverse=True)
             total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
             if doc_weight and len(unique):
-                stored = self.document_vectors(unique) @ q[qi]
+                stored = self._cosines(self.document_vectors(unique), q[qi])
                 total = total + doc_weight * stored
                 if kind == "ivfpq":  # the leaders' document vectors exactly, where they can be (codes approximate)
                     lead = np.argsort(-total, kind="stable")[:max(5 * top_k, EXACT_RESCORE)]
                     exact = self.exact_document_vectors(unique[lead])
                     if exact is not None:
-                        total[lead] += doc_weight * (exact @ q[qi] - stored[lead])
+                        total[lead] += doc_weight * (self._cosines(exact, q[qi]) - stored[lead])
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
+
+    def _cosines(self, vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Cosines of stored unit ``vectors`` with a query (projected, where the index removes its languages'
+        directions: then each vector's projected length divides; hmde.index.language_debias)."""
+        sims = np.asarray(vectors, np.float32) @ q
+        if len(self.language_basis):
+            from .language_debias import residual_norms
+
+            sims = sims / residual_norms(vectors, self.language_basis)
+        return sims
 
     def live_mask(self, kind: str) -> np.ndarray | None:
         """Which rows of ``kind`` ("documents" or "sentences") belong to live documents; None where none was
@@ -597,6 +647,10 @@ class DocumentIndex:
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}: "
                             "search with the model the index was built with")
+        if len(self.language_basis):  # no pull towards the query's own language (hmde.index.language_debias)
+            from .language_debias import project_out
+
+            q = normalize(project_out(q, self.language_basis))
         n = self.meta.live
         if n == 0:
             return [[] for _ in range(len(q))]
@@ -616,7 +670,8 @@ class DocumentIndex:
             fused = self._multi_vector_rows(q, top_k, allowed, top_sentences, doc_weight, ef_search, nprobe,
                                             candidates)
         else:
-            scores, rows = self._search(q, pool, allowed, ef_search, nprobe)
+            search = self._search_debiased if len(self.language_basis) else self._search
+            scores, rows = search(q, pool, allowed, ef_search, nprobe)
             fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
                 if hybrid_texts is not None else None
         out = []
@@ -641,7 +696,7 @@ class DocumentIndex:
                 doc_id, dlang, text, sents, vectors = records[row]
                 best, best_score, evidence = "", float("nan"), []
                 if len(sents):
-                    sims = np.asarray(vectors) @ q[qi]
+                    sims = self._cosines(vectors, q[qi])
                     order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
                     evidence = [(sents[j], float(sims[j])) for j in order]
                     best, best_score = evidence[0]
@@ -651,6 +706,22 @@ class DocumentIndex:
 
 
 HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
+DEBIASED_POOL = 200  # documents a one-vector search re-scores where the index removes its languages' directions
+
+
+def debiased_scores(vectors: RowFile, rows: np.ndarray, sims: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """The candidates' cosines with both sides projected (``sims`` are with the projected query: each divides by
+    its vector's projected length), rows re-ordered best first to match (hmde.index.language_debias)."""
+    from .language_debias import residual_norms
+
+    out = np.where(rows >= 0, sims, -np.inf).astype(np.float32)
+    for qi in range(len(rows)):
+        found = rows[qi] >= 0
+        if found.any():
+            out[qi, found] = sims[qi, found] / residual_norms(vectors.take(rows[qi][found]), basis)
+    order = np.argsort(-out, axis=1, kind="stable")
+    rows[:] = np.take_along_axis(rows, order, axis=1)
+    return np.take_along_axis(out, order, axis=1)
 
 DOCS_TABLE = ("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
               "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
@@ -667,18 +738,19 @@ def finish_version(path: Path, tmp: Path, meta: IndexMeta) -> None:
     carry_foreign_entries(path, tmp, INDEX_ENTRIES)
 
 
-def move_to_deleted(con, ids_sql: str, params=()) -> int:
-    """Move the documents whose ids ``ids_sql`` selects from the documents table to the deleted one; their
-    count. (The sentences table keeps its rows: it maps every row of sentences.faiss to its document.)"""
+def move_to_deleted(con, ids_sql: str, params=()) -> list[tuple]:
+    """Move the documents whose ids ``ids_sql`` selects from the documents table to the deleted one; returns
+    their (row, sent_start, sent_count, lang). (The sentences table keeps its rows: it maps every row of
+    sentences.faiss to its document.)"""
     con.execute(DELETED_TABLE)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE leaving AS SELECT row, doc_id, sent_start, sent_count FROM docs "
+    con.execute(f"CREATE OR REPLACE TEMP TABLE leaving AS SELECT row, doc_id, sent_start, sent_count, lang FROM docs "
                 f"WHERE doc_id IN ({ids_sql})", params)
-    moved = con.execute("SELECT count(*) FROM leaving").fetchone()[0]
+    moved = con.execute("SELECT row, sent_start, sent_count, lang FROM leaving ORDER BY row").fetchall()
     if moved:
-        con.execute("INSERT INTO deleted SELECT * FROM leaving")
+        con.execute("INSERT INTO deleted SELECT row, doc_id, sent_start, sent_count FROM leaving")
         con.execute("DELETE FROM docs WHERE row IN (SELECT row FROM leaving)")
     con.execute("DROP TABLE leaving")
-    return int(moved)
+    return moved
 
 
 def write_bm25(con, folder: Path) -> None:
@@ -700,7 +772,8 @@ def spans_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 SENTENCE_INDEX = "sentences.faiss"
 # everything an index build writes: any other entry of an index folder is the user's and is kept
-INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", SENTENCE_INDEX, "bm25"}
+INDEX_ENTRIES = {"index.json", "vectors.faiss", "sentences.npy", "docs.duckdb", SENTENCE_INDEX, "bm25",
+                 "languages.npz"}
 SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query before scoring their documents
 # IVF-PQ: its codes rank the candidates approximately, so more are re-scored exactly (10M sentences, recall@10
 # of the documents against exact search: 1,000 -> 0.937, 1,500 -> 0.969, 2,000 -> 0.981; docs/scaling.md)
@@ -764,7 +837,7 @@ def read_index_meta(path: Path) -> IndexMeta:
     for name in ("dim", "count", "hnsw_m", "ivf_lists", "pq_m", "sentence_lists", "deleted"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
-    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix"):
+    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix", "language_debias"):
         if name in raw and not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
     for name in ("bm25", "multi_vector"):
@@ -773,6 +846,9 @@ def read_index_meta(path: Path) -> IndexMeta:
     if raw.get("sentence_vectors", "context") not in ("lower", "context", ""):
         raise InputError(f"must be 'lower' or 'context', got {raw['sentence_vectors']!r}", path=str(path),
                          field="sentence_vectors")
+    if raw.get("language_debias", "") not in ("", "subspace"):
+        raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace, or none)",
+                         path=str(path), field="language_debias")
     if raw.get("store", "") not in ("", "milvus"):
         raise InputError(f"unknown store {raw['store']!r} (milvus, or none)", path=str(path), field="store")
     if raw["index_type"] not in INDEX_TYPES:
