@@ -159,7 +159,7 @@ class MilvusIndex:
         """Hits per query, best first, ranked as :meth:`hmde.index.store.DocumentIndex.search` ranks a
         multi-vector index (``candidates``: documents re-scored, default :data:`GROUPS`)."""
         from .multivector import check_scoring
-        from .store import SearchHit
+        from .records import SearchHit
 
         check_scoring(top_sentences, doc_weight)
         if hybrid_texts is not None:
@@ -264,11 +264,12 @@ class MilvusIndex:
                 self.client.delete(self.sentences, filter=f"doc_id in {part}")
 
 
-def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, overwrite: bool = True):
+def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, read_index_meta, finish_version,
+                 overwrite: bool = True):
     """Create (or, ``add``, extend; ``replace``, upsert into) the Milvus collections of the index at ``path``, then
-    commit ``index.json``; returns the index, open."""
+    commit ``index.json`` (``read_index_meta`` and ``finish_version``: the store's, passed in); returns the index,
+    open."""
     from ..ground.atomic import atomic_dir
-    from .store import finish_version, read_index_meta
 
     if add:
         meta = read_index_meta(path / "index.json")
@@ -297,7 +298,7 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
 
 
 def delete_milvus(path: Path, meta, doc_ids: Sequence[str], ignore_missing: bool) -> int:
-    from .mutations import UnknownIds
+    from .records import UnknownIds
 
     with MilvusIndex.open(path, meta) as index:
         known = set(index.known_ids(list(doc_ids)))

@@ -23,24 +23,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import HmdeError
 from ..ground.atomic import atomic_dir, through_links
 from ..ground.locks import exclusive_writer
 from .store import (DELETED_TABLE, DOCS_TABLE, SENTENCES_TABLE, SENTENCE_INDEX, DocumentIndex, IndexMeta,
                     finish_version, move_to_deleted, write_bm25)
 
-MISSING_SHOWN = 10  # unknown ids named in a refused delete
-
-
-class UnknownIds(HmdeError):
-    """A delete names ids the index does not hold (nothing was deleted)."""
-
-    def __init__(self, missing: list[str], path: Path):
-        shown = ", ".join(repr(x) for x in missing[:MISSING_SHOWN])
-        more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
-        super().__init__(f"index {path} holds no document {shown}{more}: nothing was deleted (--ignore-missing "
-                         "deletes the others)")
-        self.missing = missing
+from .records import UnknownIds  # noqa: F401  (raised by delete_documents)
 
 
 def share(source: Path, target: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -32,6 +32,7 @@ from ..errors import HmdeError, InputError
 from ..io.growing_npy import GrowingNpy
 from ..ground.locks import exclusive_writer, reading
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from .records import SearchHit  # noqa: F401  (hits are named here too)
 from .row_file import RowFile
 from ..align.similarity import normalize
 
@@ -88,22 +89,6 @@ class DocumentBatch:
     doc_vectors: np.ndarray
     sentences: list[Sequence[str]] | None = None  # None: best sentences are computed at search time
     sentence_vectors: list[np.ndarray] | None = None
-
-
-@dataclass
-class SearchHit:
-    rank: int
-    score: float
-    doc_id: str
-    lang: str | None
-    best_sentence: str
-    sentence_score: float
-    text: str
-    evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
-
-    def snippet(self, width: int = 160) -> str:
-        s = self.best_sentence or self.text
-        return s if len(s) <= width else s[: width - 1] + "…"
 
 
 def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_m: int, ivf_lists: int,
@@ -185,7 +170,7 @@ class DocumentIndex:
             if (stored or meta).store == "milvus":
                 from .milvus_store import write_milvus
 
-                return write_milvus(path, meta, batches, add, replace)
+                return write_milvus(path, meta, batches, add, replace, read_index_meta, finish_version)
             return cls._write_locked(path, meta, batches, add, train_vectors, sentence_train, replace)
 
     @classmethod

@@ -1,0 +1,38 @@
+"""What an index search returns and what a refused delete says: plain records shared by hmde's own index
+(:mod:`hmde.index.store`), the Milvus store and the writes, with no dependency on either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import HmdeError
+
+MISSING_SHOWN = 10  # unknown ids named in a refused delete
+
+
+@dataclass
+class SearchHit:
+    rank: int
+    score: float
+    doc_id: str
+    lang: str | None
+    best_sentence: str
+    sentence_score: float
+    text: str
+    evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
+
+    def snippet(self, width: int = 160) -> str:
+        s = self.best_sentence or self.text
+        return s if len(s) <= width else s[: width - 1] + "…"
+
+
+class UnknownIds(HmdeError):
+    """A delete names ids the index does not hold (nothing was deleted)."""
+
+    def __init__(self, missing: list[str], path: Path):
+        shown = ", ".join(repr(x) for x in missing[:MISSING_SHOWN])
+        more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
+        super().__init__(f"index {path} holds no document {shown}{more}: nothing was deleted (--ignore-missing "
+                         "deletes the others)")
+        self.missing = missing
