@@ -70,6 +70,10 @@ def test_writes_reach_milvus_and_the_next_search_sees_them(hmde_dir, tmp_path, c
                                                                          f"milvus:{tmp_path / 'm.db'}")
         with pytest.raises(Exception, match="holds no document 'zz'"):
             index.delete(["zz"])
+    other = tmp_path / "elsewhere" / "idx"  # another folder of the same name: its collections would be ours
+    other.parent.mkdir()
+    with pytest.raises(Exception, match="holds a collection hmde_idx_documents already"):
+        Index.create(str(other), docs, model=str(hmde_dir), store=store)
     capsys.readouterr()
     assert main(["search", str(tmp_path / "idx"), "--json", "growth", "--top-k", "1"]) == 0
     with Index.open(str(tmp_path / "own"), model=str(hmde_dir)) as own:

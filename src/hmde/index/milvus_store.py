@@ -264,8 +264,7 @@ class MilvusIndex:
                 self.client.delete(self.sentences, filter=f"doc_id in {part}")
 
 
-def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, read_index_meta, finish_version,
-                 overwrite: bool = True):
+def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, read_index_meta, finish_version):
     """Create (or, ``add``, extend; ``replace``, upsert into) the Milvus collections of the index at ``path``, then
     commit ``index.json`` (``read_index_meta`` and ``finish_version``: the store's, passed in); returns the index,
     open."""
@@ -273,10 +272,16 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
 
     if add:
         meta = read_index_meta(path / "index.json")
+    # a new index replaces collections only where they are this folder's own (its index.json names them): another
+    # folder of the same name, elsewhere, may have made them
+    ours = False
+    if not add and (path / "index.json").is_file():
+        old = read_index_meta(path / "index.json")
+        ours = (old.store_uri, old.store_prefix) == (meta.store_uri, meta.store_prefix)
     index = MilvusIndex(path, meta, client_for(meta.store_uri))
     try:
         if not add:
-            index.create_collections(meta.index_type, overwrite)
+            index.create_collections(meta.index_type, overwrite=ours)
         for batch in batches:
             if replace:
                 index.remove(batch.doc_ids)

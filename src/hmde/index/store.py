@@ -162,7 +162,7 @@ class DocumentIndex:
         computed at search time. ``meta.count`` is set from what was written.
         Concurrent writers of one index wait for each other (:mod:`hmde.ground.locks`).
         ``replace`` (an upsert, with ``add``): a document whose id the index holds replaces it; the old row is
-        masked (:meth:`mask_rows`) until ``compact``.
+        masked (:meth:`live_selector`) until ``compact``.
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
@@ -507,8 +507,8 @@ class DocumentIndex:
             params.nprobe = nprobe or index.nprobe
         sims, rows = index.search(q, min(n, pool), params=params)
         if kind == "ivfpq":  # compressed codes find the candidates; their stored vectors score them exactly
-            sims = exact_scores(self._sentence_file(), rows, q)
-        if len(self.language_basis):  # the candidates' cosines with both sides projected, best first again
+            sims = exact_scores(self._sentence_file(), rows, q, self.language_basis)
+        elif len(self.language_basis):  # the candidates' cosines with both sides projected, best first again
             sims = debiased_scores(self._sentence_file(), rows, sims, self.language_basis)
         out = []
         for qi in range(len(q)):
@@ -775,13 +775,19 @@ def sentence_lists_for(ivf_lists: int, sentence_train: np.ndarray | None) -> int
     return max(1, min(ivf_lists * SENTENCE_LISTS_PER_DOCUMENT_LIST, available))
 
 
-def exact_scores(vectors: RowFile, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+def exact_scores(vectors: RowFile, rows: np.ndarray, q: np.ndarray, basis: np.ndarray | None = None) -> np.ndarray:
     """(Q, K) cosines of each query with its candidate rows of ``vectors`` (-1: none), best first per query;
-    rows re-ordered to match."""
+    rows re-ordered to match. ``basis``: directions the (projected) query lacks, projected out of the rows too
+    (hmde.index.language_debias), from the same read."""
     sims = np.full(rows.shape, -np.inf, np.float32)
     for qi in range(len(q)):
         found = rows[qi] >= 0
-        sims[qi, found] = vectors.take(rows[qi][found]).astype(np.float32) @ q[qi]
+        candidates = vectors.take(rows[qi][found]).astype(np.float32)
+        sims[qi, found] = candidates @ q[qi]
+        if basis is not None and len(basis) and found.any():
+            from .language_debias import residual_norms
+
+            sims[qi, found] /= residual_norms(candidates, basis)
     order = np.argsort(-sims, axis=1, kind="stable")
     rows[:] = np.take_along_axis(rows, order, axis=1)
     return np.take_along_axis(sims, order, axis=1)
