@@ -562,10 +562,15 @@ def test_frozen_vectors_without_freeze_lower_is_refused_in_one_line(labse_dir, p
 def test_a_time_budget_fits_the_steps_and_a_resume_keeps_them(labse_dir, pairs_file, tmp_path, monkeypatch):
     """``hmde train --time-budget``: the rate of steps 3-5 sizes the run (a GPU lease is minutes, not epochs);
     the fitted count is recorded, so a run stopped after the probe resumes to the same end."""
+    import threading
+
     import hmde.pretraining.trainer as trainer_module
 
-    clock = iter(range(0, 100_000, 10))  # every time.time() call advances 10 s
-    monkeypatch.setattr(trainer_module.time, "time", lambda: float(next(clock)))
+    clock = iter(range(0, 100_000, 10))  # every time.time() call of this thread advances 10 s
+    real_time, this_thread = trainer_module.time.time, threading.get_ident()
+    # time.time is global: a server thread left by another test (milvus-lite's gRPC) must keep its real clock
+    monkeypatch.setattr(trainer_module.time, "time",
+                        lambda: float(next(clock)) if threading.get_ident() == this_thread else real_time())
 
     def budgeted(out):
         trainer = _run(labse_dir, pairs_file, out)
@@ -583,7 +588,8 @@ def test_a_time_budget_fits_the_steps_and_a_resume_keeps_them(labse_dir, pairs_f
     stopped = budgeted(tmp_path / "b")
     stopped.train(stop_at_step=6)
     assert stopped.stopped_at == 6
-    monkeypatch.setattr(trainer_module.time, "time", lambda: 0.0)  # a frozen clock would never fit again
+    monkeypatch.setattr(trainer_module.time, "time",  # a frozen clock would never fit again
+                        lambda: 0.0 if threading.get_ident() == this_thread else real_time())
     budgeted(tmp_path / "b").train(resume=True)
     steps = [json.loads(line).get("step", 0) for line in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
     assert max(steps) == json.loads((tmp_path / "b" / "training_config.json").read_text())["budget_steps"]
