@@ -129,3 +129,111 @@ def test_a_short_documents_true_pairs_are_never_two_skips(length):
         tgt = np.stack([noisy(rng, s, 0.07) for s in src])  # cosine ~0.9 with its source
         beads = align_vectors(spans(src), spans(tgt), None, [80] * length, [90] * length)
         assert pairs_of(beads) == [([i], [i]) for i in range(length)], (trial, pairs_of(beads))
+
+
+def test_a_three_to_two_bead_is_found():
+    """Issue 55: two target sentences that share three source sentences between them (the middle one cut in
+    two) are one 3-2 bead, which needs merges of five sentences (the default ``max_merge``)."""
+    rng = np.random.default_rng(5)
+    src = unit(rng.standard_normal((10, DIM)))
+    tgt = [*[noisy(rng, src[i]) for i in range(3)], noisy(rng, src[3] + 0.5 * src[4]), noisy(rng, 0.5 * src[4] + src[5]),
+           *[noisy(rng, src[i]) for i in range(6, 10)]]
+    beads = align_vectors(spans(src, 4), spans(np.stack(tgt), 4))
+    assert pairs_of(beads) == [([0], [0]), ([1], [1]), ([2], [2]), ([3, 4, 5], [3, 4]), ([6], [5]), ([7], [6]),
+                               ([8], [7]), ([9], [8])]
+    assert AlignmentOptions().max_merge == 5 and (3, 2) in AlignmentOptions().bead_types()
+
+
+def test_a_deleted_paragraph_leaves_its_sentences_unaligned_and_anchors_hold_around_it():
+    rng = np.random.default_rng(6)
+    common = rng.standard_normal(DIM)
+    src = unit(2.0 * common + rng.standard_normal((30, DIM)))
+    keep = [i for i in range(30) if not 10 <= i < 15]  # a paragraph of five sentences not translated
+    tgt = np.stack([noisy(rng, src[i], 0.07) for i in keep])
+    beads = align_vectors(spans(src, 4), spans(tgt, 4), None, [80] * 30, [88] * 25)
+    assert pairs_of(beads) == [([i], [keep.index(i)] if i in keep else []) for i in range(30)]
+
+
+def test_anchors_never_cross_and_no_bead_crosses_an_anchor():
+    """Two sentences swapped far apart are each other's nearest: neither pair may become an anchor (they cross
+    the others), locked beads' corners lie on one monotone path, and the final path passes through them."""
+    from hmde.align.sentence_alignment import first_step
+
+    rng = np.random.default_rng(7)
+    src = unit(rng.standard_normal((40, DIM)))
+    order = list(range(40))
+    order[5], order[30] = 30, 5
+    tgt = np.stack([noisy(rng, src[i]) for i in order])
+    plan = first_step(src, tgt, AlignmentOptions(), None, None)
+    rows, columns = plan.anchors.rows, plan.anchors.columns
+    assert len(rows) > 30 and np.all(np.diff(rows) > 0) and np.all(np.diff(columns) > 0)
+    corners = set(zip(rows.tolist(), columns.tolist()))
+    assert not {(5, 30), (30, 5), (6, 31), (31, 6)} & corners  # the swapped pairs lock nothing
+    beads = align_vectors(spans(src, 4), spans(tgt, 4))
+    visited, i, j = {(0, 0)}, 0, 0
+    for b in beads:
+        i, j = i + len(b.src), j + len(b.tgt)
+        visited.add((i, j))
+    assert corners <= visited
+    assert all(order[t] == s for b in beads if b.src and b.tgt for s, t in zip(b.src, b.tgt))  # nothing wrong
+
+
+def test_align_many_embeds_each_reachable_span_once_and_equals_the_full_search():
+    """Spans crossing a locked anchor are never embedded; what is embedded is embedded once across the pairs
+    of a batch; the beads equal those of the search over every span's vector."""
+    from hmde.align.sentence_pairs import align_many
+
+    rng = np.random.default_rng(8)
+    common = rng.standard_normal(DIM)  # a real encoder's common direction: unrelated sentences at cosine ~0.7
+    base = {f"s{i}": unit(2.0 * common + rng.standard_normal(DIM)) for i in range(40)}
+    calls: list[list[str]] = []
+
+    def vector(word):  # "t8" translates "s8": its vector plus a little noise fixed by the word
+        if word in base:
+            return base[word]
+        return base["s" + word[1:]] + 0.07 * np.random.default_rng(int(word[1:])).standard_normal(DIM)
+
+    def embed(texts):
+        calls.append(list(texts))
+        return unit(np.stack([sum(vector(w) for w in t.split()) for t in texts]))
+
+    src = [f"s{i}" for i in range(40)]
+    tgt = [f"t{i}" for i in range(40) if i != 17]
+    tgt[8] = "t8 t9"  # a 2-1 bead
+    del tgt[9]
+    beads = align_many([(src, tgt, None, None), (src[:20], tgt[:18], None, None)], embed)
+    texts = [t for call in calls for t in call]
+    assert len(calls) == 2 and len(texts) == len(set(texts))  # singles, then spans; each distinct text once
+    every_span = sum(max(0, len(side) - k + 1) for side in (src, tgt) for k in (2, 3, 4))
+    assert 0 < len(calls[1]) < every_span / 4  # most sentences are locked: few spans are reachable
+    assert pairs_of(beads[0])[7:11] == [([7], [7]), ([8, 9], [8]), ([10], [9]), ([11], [10])]
+    assert ([17], []) in pairs_of(beads[0])
+
+    def all_spans(side):
+        return [embed([" ".join(side[i:i + k]) for i in range(len(side) - k + 1)]) for k in range(1, 5)]
+
+    lengths = [len(x) for x in src], [len(x) for x in tgt]
+    assert pairs_of(align_vectors(all_spans(src), all_spans(tgt), None, *lengths)) == pairs_of(beads[0])
+
+
+def test_pairs_of_two_collections_align_in_one_batch_with_or_without_anchors(hmde_dir, tmp_path):
+    src, tgt = tmp_path / "en.jsonl", tmp_path / "de.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in [
+        {"doc_id": "a", "text": ["The cat sleeps.", "It rains.", "The dog barks."], "lang": "eng"},
+        {"doc_id": "b", "text": ["Good morning.", "See you soon."], "lang": "eng"}]))
+    tgt.write_text("".join(json.dumps(d) + "\n" for d in [
+        {"doc_id": "x", "text": ["Guten Morgen.", "Bis bald."], "lang": "deu"},
+        {"doc_id": "y", "text": ["Die Katze schläft.", "Es regnet.", "Der Hund bellt."], "lang": "deu"}]))
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("src_id\ttgt_id\na\ty\nb\tx\n")
+
+    for extra in ([], ["--no-anchors", "--max-merge", "4"]):
+        out = tmp_path / f"beads{len(extra)}.jsonl"
+        assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "--pairs", str(pairs), "-o", str(out),
+                     "--no-progress", *extra]) == 0
+        rows = [json.loads(x) for x in out.read_text().splitlines()]
+        assert [r["src_doc"] for r in rows] == sorted(r["src_doc"] for r in rows)  # pair by pair, in order
+        for doc, n, m in (("a", 3, 3), ("b", 2, 2)):
+            mine = [r for r in rows if r["src_doc"] == doc]
+            assert sorted(i for r in mine for i in r["src"]) == list(range(n))
+            assert sorted(j for r in mine for j in r["tgt"]) == list(range(m))

@@ -4,9 +4,9 @@ Written from the published descriptions of Vecalign (Thompson and Koehn, 2019) a
 Zhu, 2022); no code of theirs is used.
 
 - **Beads.** An alignment is a monotone sequence of beads ``(a, b)``: ``a`` consecutive source sentences
-  against ``b`` consecutive target sentences, with ``1 <= a + b <= max_merge`` (default 4: 1-1, 1-2, 2-1,
-  1-3, 3-1, 2-2) plus the skips 1-0 and 0-1. A merged side is embedded as the **concatenated text** of its
-  sentences, not as an average of vectors (:func:`span_texts`).
+  against ``b`` consecutive target sentences, with ``1 <= a + b <= max_merge`` (default 5, Bertalign's:
+  1-1, 1-2, 2-1, 1-3, 3-1, 2-2, 1-4, 4-1, 2-3, 3-2) plus the skips 1-0 and 0-1. A merged side is embedded as
+  the **concatenated text** of its sentences, not as an average of vectors (:func:`span_texts`).
 - **Cost.** A bead's cost is its cosine distance divided by the mean distance of each side to its
   ``k`` nearest sentences of the other document (the ratio margin of :mod:`hmde.align.similarity`, as a cost:
   a pair that is closer than its neighbourhood costs little), times ``a x b`` so that merging is not free
@@ -16,6 +16,9 @@ Zhu, 2022); no code of theirs is used.
   ``skip_weight`` times the ``skip_quantile`` of the 1-1 costs of the document's unrelated-looking pairs
   (neither sentence the other's nearest), so that leaving a source and a target sentence both unaligned is
   cheaper than aligning two unrelated sentences, and dearer than a true pair in a document of any length.
+- **Two steps.** A programme over single sentences (1-1 and skips) finds confident 1-1 anchors
+  (:mod:`hmde.align.anchors`); the programme with every bead type then runs only between them, and no
+  bead crosses an anchor, so a span across one is never embedded (:mod:`hmde.align.sentence_pairs`).
 - **Search.** Dynamic programming over the bead costs. Documents whose full matrix exceeds
   ``full_cells`` are aligned coarse-to-fine: blocks of consecutive sentences (their vectors averaged) are
   aligned first, and the fine search runs in a band around that path, so memory grows with ``n + m``,
@@ -25,11 +28,12 @@ Zhu, 2022); no code of theirs is used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..errors import HmdeError
+from .anchors import Anchors, confident_pairs, locked_anchors
 
 SKIPS = ((1, 0), (0, 1))
 
@@ -43,11 +47,13 @@ class Bead:
 
 @dataclass
 class AlignmentOptions:
-    max_merge: int = 4  # a + b of a bead (Vecalign's default alignment size)
+    max_merge: int = 5  # a + b of a bead (Bertalign's default; Vecalign's is 4)
     knn: int = 4  # neighbours of the margin normalisation
     skip_quantile: float = 0.2  # a skip costs skip_weight x this quantile of the 1-1 costs (Vecalign's 0.2)
     skip_weight: float = 0.5  # two skips cost about one typical unrelated pair
-    length_weight: float = 1.0  # the length penalty's weight (0: none)
+    length_weight: float = 0.25  # the length penalty's weight (0: none; 1.0 before issue 55)
+    anchors: bool = True  # two steps: confident 1-1 anchors first, then merges only between them
+    anchor_window: int = 8  # an anchor is the cheapest pair of its row and column within this many sentences
     full_cells: int = 4_000_000  # n x m above this: coarse-to-fine
     band: int = 16  # sentences either side of the coarse path searched at the fine level
 
@@ -62,23 +68,9 @@ def span_texts(sentences: Sequence[str], longest: int) -> list[list[str]]:
     return [[" ".join(sentences[i:i + k]) for i in range(len(sentences) - k + 1)] for k in range(1, longest + 1)]
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
-def embed_spans(sentences: Sequence[str], longest: int, embed: Callable[[list[str]], np.ndarray],
-                singles: np.ndarray | None = None) -> list[np.ndarray]:
-    """Unit vectors of every span of 1 .. ``longest`` sentences (``singles``: the 1-sentence vectors,
-    already computed by a document step)."""
-    texts = span_texts(sentences, longest)
-    out = []
-    for k, group in enumerate(texts, 1):
-        if k == 1 and singles is not None:
-            out.append(_unit(singles))
-        else:
-            out.append(_unit(embed(group)) if group else np.zeros((0, 1), np.float32))
-    return out
 
 
 class _Costs:
@@ -111,6 +103,17 @@ class _Costs:
 
     def cosine(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         return self.tgt[b - 1][j - b] @ self.src[a - 1][i - a]
+
+    def pair_costs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """The 1-1 cost of source sentence ``i`` against target sentence ``j`` (0-based; arrays of one shape)."""
+        s, t = self.src[0][i], self.tgt[0][j]
+        distance = 1.0 - np.einsum("...d,...d->...", s, t)
+        cost = distance / (0.5 * (self.src_norm[0][i] + self.tgt_norm[0][j]))
+        if self.length_weight:
+            ls = self.src_chars[i + 1] - self.src_chars[i]
+            lt = self.tgt_chars[j + 1] - self.tgt_chars[j]
+            cost = cost + self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
+        return cost
 
     def cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         distance = 1.0 - self.cosine(a, b, i, j)
@@ -152,9 +155,11 @@ UNRELATED_COST = 1.5  # a skip's reference cost where a document has no unrelate
 
 
 def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int,
-        band: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
-    """The cheapest monotone path from (0, 0) to (n, m); ``band[i]`` bounds the j of row i. Returns the
-    bead types along the path (in order)."""
+        band: list[tuple[int, int]] | None = None, anchors: Anchors | None = None) -> list[tuple[int, int]]:
+    """The cheapest monotone path from (0, 0) to (n, m); ``band[i]`` bounds the j of row i; no bead crosses a
+    point of ``anchors``. Returns the bead types along the path (in order)."""
+    src_ok = {a: anchors.crossing_free("src", a) for a in {a for a, _ in beads}} if anchors else None
+    tgt_ok = {b: anchors.crossing_free("tgt", b) for b in {b for _, b in beads}} if anchors else None
     lo = [0] * (n + 1) if band is None else [b[0] for b in band]
     hi = [m] * (n + 1) if band is None else [b[1] for b in band]
     kinds = beads + list(SKIPS)
@@ -170,7 +175,11 @@ def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int
         for t, (a, b) in enumerate(kinds):
             if a == 0 or a > i:  # 0-1 stays within the row: taken after the others, below
                 continue
+            if src_ok is not None and b and not src_ok[a][i]:
+                continue
             ok = (js - b >= lo[i - a]) & (js - b <= hi[i - a]) & (js - b >= 0)
+            if tgt_ok is not None and b:
+                ok &= tgt_ok[b][js]
             if not ok.any():
                 continue
             jj = js[ok]
@@ -203,7 +212,7 @@ def _blocks(vectors: np.ndarray, size: int) -> np.ndarray:
     n = len(vectors)
     cut = np.arange(0, n, size)
     sums = np.add.reduceat(vectors, cut, axis=0) if n else vectors
-    return _unit(sums)
+    return unit_rows(sums)
 
 
 def _band_from(path: list[tuple[int, int]], size_src: int, size_tgt: int, n: int, m: int, width: int):
@@ -225,42 +234,76 @@ def _band_from(path: list[tuple[int, int]], size_src: int, size_tgt: int, n: int
     return list(zip(lo, hi))
 
 
-def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: AlignmentOptions | None = None,
-                  src_lengths: Sequence[int] | None = None, tgt_lengths: Sequence[int] | None = None) -> list[Bead]:
-    """Beads from span vectors (``src[k-1]``: unit vectors of every span of k sentences; see
-    :func:`embed_spans`); ``*_lengths``: each sentence's characters, for the length penalty."""
-    options = options or AlignmentOptions()
-    beads = [b for b in options.bead_types() if b[0] <= len(src) and b[1] <= len(tgt)]
-    n, m = len(src[0]), len(tgt[0])
-    if n == 0 or m == 0:
-        return [Bead([i], [], 0.0) for i in range(n)] + [Bead([], [j], 0.0) for j in range(m)]
-    costs = _Costs(src, tgt, options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+@dataclass
+class Plan:
+    """What the first step decides before any merged span is embedded."""
+
+    skip: float
+    band: list[tuple[int, int]] | None
+    anchors: Anchors
+
+
+def first_step(src1: np.ndarray, tgt1: np.ndarray, options: AlignmentOptions, src_lengths, tgt_lengths) -> Plan:
+    """The skip cost, the coarse band of a long document and the locked anchors, from single sentences only."""
+    n, m = len(src1), len(tgt1)
+    costs = _Costs([src1], [tgt1], options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
                    length_weight=options.length_weight)
     skip = _skip_cost(costs, options.skip_quantile, options.skip_weight)
     band = None
     if n * m > options.full_cells:
         size = int(np.ceil(np.sqrt(n * m / options.full_cells))) + 1
-        coarse_src, coarse_tgt = [_blocks(src[0], size)], [_blocks(tgt[0], size)]
+        coarse_src, coarse_tgt = [_blocks(src1, size)], [_blocks(tgt1, size)]
         coarse = _dp(_Costs(coarse_src, coarse_tgt, options.knn), [(1, 1)], skip, len(coarse_src[0]),
                      len(coarse_tgt[0]))
         band = _band_from(coarse, size, size, n, m, options.band + size)
-    path = _dp(costs, beads, skip, n, m, band)
+    if not options.anchors:
+        return Plan(skip, band, Anchors.none(n, m))
+    path = _dp(costs, [(1, 1)], skip, n, m, band)
+    i, j, ones = 0, 0, []
+    for a, b in path:
+        if (a, b) == (1, 1):
+            ones.append((i, j))
+        i, j = i + a, j + b
+    pairs = np.array(ones, int).reshape(-1, 2)
+    confident = confident_pairs(costs, pairs[:, 0], pairs[:, 1], options.anchor_window)
+    return Plan(skip, band, locked_anchors(path, confident, n, m))
+
+
+def _within(band: list[tuple[int, int]] | None, anchors: Anchors) -> list[tuple[int, int]] | None:
+    """The coarse band narrowed to the columns between each row's anchors."""
+    if not len(anchors.rows):
+        return band
+    boxes = anchors.band()
+    if band is None:
+        return boxes
+    out = []
+    for (lo, hi), (a, b) in zip(band, boxes):
+        lo2, hi2 = max(lo, a), min(hi, b)
+        out.append((lo2, hi2) if lo2 <= hi2 else (a, b))
+    return out
+
+
+def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: AlignmentOptions | None = None,
+                  src_lengths: Sequence[int] | None = None, tgt_lengths: Sequence[int] | None = None,
+                  plan: Plan | None = None) -> list[Bead]:
+    """Beads from span vectors (``src[k-1]``: unit vectors of every span of k sentences; see
+    :func:`embed_spans`; a span crossing an anchor of ``plan`` may be any vector, it is never read);
+    ``*_lengths``: each sentence's characters, for the length penalty."""
+    options = options or AlignmentOptions()
+    beads = [b for b in options.bead_types() if b[0] <= len(src) and b[1] <= len(tgt)]
+    n, m = len(src[0]), len(tgt[0])
+    if n == 0 or m == 0:
+        return [Bead([i], [], 0.0) for i in range(n)] + [Bead([], [j], 0.0) for j in range(m)]
+    plan = plan or first_step(src[0], tgt[0], options, src_lengths, tgt_lengths)
+    costs = _Costs(src, tgt, options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
+                   length_weight=options.length_weight)
+    path = _dp(costs, beads, plan.skip, n, m, _within(plan.band, plan.anchors), plan.anchors)
     out, i, j = [], 0, 0
     for a, b in path:
         score = float(costs.cosine(a, b, i + a, np.array([j + b]))[0]) if a and b else 0.0
         out.append(Bead(list(range(i, i + a)), list(range(j, j + b)), score))
         i, j = i + a, j + b
     return out
-
-
-def align_sentences(src: Sequence[str], tgt: Sequence[str], embed: Callable[[list[str]], np.ndarray],
-                    options: AlignmentOptions | None = None, src_singles: np.ndarray | None = None,
-                    tgt_singles: np.ndarray | None = None) -> list[Bead]:
-    """Align two documents' sentences; ``embed(texts) -> vectors`` is the sentence encoder."""
-    options = options or AlignmentOptions()
-    longest = options.max_merge - 1
-    return align_vectors(embed_spans(src, longest, embed, src_singles), embed_spans(tgt, longest, embed, tgt_singles),
-                         options, [len(s) for s in src], [len(t) for t in tgt])
 
 
 def beads_f1(predicted: Sequence[Bead], gold: Sequence[Bead]) -> dict[str, float]:

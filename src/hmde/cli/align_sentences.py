@@ -23,6 +23,7 @@ def register(sub) -> None:
     p.add_argument("--output", "-o", required=True, help="OUT.jsonl (or .txt / .tsv with --format)")
     add_alignment_arguments(p)
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over the document pairs")
     p.set_defaults(func=run)
 
 
@@ -33,8 +34,10 @@ def add_alignment_arguments(p) -> None:
     g.add_argument("--format", choices=FORMATS, default="jsonl", help="jsonl (default: one bead per line, with its "
                    "texts), vecalign ([i, ...]:[j, ...]:score) or tsv (a two-column bitext of the aligned beads)")
     g.add_argument("--min-score", type=finite_float, help="tsv: keep beads whose cosine is at least this")
-    g.add_argument("--max-merge", type=positive_int, default=4, help="sentences of both sides together in one bead "
-                   "(default 4: 1-1, 1-2, 2-1, 1-3, 3-1, 2-2; Vecalign's default)")
+    g.add_argument("--max-merge", type=positive_int, default=5, help="sentences of both sides together in one bead "
+                   "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default)")
+    g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
+                   "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
 
 
 def read_sentence_file(path: str) -> list[str]:
@@ -99,17 +102,24 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
 
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
-    """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed."""
+    """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed.
+    Merged spans are embedded in batches across the pairs (:func:`~hmde.align.sentence_alignment.align_many`)."""
     from ..ground.atomic import write_text_atomic
     from ..io.alignments import alignment_lines
-    from ..align.sentence_alignment import AlignmentOptions, align_sentences
+    from ..align.sentence_alignment import AlignmentOptions
+    from ..align.sentence_pairs import align_many
 
-    options = AlignmentOptions(max_merge=args.max_merge)
+    options = AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors)
     options.bead_types()  # an impossible --max-merge is refused before any work
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(pairs), desc="document pairs", unit="pair",
+              disable=getattr(args, "no_progress", False) or len(pairs) < 2) as bar:
+        found = align_many([(src, tgt, singles(src_doc, "src") if singles else None,
+                             singles(tgt_doc, "tgt") if singles else None) for src_doc, tgt_doc, src, tgt in pairs],
+                           embed, options, progress=bar.update)
     lines, beads_total = [], 0
-    for src_doc, tgt_doc, src, tgt in pairs:
-        beads = align_sentences(src, tgt, embed, options, singles(src_doc, "src") if singles else None,
-                                singles(tgt_doc, "tgt") if singles else None)
+    for (src_doc, tgt_doc, src, tgt), beads in zip(pairs, found):
         beads_total += len(beads)
         lines += alignment_lines(src_doc, tgt_doc, src, tgt, beads, args.format, args.min_score)
     write_text_atomic(args.output, "".join(lines))
