@@ -142,6 +142,8 @@ def test_a_three_to_two_bead_is_found():
     assert pairs_of(beads) == [([0], [0]), ([1], [1]), ([2], [2]), ([3, 4, 5], [3, 4]), ([6], [5]), ([7], [6]),
                                ([8], [7]), ([9], [8])]
     assert AlignmentOptions().max_merge == 5 and (3, 2) in AlignmentOptions().bead_types()
+    defaults = AlignmentOptions()  # issue 55's measured defaults (docs/model.md); issue 45's: 4, no anchors, 1.0
+    assert (defaults.anchors, defaults.length_weight, defaults.skip_weight) == (True, 0.25, 0.5)
 
 
 def test_a_deleted_paragraph_leaves_its_sentences_unaligned_and_anchors_hold_around_it():
@@ -237,3 +239,13 @@ def test_pairs_of_two_collections_align_in_one_batch_with_or_without_anchors(hmd
             mine = [r for r in rows if r["src_doc"] == doc]
             assert sorted(i for r in mine for i in r["src"]) == list(range(n))
             assert sorted(j for r in mine for j in r["tgt"]) == list(range(m))
+
+
+def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsys):
+    src = tmp_path / "en.txt"
+    src.write_text("One.\nTwo.\n")
+    for flags, message in ((["--max-merge", "1"], "--max-merge must be >= 2 (a 1-1 bead), got 1"),
+                           (["--length-weight", "-1"], "--length-weight must be >= 0 (0: no length penalty), got -1.0")):
+        assert main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
+                     *flags]) == 2
+        assert capsys.readouterr().err.strip() == f"hmde: error: {message}"

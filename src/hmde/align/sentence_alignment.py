@@ -57,6 +57,13 @@ class AlignmentOptions:
     full_cells: int = 4_000_000  # n x m above this: coarse-to-fine
     band: int = 16  # sentences either side of the coarse path searched at the fine level
 
+    def check(self) -> "AlignmentOptions":
+        """Refuse impossible settings in one line, before any work."""
+        self.bead_types()
+        if not self.length_weight >= 0:
+            raise HmdeError(f"--length-weight must be >= 0 (0: no length penalty), got {self.length_weight}")
+        return self
+
     def bead_types(self) -> list[tuple[int, int]]:
         if self.max_merge < 2:
             raise HmdeError(f"--max-merge must be >= 2 (a 1-1 bead), got {self.max_merge}")

@@ -45,8 +45,7 @@ def align_many(pairs: Sequence[tuple], embed: Callable[[list[str]], np.ndarray],
     group (about ``group_sentences`` sentences): the missing single sentences in one call, then every merged
     span that the windowed search can reach (:meth:`Anchors.span_starts`), each distinct text once.
     ``progress(k)`` is called as each group's ``k`` pairs are aligned."""
-    options = options or AlignmentOptions()
-    options.bead_types()
+    options = (options or AlignmentOptions()).check()
     out: list[list[Bead]] = []
     group: list[tuple] = []
     size = 0

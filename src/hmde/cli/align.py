@@ -54,7 +54,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .align_sentences import write_alignments
+    from .align_sentences import alignment_options, write_alignments
 
     from ..io.documents import read_documents
     from ..methods import default_method
@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.output, (args.src, args.tgt))
     if args.sentences:
         check_output_file(args.sentences, (args.src, args.tgt, args.output))
+        alignment_options(args)
     src = list(read_documents(args.src))
     tgt = list(read_documents(args.tgt))
     for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding

@@ -36,6 +36,8 @@ def add_alignment_arguments(p) -> None:
     g.add_argument("--min-score", type=finite_float, help="tsv: keep beads whose cosine is at least this")
     g.add_argument("--max-merge", type=positive_int, default=5, help="sentences of both sides together in one bead "
                    "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default)")
+    g.add_argument("--length-weight", type=finite_float, default=0.25, help="weight of the length penalty (how far "
+                   "a bead's character ratio strays from the document's; default 0.25, issue 45's 1.0, 0: none)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
                    "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
 
@@ -101,17 +103,24 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
     return [(a, b, as_sentences(src[a], args.src), as_sentences(tgt[b], args.tgt)) for a, b in pairs]
 
 
+def alignment_options(args: argparse.Namespace):
+    """The aligner's settings from the flags; an impossible one is refused in one line (called before any model
+    loads)."""
+    from ..align.sentence_alignment import AlignmentOptions
+
+    return AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors, length_weight=args.length_weight).check()
+
+
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
     """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed.
     Merged spans are embedded in batches across the pairs (:func:`~hmde.align.sentence_alignment.align_many`)."""
+    from tqdm.auto import tqdm
+
     from ..ground.atomic import write_text_atomic
     from ..io.alignments import alignment_lines
-    from ..align.sentence_alignment import AlignmentOptions
     from ..align.sentence_pairs import align_many
 
-    options = AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors)
-    options.bead_types()  # an impossible --max-merge is refused before any work
-    from tqdm.auto import tqdm
+    options = alignment_options(args)
 
     with tqdm(total=len(pairs), desc="document pairs", unit="pair",
               disable=getattr(args, "no_progress", False) or len(pairs) < 2) as bar:
@@ -135,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_file(args.output, (args.src, args.tgt, args.pairs))
     if args.min_score is not None and args.format != "tsv":
         raise HmdeError("--min-score filters the tsv bitext: add --format tsv")
+    alignment_options(args)
     pairs = documents(args)
     kind, model = load_model(args.model, pick_device(args.device))
     lower = model.lower if kind == "hmde" else model
