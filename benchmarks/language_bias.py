@@ -18,7 +18,10 @@ their difference, and the share of top-1 hits in the query's language against th
   language means projected out (LAWDR's language directions, from the languages' means);
 - ``subspace+center``;
 - ``query-subspace``: the queries alone projected (q.Ps = Pq.s: the same scores but for each stored vector's
-  norm), so an index keeps its vectors and only records the basis.
+  norm), so an index keeps its vectors and only records the basis;
+- ``calibrate-z`` / ``calibrate-mean`` (alone or after ``+`` with one of the above): each query's scores
+  standardised (or only centred) within each document language: a monotone change inside one language, so a
+  single-language pool ranks exactly as before.
 
     python benchmarks/language_bias.py --data ../shared/data --work runs/bias
 """
@@ -90,13 +93,30 @@ class Cache:
         return unit(np.load(path))
 
 
-def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine."""
+def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray,
+         doc_langs: np.ndarray | None = None, calibrate: str = "") -> np.ndarray:
+    """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine; ``calibrate``
+    ("z" or "mean"): each query's scores standardised within each document language (over that language's
+    documents, or a sample of at most --calibration-sample of them)."""
     sims = q @ sentences.T
     best = np.full((len(q), len(docs)), -np.inf, np.float32)
     np.maximum.at(best.T, owners, sims.T)
     scores = best + DOC_WEIGHT * (q @ docs.T)
+    if calibrate and doc_langs is not None:
+        rng = np.random.default_rng(0)
+        for lang in set(doc_langs.tolist()):
+            cols = np.flatnonzero(doc_langs == lang)
+            sample = cols if len(cols) <= SAMPLE[0] else rng.choice(cols, SAMPLE[0], replace=False)
+            if calibrate == "median":
+                mean, std = np.median(scores[:, sample], axis=1, keepdims=True), 1.0
+            else:
+                mean = scores[:, sample].mean(1, keepdims=True)
+                std = scores[:, sample].std(1, keepdims=True) if calibrate == "z" else 1.0
+            scores[:, cols] = (scores[:, cols] - mean) / np.maximum(std, 1e-6)
     return np.argsort(-scores, axis=1, kind="stable")
+
+
+SAMPLE = [10**9]
 
 
 def mrr(order: np.ndarray, answer: np.ndarray, k: int = 10) -> float:
@@ -123,6 +143,9 @@ def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
 def apply(variant: str, sentences, sentence_langs, q, q_lang):
     """The variant's vectors: (sentences, queries), fitted on the collection's sentences."""
     s, qq = sentences, q
+    for name in ("calibrate-z", "calibrate-mean", "calibrate-median"):
+        variant = variant.replace(name, "")
+    variant = variant.strip("+") or "none"
     if variant == "query-subspace":  # the queries alone projected: the stored vectors stay as they are
         return s, unit(project_out(q, language_subspace(sentences, sentence_langs)))
     if "subspace" in variant:
@@ -136,7 +159,13 @@ def apply(variant: str, sentences, sentence_langs, q, q_lang):
     return unit(s), unit(qq)
 
 
+def calibration(variant: str) -> str:
+    return "z" if "calibrate-z" in variant else "mean" if "calibrate-mean" in variant else \
+        "median" if "calibrate-median" in variant else ""
+
+
 def evaluate(args) -> None:
+    SAMPLE[0] = args.calibration_sample
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool = args.pool.split(",")
     asked = args.queries.split(",")
@@ -172,13 +201,14 @@ def evaluate(args) -> None:
                 s, owners, slangs = collection([lang] * n_docs)
                 s2, q2 = apply(variant, s, slangs, q, qlang)
                 docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
-                singles.append(mrr(rank(q2, s2, owners, docs), answer))
+                singles.append(mrr(rank(q2, s2, owners, docs, np.array([lang] * n_docs), calibration(variant)),
+                                   answer))
             s, owners, slangs = collection(mixed_choice)
             s2, q2 = apply(variant, s, slangs, q, qlang)
             docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
-            order = rank(q2, s2, owners, docs)
-            mixed = mrr(order, answer)
             doc_lang = np.array(mixed_choice)
+            order = rank(q2, s2, owners, docs, doc_lang, calibration(variant))
+            mixed = mrr(order, answer)
             top1_share = float(np.mean(doc_lang[order[:, 0]] == qlang))
             answer_share = float(np.mean(doc_lang[answer] == qlang))
             ratio = top1_share / answer_share if answer_share else float("nan")
@@ -200,6 +230,8 @@ def main() -> int:
     p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
     p.add_argument("--questions", type=int, default=240)
     p.add_argument("--variants", default="none,center,subspace,subspace+center")
+    p.add_argument("--calibration-sample", type=int, default=10**9, help="calibrate-*: documents per language the "
+                   "statistics are taken over (default: all)")
     evaluate(p.parse_args())
     return 0
 
