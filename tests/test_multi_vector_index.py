@@ -91,7 +91,7 @@ def test_sentence_table_round_trip_and_options(built, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--multi-vector", "--engine", "ray"], "--engine local"),
+    (["--sentence-vectors", "context", "--engine", "ray"], "--engine local"),
     (["--sentence-vectors", "context", "--method", "mean"], "method hmde, not mean"),
     (["--single-vector", "--sentence-vectors", "lower"], "leave it out with --single-vector"),
 ])

@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from hmde import HierarchicalEncoder
@@ -122,12 +123,19 @@ def test_index_build_with_ray_equals_the_local_build(ray_local, hmde_dir, tmp_pa
                 "--device", "cpu"]
     assert main(["index", "build", str(hmde_dir), str(tmp_path / "in"), "-o", str(tmp_path / "ray"), *ray_args]) == 0
     assert main(["index", "build", str(hmde_dir), str(tmp_path / "all.jsonl"), "-o", str(tmp_path / "local"),
-                 "--no-progress", "--device", "cpu", "--single-vector"]) == 0  # as the Ray engine builds it
+                 "--no-progress", "--device", "cpu"]) == 0
     assert (tmp_path / "ray.vectors" / "manifest.json").exists()  # the encoded shards, kept for a rerun
     by_ray, local = DocumentIndex.open(tmp_path / "ray"), DocumentIndex.open(tmp_path / "local")
     assert by_ray.doc_ids() == local.doc_ids() == [d["doc_id"] for d in docs]
     np.testing.assert_allclose(by_ray.index.reconstruct_n(0, 6), local.index.reconstruct_n(0, 6), atol=1e-5)
-    assert len(by_ray.sentence_vectors) == 0 < len(local.sentence_vectors)  # not stored: embedded at search time
+    # issue 54: the Ray engine builds the default multi-vector index too (its shards hold the sentences)
+    assert by_ray.meta.multi_vector and by_ray.meta.sentence_vectors == "lower"
+    assert 0 < len(by_ray.sentence_vectors) == len(local.sentence_vectors)
+    np.testing.assert_allclose(np.asarray(by_ray.sentence_vectors), np.asarray(local.sentence_vectors), atol=1e-5)
+    from hmde.io.representation_parquet import COLUMNS, read_info
+
+    shard = next((tmp_path / "ray.vectors").glob("*.parquet"))
+    assert pq.read_schema(shard).names == list(COLUMNS) and read_info(shard).dim == 64  # a representation file
     capsys.readouterr()
     for folder in ("ray", "local"):
         assert main(["search", str(tmp_path / folder), "The cat sleeps", "--json", "--device", "cpu"]) == 0

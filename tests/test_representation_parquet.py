@@ -107,3 +107,11 @@ def test_small_batches_are_gathered_into_few_row_groups(tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.concatenate([b[3] for b in got]), np.concatenate([w[1] for w in written]))
     np.testing.assert_array_equal(np.concatenate([v for b in got for v in b[5]]),
                                   np.concatenate([v for w in written for v in w[2]]))
+
+
+def test_with_sentences_is_refused_without_ray_before_any_model_loads(tmp_path, capsys):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "One."}) + "\n")
+    assert main(["encode", str(tmp_path / "no-model"), str(src), "-o", str(tmp_path / "v.npy"), "--with-sentences"]) == 2
+    assert capsys.readouterr().err.strip() == "hmde: error: --with-sentences is for --engine ray; the local engine " \
+        "writes the sentences to an -o OUT.parquet"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..encoders.routing import route
+from ..errors import HmdeError
 from .common import pick_device
 from .ray_arguments import encode_spec, ray_options
 
@@ -14,7 +15,11 @@ def run_ray(args: argparse.Namespace) -> int:
     from ..scale.ray_encode import QUERIES, encode_with_ray
 
     args.model = route(args.model, [args.lang] if args.lang else None)  # Ray reads the input in its workers
-    spec = encode_spec(args, QUERIES if args.queries else args.method, normalize=args.normalize)
+    if args.with_sentences and (args.queries or args.normalize):
+        raise HmdeError("--with-sentences writes documents as an index stores them: leave out --queries and "
+                        "--normalize")
+    spec = encode_spec(args, QUERIES if args.queries else args.method, normalize=args.normalize,
+                       sentences=args.with_sentences)
     manifest = encode_with_ray(spec, [args.input], args.output, device=pick_device(args.device), options=ray_options(args),
                                show_progress=not args.no_progress)
     shards = manifest.data["shards"]

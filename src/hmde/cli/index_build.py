@@ -249,7 +249,7 @@ def run_build_ray(args: argparse.Namespace) -> int:
     from ..scale.ray_encode import encode_with_ray, input_shards
 
     args.model = route(args.model, None)  # Ray reads the input in its workers: no language is known here
-    spec = encode_spec(args, args.method, keep_text=True)
+    spec = encode_spec(args, args.method, keep_text=True, sentences=bool(args.multi_vector))
     vectors_dir = Path(args.vectors_dir or f"{str(args.output).rstrip('/')}.vectors")
     manifest = encode_with_ray(spec, [args.input], vectors_dir, device=pick_device(args.device),
                                options=ray_options(args), show_progress=not args.no_progress)

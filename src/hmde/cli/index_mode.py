@@ -13,13 +13,14 @@ from ..encoders.routing import AUTO
 def choose_index_mode(args: argparse.Namespace) -> None:
     """One vector per document, or also every sentence's (``args.multi_vector``, None until decided here).
 
-    The default, with ``--engine local`` and no ``--preset paper``, is multi-vector with the sentence
-    encoder's own sentence vectors: `hmde search` then ranks by the best sentence fused with the document
-    vector, the best ranking measured (docs/defaults.md). ``--add`` takes the index's mode instead.
+    The default, on either engine and without ``--preset paper``, is multi-vector with the sentence encoder's
+    own sentence vectors: `hmde search` then ranks by the best sentence fused with the document vector, the best
+    ranking measured (docs/defaults.md). ``--add`` takes the index's mode instead.
     """
     explicit = args.multi_vector
-    if args.multi_vector and args.engine == "ray":
-        raise HmdeError("--multi-vector builds with --engine local (the Ray engine stores no sentence vectors)")
+    if args.sentence_vectors == "context" and args.engine == "ray":
+        raise HmdeError("--sentence-vectors context builds with --engine local (the Ray engine stores the sentence "
+                        "encoder's own sentence vectors: --sentence-vectors lower)")
     if args.sentence_vectors and args.multi_vector is False:
         raise HmdeError("--sentence-vectors describes a multi-vector index; leave it out with --single-vector")
     if args.sentence_vectors == "context" and args.method and not method_class(args.method).contextual:
@@ -28,7 +29,7 @@ def choose_index_mode(args: argparse.Namespace) -> None:
     if args.add:
         return
     if explicit is None:
-        args.multi_vector = args.engine != "ray" and getattr(args, "preset", None) != "paper"
+        args.multi_vector = getattr(args, "preset", None) != "paper"
     if args.multi_vector:
         args.sentence_vectors = args.sentence_vectors or "lower"
 

@@ -26,7 +26,8 @@ def ray_options(args: argparse.Namespace):
                       gpus_per_actor=args.ray_gpus_per_actor or 0.0, shards_per_wave=args.ray_shards_per_wave)
 
 
-def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = False, normalize: bool = False):
+def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = False, normalize: bool = False,
+                sentences: bool = False):
     """What the Ray actors compute, checked before Ray starts; ``method`` None: hmde or, for a sentence encoder, mean."""
     from ..errors import HmdeError
     from ..evaluation.provenance import model_hash
@@ -49,4 +50,5 @@ def encode_spec(args: argparse.Namespace, method: str | None, keep_text: bool = 
                       id_field=args.id_field, lang_field=args.lang_field or None, lang=getattr(args, "lang", None),
                       batch_size=getattr(args, "batch_size", 32),
                       sentence_batch_size=getattr(args, "sentence_batch_size", None), normalize=normalize, bf16=args.bf16,
-                      lawdr_stats=args.lawdr_stats, keep_text=keep_text, lengths=length_overrides(args))
+                      lawdr_stats=args.lawdr_stats, keep_text=keep_text or sentences, sentences=sentences,
+                      lengths=length_overrides(args))

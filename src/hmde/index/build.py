@@ -54,11 +54,17 @@ def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add
 
 
 def shard_batches(vectors_dir, shards, written: list[int]) -> Iterator[DocumentBatch]:
-    """The Ray engine's shards (vectors, ids, languages, texts) as batches; ``written[0]`` counts rows."""
+    """The Ray engine's shards (vectors, ids, languages, texts, and the sentences with their vectors where they were
+    encoded with them) as batches; ``written[0]`` counts rows."""
     from ..scale.ray_encode import iter_shard_tables, table_vectors
+
+    from ..io.representation_parquet import table_documents
 
     for _, table in iter_shard_tables(vectors_dir, shards):
         written[0] += len(table)
+        if "sentence_vectors" in table.column_names:  # encoded with the sentences: a multi-vector index's batch
+            yield DocumentBatch(*table_documents(table, table.schema.field("vector").type.list_size))
+            continue
         yield DocumentBatch(table.column("doc_id").to_pylist(), table.column("lang").to_pylist(),
                             table.column("text").to_pylist(), table_vectors(table))
 

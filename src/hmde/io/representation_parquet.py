@@ -102,23 +102,8 @@ class RepresentationWriter:
         """These documents, gathered into the current row group."""
         import pyarrow as pa
 
-        dim = self.info.dim
-        vectors = np.ascontiguousarray(np.asarray(vectors, np.float32).reshape(len(ids), dim))
-        located = [spans(t, u) for t, u in zip(texts, units)]
-        flat = [np.asarray(v, np.float32).reshape(-1, dim) for v in sentence_vectors]
-        counts = np.array([len(v) for v in flat], np.int64)
-        offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
-        stacked = np.concatenate(flat) if flat and counts.sum() else np.zeros((0, dim), np.float32)
-        sentence_column = pa.ListArray.from_arrays(
-            offsets, pa.FixedSizeListArray.from_arrays(pa.array(stacked.reshape(-1)), dim))
-        table = pa.table({
-            "doc_id": pa.array(list(ids), pa.string()), "lang": pa.array(list(langs), pa.string()),
-            "text": pa.array(list(texts), pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
-            "sentences": pa.array([list(u) for u in units], pa.list_(pa.string())),
-            "sentence_start": pa.array([s for s, _ in located], pa.list_(pa.int32())),
-            "sentence_end": pa.array([e for _, e in located], pa.list_(pa.int32())),
-            "sentence_vectors": sentence_column}, schema=schema(dim, self.info))
+        table = pa.table(representation_columns(ids, langs, texts, vectors, units, sentence_vectors, self.info.dim),
+                         schema=schema(self.info.dim, self.info))
         self._pending.append(table)
         self.info.rows += len(ids)
         if sum(t.num_rows for t in self._pending) >= self.row_group_rows or \
@@ -140,6 +125,40 @@ class RepresentationWriter:
         self._pending = []
         self._writer.close()
         return self._atomic.__exit__(exc_type, exc, tb)
+
+
+def representation_columns(ids: Sequence[str], langs: Sequence[str | None], texts: Sequence[str], vectors: np.ndarray,
+                           units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray], dim: int) -> dict:
+    """The columns of :data:`COLUMNS` for these documents, as pyarrow arrays (the writer's and the Ray actors')."""
+    import pyarrow as pa
+
+    vectors = np.ascontiguousarray(np.asarray(vectors, np.float32).reshape(len(ids), dim))
+    located = [spans(t, u) for t, u in zip(texts, units)]
+    flat = [np.asarray(v, np.float32).reshape(-1, dim) for v in sentence_vectors]
+    counts = np.array([len(v) for v in flat], np.int64)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+    stacked = np.concatenate(flat) if flat and counts.sum() else np.zeros((0, dim), np.float32)
+    sentence_column = pa.ListArray.from_arrays(
+        offsets, pa.FixedSizeListArray.from_arrays(pa.array(stacked.reshape(-1), pa.float32()), dim))
+    return {"doc_id": pa.array(list(ids), pa.string()), "lang": pa.array(list(langs), pa.string()),
+            "text": pa.array(list(texts), pa.string()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1), pa.float32()), dim),
+            "sentences": pa.array([list(u) for u in units], pa.list_(pa.string())),
+            "sentence_start": pa.array([s for s, _ in located], pa.list_(pa.int32())),
+            "sentence_end": pa.array([e for _, e in located], pa.list_(pa.int32())),
+            "sentence_vectors": sentence_column}
+
+
+def table_documents(table, dim: int) -> tuple:
+    """(ids, langs, texts, vectors, sentences, sentence vectors per document) of a table with :data:`COLUMNS`."""
+    vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
+    sentence_lists = table.column("sentence_vectors").combine_chunks()
+    offsets = sentence_lists.offsets.to_numpy()
+    stacked = sentence_lists.flatten().flatten().to_numpy().reshape(-1, dim)
+    offsets = offsets - offsets[0]  # a sliced list column starts past 0; flatten() starts at its first value
+    per_doc = [stacked[offsets[i]:offsets[i + 1]] for i in range(len(table))]
+    return (table.column("doc_id").to_pylist(), table.column("lang").to_pylist(), table.column("text").to_pylist(),
+            vectors.astype(np.float32, copy=False), table.column("sentences").to_pylist(), per_doc)
 
 
 def read_info(path: str | Path) -> RepresentationInfo | None:
@@ -171,11 +190,4 @@ def read_batches(path: str | Path, info: RepresentationInfo) -> Iterator[tuple]:
         raise InputError("missing column in an hmde representation file", str(path), field=missing[0])
     dim = info.dim
     for group in range(handle.num_row_groups):
-        table = handle.read_row_group(group, columns=list(COLUMNS))
-        vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
-        sentence_lists = table.column("sentence_vectors").combine_chunks()
-        offsets = sentence_lists.offsets.to_numpy()
-        stacked = sentence_lists.flatten().flatten().to_numpy().reshape(-1, dim)
-        per_doc = [stacked[offsets[i]:offsets[i + 1]] for i in range(len(table))]
-        yield (table.column("doc_id").to_pylist(), table.column("lang").to_pylist(), table.column("text").to_pylist(),
-               vectors.astype(np.float32, copy=False), table.column("sentences").to_pylist(), per_doc)
+        yield table_documents(handle.read_row_group(group, columns=list(COLUMNS)), dim)

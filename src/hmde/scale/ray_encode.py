@@ -30,7 +30,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -63,11 +63,12 @@ class EncodeSpec:
     bf16: bool = False
     lawdr_stats: str | None = None
     keep_text: bool = False  # output shards also hold each document's language and text
+    sentences: bool = False  # ... and its sentences, their spans and vectors (hmde.io.representation_parquet)
     lengths: dict = field(default_factory=dict)  # document-length settings (hmde.encoders.length_settings)
 
     def fingerprint(self) -> dict:
         keep = ("model_sha256", "method", "text_field", "id_field", "lang_field", "lang", "normalize", "lawdr_stats",
-                "keep_text", "lengths")
+                "keep_text", "sentences", "lengths")
         return {k: v for k, v in asdict(self).items() if k in keep}
 
 
@@ -200,6 +201,14 @@ class RayEncoder:
 
         texts = [json.loads(t) for t in batch.column("text").to_pylist()]
         langs = [lang or None for lang in batch.column("lang").to_pylist()]
+        if self.spec.sentences:  # the whole representation, as `hmde encode -o OUT.parquet` writes it
+            from ..io.representation_parquet import representation_columns
+
+            vectors, units, sentence_vectors = self.vectorizer.encode_with_sentences(texts, langs)
+            vectors = np.asarray(vectors, np.float32)
+            return pa.table({"shard": batch.column("shard"), "row": batch.column("row"), **representation_columns(
+                batch.column("doc_id").to_pylist(), langs, [flat_text(t) for t in texts], vectors, units,
+                sentence_vectors, vectors.shape[1])})
         vectors = np.ascontiguousarray(self.encode(texts, langs), dtype=np.float32)
         flat = pa.array(vectors.reshape(-1), type=pa.float32())
         columns = {"shard": batch.column("shard"), "row": batch.column("row"), "doc_id": batch.column("doc_id"),
@@ -285,7 +294,8 @@ def encode_with_ray(spec: EncodeSpec, inputs: Sequence[str | Path], output_dir: 
             raise _hmde_cause(e) or e
         for i, shard in enumerate(wave):
             name = manifest.output_name(shard)
-            rows, dim = _finish_shard(staging, expected / f"shard-{i}.parquet", i, shard, output_dir / name)
+            rows, dim = _finish_shard(staging, expected / f"shard-{i}.parquet", i, shard, output_dir / name,
+                                      lambda dim: representation_info(spec, dim))
             manifest.record(shard, name, rows, dim)
             bar.update(1)
         for folder in (staging, expected):
@@ -321,7 +331,8 @@ def _hmde_cause(error: BaseException) -> HmdeError | None:
     return clean
 
 
-def _finish_shard(staging: Path, expected_ids: Path, index: int, shard: Path, target: Path) -> tuple[int, int]:
+def _finish_shard(staging: Path, expected_ids: Path, index: int, shard: Path, target: Path,
+                  info: Callable[[int], object]) -> tuple[int, int]:
     """Check that Ray's output holds each input row exactly once, then write the shard in input order.
 
     The input's ids come from the read stage (``expected_ids``), so the driver never parses
@@ -342,11 +353,25 @@ def _finish_shard(staging: Path, expected_ids: Path, index: int, shard: Path, ta
                         f"({int((dup > 1).sum())} duplicated, {len(expected) - len(seen)} missing)")
     if table.column("doc_id").to_pylist() != expected:
         raise HmdeError(f"{shard}: the ids Ray returned differ from the input's")
-    out = table.select([c for c in ("doc_id", "vector", "lang", "text") if c in table.column_names])
-    dim = out.schema.field("vector").type.list_size
+    if "sentence_vectors" in table.column_names:  # the whole representation: a file `index build` also reads alone
+        from ..io.representation_parquet import COLUMNS, schema
+
+        out = table.select(list(COLUMNS))
+        dim = out.schema.field("vector").type.list_size
+        out = out.cast(schema(dim, info(dim)))
+    else:
+        out = table.select([c for c in ("doc_id", "vector", "lang", "text") if c in table.column_names])
+        dim = out.schema.field("vector").type.list_size
     with atomic_path(target) as tmp:
         pq.write_table(out, tmp)
     return len(expected), dim
+
+
+def representation_info(spec: EncodeSpec, dim: int):
+    """What a whole-representation shard records in its schema (:mod:`hmde.io.representation_parquet`)."""
+    from ..io.representation_parquet import RepresentationInfo
+
+    return RepresentationInfo(spec.model, spec.model_sha256, spec.method, dim)
 
 
 def iter_shard_tables(output_dir: str | Path, shards: Sequence[str | Path] | None = None):
