@@ -46,8 +46,7 @@ def register(sub) -> None:
     p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it "
                    "(--engine ray: a folder of Parquet shards plus manifest.json)")
     add_ray_arguments(p, "writing Parquet shards")
-    p.add_argument("--with-sentences", action="store_true", help="--engine ray: each shard holds the whole "
-                   "representation (sentences, their spans and vectors), as a .parquet output of the local engine")
+    p.add_argument("--with-sentences", action="store_true", help="--engine ray: shards hold sentences, spans, vectors")
     p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors: hmde (the paper's), first (first 128 tokens), seg (128-token windows "
                    "overlapping by 1/3, averaged), mean (of sentence vectors), lawdr (default: the model's recommended "
@@ -111,10 +110,7 @@ def encode_with_method(args, model, texts, langs, progress):
 def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1 or (args.sentence_batch_size is not None and args.sentence_batch_size < 1):
         raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
-    if args.with_sentences and args.engine != "ray":
-        raise HmdeError("--with-sentences is for --engine ray; the local engine writes the sentences to an "
-                        "-o OUT.parquet")
-    if args.engine == "ray":
+    if args.engine == "ray" or args.with_sentences:
         from .encode_ray import run_ray
 
         return run_ray(args)

@@ -11,10 +11,14 @@ from .ray_arguments import encode_spec, ray_options
 
 
 def run_ray(args: argparse.Namespace) -> int:
-    """``--engine ray``: stream shards through Ray Data actors into Parquet shards."""
+    """``--engine ray``: stream shards through Ray Data actors into Parquet shards (``--with-sentences``: the whole
+    representation in each, :mod:`hmde.io.representation_parquet`'s columns)."""
     from ..scale.ray_encode import QUERIES, encode_with_ray
 
     args.model = route(args.model, [args.lang] if args.lang else None)  # Ray reads the input in its workers
+    if args.engine != "ray":  # --with-sentences alone
+        raise HmdeError("--with-sentences is for --engine ray; the local engine writes the sentences to an "
+                        "-o OUT.parquet")
     if args.with_sentences and (args.queries or args.normalize):
         raise HmdeError("--with-sentences writes documents as an index stores them: leave out --queries and "
                         "--normalize")
