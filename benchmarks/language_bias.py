@@ -58,6 +58,31 @@ def xquad(data: Path, lang: str, unit_kind: str):
     return texts, questions, answer
 
 
+BIBLE_CHAPTERS = 120
+
+
+def bible(data: Path, langs: list[str]):
+    """Bible pools (issue 56): the first BIBLE_CHAPTERS chapters that every one of ``langs`` has with as many
+    verses; a chapter's middle verse is the query (in the query's language) and is left out of the chapter in
+    every language, so no query is its document's own sentence. Returns {lang: (chapters as verse lists, queries)}
+    and the answers (query i -> chapter i)."""
+    import gzip
+
+    books = {}
+    for lang in langs:
+        with gzip.open(data / "bible" / f"{lang}.jsonl.gz", "rt", encoding="utf-8") as f:
+            books[lang] = {r["concept"]: r["verses"] for r in map(json.loads, f)}
+    first = books[langs[0]]
+    chapters = [c for c in first if all(c in books[x] and len(books[x][c]) == len(first[c]) >= 5 for x in langs)]
+    chapters = chapters[:BIBLE_CHAPTERS]
+    out = {}
+    for lang in langs:
+        verses = [books[lang][c] for c in chapters]
+        mid = [len(v) // 2 for v in verses]
+        out[lang] = ([v[:k] + v[k + 1:] for v, k in zip(verses, mid)], [v[k] for v, k in zip(verses, mid)])
+    return out, list(range(len(chapters)))
+
+
 class Cache:
     """Sentence vectors of each (language, unit kind) collection and query vectors, embedded once."""
 
@@ -170,11 +195,15 @@ def evaluate(args) -> None:
     pool = args.pool.split(",")
     asked = args.queries.split(",")
     texts, questions, answers = {}, {}, {}
-    for lang in sorted(set(pool) | set(asked)):
+    if args.unit == "chapter":
+        loaded, answer = bible(data, sorted(set(pool) | set(asked)))
+        for lang, (chapters, verses) in loaded.items():
+            texts[lang], questions[lang] = chapters, verses
+    for lang in sorted(set(pool) | set(asked)) if args.unit != "chapter" else ():
         texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
     answer = np.array(answer)[:args.questions]
     n_docs = len(texts[pool[0]])
-    per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD[lang]) for lang in pool}
+    per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD.get(lang, lang)) for lang in pool}
     starts = {lang: np.concatenate([[0], np.cumsum(c)[:-1]]) for lang, (_, c) in per_lang.items()}
 
     def collection(choice: list[str]):
@@ -188,7 +217,7 @@ def evaluate(args) -> None:
         return np.concatenate(rows), np.array(owners), np.array(langs)
 
     mixed_choice = [pool[i % len(pool)] for i in range(n_docs)]
-    print(f"XQuAD {args.unit}s ({n_docs}), {len(answer)} questions, pool {'/'.join(pool)} in rotation; "
+    print(f"{'Bible' if args.unit == 'chapter' else 'XQuAD'} {args.unit}s ({n_docs}), {len(answer)} questions, pool {'/'.join(pool)} in rotation; "
           f"{args.model}; best sentence + {DOC_WEIGHT} x mean")
     print("| variant | query | mixed MRR@10 | single-language pools MRR@10 (mean) | mixed - single | top-1 in the "
           "query's language / answers in it | ratio |\n|---|---|---|---|---|---|---|")
@@ -225,7 +254,8 @@ def main() -> int:
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--work", default="runs/bias")
     p.add_argument("--model", default="hmde-e5")
-    p.add_argument("--unit", choices=["paragraph", "article"], default="paragraph")
+    p.add_argument("--unit", choices=["paragraph", "article", "chapter"], default="paragraph",
+                   help="chapter: Bible pools (--pool eng,spa,zho,hye,guj,swh --queries ...,por: ISO 639-3)")
     p.add_argument("--pool", default="en,el,hi,vi,de,ru")
     p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
     p.add_argument("--questions", type=int, default=240)
