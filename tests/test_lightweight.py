@@ -115,8 +115,13 @@ def test_time_budget_shrinks_the_run_and_is_kept_for_resume(tsv, tmp_path, monke
 
     monkeypatch.setattr(trainer_module, "BUDGET_WARMUP_STEPS", 1)
     monkeypatch.setattr(trainer_module, "BUDGET_PROBE_STEPS", 2)
-    clock = iter(range(0, 10_000, 10))  # every time.time() call advances 10 s
-    monkeypatch.setattr(trainer_module.time, "time", lambda: float(next(clock)))
+    import threading
+
+    clock = iter(range(0, 10_000, 10))  # every time.time() call of this thread advances 10 s
+    real_time, this_thread = trainer_module.time.time, threading.get_ident()
+    # time.time is global: another test's server thread (gRPC, uvicorn) must keep its real clock
+    monkeypatch.setattr(trainer_module.time, "time",
+                        lambda: float(next(clock)) if threading.get_ident() == this_thread else real_time())
     trainer, _ = _trainer(tsv, tmp_path / "a")
     trainer.config.max_steps = 50
     trainer.config.time_budget_minutes = 1.0
