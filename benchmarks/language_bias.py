@@ -21,7 +21,9 @@ their difference, and the share of top-1 hits in the query's language against th
   norm), so an index keeps its vectors and only records the basis;
 - ``calibrate-z`` / ``calibrate-mean`` (alone or after ``+`` with one of the above): each query's scores
   standardised (or only centred) within each document language: a monotone change inside one language, so a
-  single-language pool ranks exactly as before.
+  single-language pool ranks exactly as before;
+- ``lawdr-K``: LAWDR's per-language debiasing: each language's mean and its K dominant directions (of its centred
+  sentence vectors) removed from its vectors; the query's with its own language's (given).
 
     python benchmarks/language_bias.py --data ../shared/data --work runs/bias
 """
@@ -173,6 +175,18 @@ def apply(variant: str, sentences, sentence_langs, q, q_lang):
     variant = variant.strip("+") or "none"
     if variant == "query-subspace":  # the queries alone projected: the stored vectors stay as they are
         return s, unit(project_out(q, language_subspace(sentences, sentence_langs)))
+    if variant.startswith("lawdr-"):  # LAWDR's per-language debiasing: its mean and its k dominant directions out
+        k = int(variant.split("-")[1])
+        out = np.empty_like(s)
+        fitted = {}
+        for c in set(sentence_langs.tolist()):
+            rows = sentence_langs == c
+            mean = s[rows].mean(0)
+            _, _, vt = np.linalg.svd(s[rows] - mean, full_matrices=False)
+            fitted[c] = (mean, vt[:k])
+            out[rows] = project_out(s[rows] - mean, vt[:k])
+        mean, top = fitted.get(q_lang, (np.zeros(s.shape[1], np.float32), np.zeros((0, s.shape[1]), np.float32)))
+        return unit(out), unit(project_out(qq - mean, top))
     if "subspace" in variant:
         basis = language_subspace(sentences, sentence_langs)
         s, qq = project_out(s, basis), project_out(qq, basis)
