@@ -31,6 +31,7 @@ from ..ground.atomic import atomic_dir, carry_foreign_entries, through_links
 from ..errors import HmdeError, InputError
 from ..io.growing_npy import GrowingNpy
 from ..ground.locks import exclusive_writer, reading
+from .language_debias import MODES as DEBIAS_MODES
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .records import SearchHit  # noqa: F401  (hits are named here too)
 from .row_file import RowFile
@@ -506,10 +507,10 @@ class DocumentIndex:
         elif kind in ("ivf", "ivfpq"):
             params.nprobe = nprobe or index.nprobe
         sims, rows = index.search(q, min(n, pool), params=params)
-        if kind == "ivfpq":  # compressed codes find the candidates; their stored vectors score them exactly
+        # compressed codes find the candidates, and their stored vectors score them exactly; where the index removes
+        # its languages' directions, the candidates' cosines with both sides projected need those vectors too
+        if kind == "ivfpq" or len(self.language_basis):
             sims = exact_scores(self._sentence_file(), rows, q, self.language_basis)
-        elif len(self.language_basis):  # the candidates' cosines with both sides projected, best first again
-            sims = debiased_scores(self._sentence_file(), rows, sims, self.language_basis)
         out = []
         for qi in range(len(q)):
             found = rows[qi] >= 0
@@ -694,20 +695,6 @@ HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
 DEBIASED_POOL = 200  # documents a one-vector search re-scores where the index removes its languages' directions
 
 
-def debiased_scores(vectors: RowFile, rows: np.ndarray, sims: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """The candidates' cosines with both sides projected (``sims`` are with the projected query: each divides by
-    its vector's projected length), rows re-ordered best first to match (hmde.index.language_debias)."""
-    from .language_debias import residual_norms
-
-    out = np.where(rows >= 0, sims, -np.inf).astype(np.float32)
-    for qi in range(len(rows)):
-        found = rows[qi] >= 0
-        if found.any():
-            out[qi, found] = sims[qi, found] / residual_norms(vectors.take(rows[qi][found]), basis)
-    order = np.argsort(-out, axis=1, kind="stable")
-    rows[:] = np.take_along_axis(rows, order, axis=1)
-    return np.take_along_axis(out, order, axis=1)
-
 DOCS_TABLE = ("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
               "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
 SENTENCES_TABLE = "CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY KEY, doc_row BIGINT, position INTEGER)"
@@ -837,7 +824,7 @@ def read_index_meta(path: Path) -> IndexMeta:
     if raw.get("sentence_vectors", "context") not in ("lower", "context", ""):
         raise InputError(f"must be 'lower' or 'context', got {raw['sentence_vectors']!r}", path=str(path),
                          field="sentence_vectors")
-    if raw.get("language_debias", "") not in ("", "subspace"):
+    if raw.get("language_debias", "") not in DEBIAS_MODES:
         raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace, or none)",
                          path=str(path), field="language_debias")
     if raw.get("store", "") not in ("", "milvus"):
