@@ -76,14 +76,14 @@ def confident_pairs(costs, i: np.ndarray, j: np.ndarray, window: int, chunk: int
     out = np.zeros(len(i), bool)
     for s in range(0, len(i), chunk):
         ii, jj = i[s:s + chunk, None], j[s:s + chunk, None]
-        own = costs.pair_costs(ii[:, 0], jj[:, 0])[:, None]
         cols = jj + offsets
         rows = ii + offsets
         col_ok, row_ok = (cols >= 0) & (cols < m), (rows >= 0) & (rows < n)
         across = np.where(col_ok, costs.pair_costs(np.broadcast_to(ii, cols.shape), np.clip(cols, 0, m - 1)), np.inf)
         down = np.where(row_ok, costs.pair_costs(np.clip(rows, 0, n - 1), np.broadcast_to(jj, rows.shape)), np.inf)
-        across[:, window] = down[:, window] = np.inf  # the pair itself
-        out[s:s + chunk] = (own[:, 0] < across.min(1)) & (own[:, 0] < down.min(1))
+        own = across[:, window].copy()  # the pair itself, at offset 0 of its row
+        across[:, window] = down[:, window] = np.inf
+        out[s:s + chunk] = (own < across.min(1)) & (own < down.min(1))
     return out
 
 

@@ -86,7 +86,7 @@ class _Costs:
 
     def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray], knn: int, pool: int = 2000,
                  src_lengths: np.ndarray | None = None, tgt_lengths: np.ndarray | None = None,
-                 length_weight: float = 0.0):
+                 length_weight: float = 0.0, single_norms: tuple[np.ndarray, np.ndarray] | None = None):
         self.src, self.tgt = src, tgt
         self.length_weight = length_weight if src_lengths is not None and tgt_lengths is not None else 0.0
         if self.length_weight:  # cumulative characters: a span's length in O(1)
@@ -96,9 +96,11 @@ class _Costs:
         s1, t1 = _sample(src[0], pool), _sample(tgt[0], pool)  # neighbours among at most ``pool`` sentences
         k = max(1, min(knn, len(s1), len(t1)))
         self.k = k
-        # mean distance of every span to its k nearest single sentences of the other document
-        self.src_norm = [self._neighbourhood(v, t1, k) for v in src]
-        self.tgt_norm = [self._neighbourhood(v, s1, k) for v in tgt]
+        # mean distance of every span to its k nearest single sentences of the other document (``single_norms``:
+        # the single sentences' own, computed already by the first step)
+        skip = 1 if single_norms is not None else 0
+        self.src_norm = list(single_norms[:1] if skip else []) + [self._neighbourhood(v, t1, k) for v in src[skip:]]
+        self.tgt_norm = list(single_norms[1:] if skip else []) + [self._neighbourhood(v, s1, k) for v in tgt[skip:]]
 
     @staticmethod
     def _neighbourhood(vectors: np.ndarray, other: np.ndarray, k: int, chunk: int = 4096) -> np.ndarray:
@@ -111,26 +113,24 @@ class _Costs:
     def cosine(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         return self.tgt[b - 1][j - b] @ self.src[a - 1][i - a]
 
+    def _length_penalty(self, a: int, b: int, i, j) -> np.ndarray | float:
+        """``length_weight`` x how far the bead's log character ratio strays from the document's."""
+        if not self.length_weight:
+            return 0.0
+        ls = self.src_chars[i] - self.src_chars[i - a]
+        lt = self.tgt_chars[j] - self.tgt_chars[j - b]
+        return self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
+
     def pair_costs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        """The 1-1 cost of source sentence ``i`` against target sentence ``j`` (0-based; arrays of one shape)."""
-        s, t = self.src[0][i], self.tgt[0][j]
-        distance = 1.0 - np.einsum("...d,...d->...", s, t)
-        cost = distance / (0.5 * (self.src_norm[0][i] + self.tgt_norm[0][j]))
-        if self.length_weight:
-            ls = self.src_chars[i + 1] - self.src_chars[i]
-            lt = self.tgt_chars[j + 1] - self.tgt_chars[j]
-            cost = cost + self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
-        return cost
+        """The 1-1 cost of source sentence ``i`` against target sentence ``j`` (0-based; arrays of one shape):
+        :meth:`cost` of a 1-1 bead, for any pairs at once."""
+        distance = 1.0 - np.einsum("...d,...d->...", self.src[0][i], self.tgt[0][j])
+        return distance / (0.5 * (self.src_norm[0][i] + self.tgt_norm[0][j])) + self._length_penalty(1, 1, i + 1, j + 1)
 
     def cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         distance = 1.0 - self.cosine(a, b, i, j)
         norm = 0.5 * (self.src_norm[a - 1][i - a] + self.tgt_norm[b - 1][j - b])
-        cost = distance / norm * (a * b)
-        if self.length_weight:
-            ls = self.src_chars[i] - self.src_chars[i - a]
-            lt = self.tgt_chars[j] - self.tgt_chars[j - b]
-            cost = cost + self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
-        return cost
+        return distance / norm * (a * b) + self._length_penalty(a, b, i, j)
 
 
 def _sample(vectors: np.ndarray, pool: int) -> np.ndarray:
@@ -248,6 +248,7 @@ class Plan:
     skip: float
     band: list[tuple[int, int]] | None
     anchors: Anchors
+    single_norms: tuple[np.ndarray, np.ndarray]  # the single sentences' neighbourhoods (the margin's denominators)
 
 
 def first_step(src1: np.ndarray, tgt1: np.ndarray, options: AlignmentOptions, src_lengths, tgt_lengths) -> Plan:
@@ -263,8 +264,9 @@ def first_step(src1: np.ndarray, tgt1: np.ndarray, options: AlignmentOptions, sr
         coarse = _dp(_Costs(coarse_src, coarse_tgt, options.knn), [(1, 1)], skip, len(coarse_src[0]),
                      len(coarse_tgt[0]))
         band = _band_from(coarse, size, size, n, m, options.band + size)
+    norms = (costs.src_norm[0], costs.tgt_norm[0])
     if not options.anchors:
-        return Plan(skip, band, Anchors.none(n, m))
+        return Plan(skip, band, Anchors.none(n, m), norms)
     path = _dp(costs, [(1, 1)], skip, n, m, band)
     i, j, ones = 0, 0, []
     for a, b in path:
@@ -273,7 +275,7 @@ def first_step(src1: np.ndarray, tgt1: np.ndarray, options: AlignmentOptions, sr
         i, j = i + a, j + b
     pairs = np.array(ones, int).reshape(-1, 2)
     confident = confident_pairs(costs, pairs[:, 0], pairs[:, 1], options.anchor_window)
-    return Plan(skip, band, locked_anchors(path, confident, n, m))
+    return Plan(skip, band, locked_anchors(path, confident, n, m), norms)
 
 
 def _within(band: list[tuple[int, int]] | None, anchors: Anchors) -> list[tuple[int, int]] | None:
@@ -293,8 +295,8 @@ def _within(band: list[tuple[int, int]] | None, anchors: Anchors) -> list[tuple[
 def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: AlignmentOptions | None = None,
                   src_lengths: Sequence[int] | None = None, tgt_lengths: Sequence[int] | None = None,
                   plan: Plan | None = None) -> list[Bead]:
-    """Beads from span vectors (``src[k-1]``: unit vectors of every span of k sentences; see
-    :func:`embed_spans`; a span crossing an anchor of ``plan`` may be any vector, it is never read);
+    """Beads from span vectors (``src[k-1]``: unit vectors of every span of k sentences, of the texts
+    :func:`span_texts` joins; a span crossing an anchor of ``plan`` may be any vector, it is never read);
     ``*_lengths``: each sentence's characters, for the length penalty."""
     options = options or AlignmentOptions()
     beads = [b for b in options.bead_types() if b[0] <= len(src) and b[1] <= len(tgt)]
@@ -303,7 +305,7 @@ def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: Alignme
         return [Bead([i], [], 0.0) for i in range(n)] + [Bead([], [j], 0.0) for j in range(m)]
     plan = plan or first_step(src[0], tgt[0], options, src_lengths, tgt_lengths)
     costs = _Costs(src, tgt, options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
-                   length_weight=options.length_weight)
+                   length_weight=options.length_weight, single_norms=plan.single_norms)
     path = _dp(costs, beads, plan.skip, n, m, _within(plan.band, plan.anchors), plan.anchors)
     out, i, j = [], 0, 0
     for a, b in path:
