@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hmde.index.language_debias import project_out
+
 XQUAD = {"en": "eng", "el": "ell", "hi": "hin", "vi": "vie", "de": "deu", "ru": "rus", "zh": "zho", "ar": "ara",
          "es": "spa", "th": "tha", "tr": "tur", "ro": "ron"}
 DOC_WEIGHT = 0.5
@@ -152,19 +154,15 @@ def mrr(order: np.ndarray, answer: np.ndarray, k: int = 10) -> float:
     return float(np.mean(np.where(ranks > 0, 1.0 / np.maximum(ranks, 1), 0.0)))
 
 
-def language_subspace(vectors: np.ndarray, langs: np.ndarray, tol: float = 1e-6) -> np.ndarray:
-    """An orthonormal basis (k, dim) of the span of the languages' centred mean vectors."""
+def language_subspace(vectors: np.ndarray, langs: np.ndarray) -> np.ndarray:
+    """The basis an index of these sentence vectors records (:class:`hmde.index.language_debias.LanguageStats`):
+    the span of the languages' centred mean vectors, as a search removes it."""
+    from hmde.index.language_debias import LanguageStats
+
+    stats = LanguageStats(vectors.shape[1])
     codes = sorted(set(langs.tolist()))
-    if len(codes) < 2:
-        return np.zeros((0, vectors.shape[1]), np.float32)
-    means = np.stack([vectors[langs == c].mean(0) for c in codes])
-    centred = means - means.mean(0)
-    u, s, vt = np.linalg.svd(centred, full_matrices=False)
-    return vt[s > tol * max(s.max(), 1e-12)].astype(np.float32)
-
-
-def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    return x - (x @ basis.T) @ basis if len(basis) else x
+    stats.update(codes, [vectors[langs == c] for c in codes])
+    return stats.basis()
 
 
 def apply(variant: str, sentences, sentence_langs, q, q_lang):
@@ -208,13 +206,14 @@ def evaluate(args) -> None:
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool = args.pool.split(",")
     asked = args.queries.split(",")
-    texts, questions, answers = {}, {}, {}
+    texts, questions = {}, {}
     if args.unit == "chapter":
         loaded, answer = bible(data, sorted(set(pool) | set(asked)))
         for lang, (chapters, verses) in loaded.items():
             texts[lang], questions[lang] = chapters, verses
-    for lang in sorted(set(pool) | set(asked)) if args.unit != "chapter" else ():
-        texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
+    else:
+        for lang in sorted(set(pool) | set(asked)):
+            texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
     answer = np.array(answer)[:args.questions]
     n_docs = len(texts[pool[0]])
     per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD.get(lang, lang)) for lang in pool}
