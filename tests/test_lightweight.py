@@ -128,9 +128,9 @@ def test_time_budget_shrinks_the_run_and_is_kept_for_resume(tsv, tmp_path, monke
     trainer.train()
     log = [json.loads(x) for x in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
     budget = [r for r in log if r.get("event") == "time_budget"]
-    assert len(budget) == 1 and 2 < budget[0]["steps"] < 50
-    assert max(r.get("step", 0) for r in log) == budget[0]["steps"]
-    assert load_checkpoint(tmp_path / "a" / "checkpoint")["config"]["budget_steps"] == budget[0]["steps"]
+    assert budget and all(2 < r["steps"] < 50 for r in budget)  # fitted after the probe, maybe again later
+    assert max(r.get("step", 0) for r in log) == budget[-1]["steps"]
+    assert load_checkpoint(tmp_path / "a" / "checkpoint")["config"]["budget_steps"] == budget[-1]["steps"]
 
 
 def test_saved_folder_is_a_plain_sentence_transformer(tsv, tmp_path):

@@ -264,7 +264,7 @@ class LightweightTrainer:
                     log.write(step=step, lr=scheduler.get_last_lr()[0], pairs_per_s=round(rate, 1), epoch=epoch,
                               **record)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", pairs_s=f"{rate:.0f}")
-            fitted = budget.fitted_total(step, total) if budget is not None and not cfg.budget_steps else None
+            fitted = budget.fitted_total(step, total) if budget is not None else None
             if fitted is not None:
                 total = cfg.budget_steps = distributed.min_over_processes(fitted)  # every process stops together
                 scheduler = get_linear_schedule_with_warmup(optimizer, min(self.warmup_steps(steps_per_epoch), total), total,

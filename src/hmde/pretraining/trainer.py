@@ -340,7 +340,7 @@ class HmdeTrainer:
                 step += 1
                 seen += len(global_batch)
                 bar.update(1)
-                fitted = budget.fitted_total(step, total) if budget is not None and cfg.budget_steps is None else None
+                fitted = budget.fitted_total(step, total) if budget is not None else None
                 if fitted is not None:
                     total = cfg.budget_steps = distributed.min_over_processes(fitted)  # all stop together
                     scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total), total,
