@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,7 +182,7 @@ def main() -> None:
         server.terminate()
         server.wait(60)
     ref_rate = reference["encode_texts_per_s"]
-    print(f"\n| route | texts per request | clients | requests | p50 ms | p99 ms | requests/s | texts/s | vs in-process |")
+    print("\n| route | texts per request | clients | requests | p50 ms | p99 ms | requests/s | texts/s | vs in-process |")
     print("|---|---|---|---|---|---|---|---|---|")
     for route, per_request, clients, r in rows:
         if route == "/search":

@@ -33,7 +33,7 @@ def files(tmp_path):
         path.write_text("".join(json.dumps({"doc_id": i, "lang": lang, "text": t}) + "\n" for i, lang, t in rows))
         return path
 
-    return write(f"all.jsonl", DOCS), write("eng.jsonl", DOCS[:3]), write("deu.jsonl", DOCS[3:])
+    return write("all.jsonl", DOCS), write("eng.jsonl", DOCS[:3]), write("deu.jsonl", DOCS[3:])
 
 
 @pytest.mark.parametrize("method", ["hmde", "mean", "seg", "lawdr"])

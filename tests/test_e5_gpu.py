@@ -10,7 +10,6 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 import torch
 
 from hmde.cli.main import main

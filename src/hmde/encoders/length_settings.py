@@ -8,8 +8,6 @@ and ``--preset paper`` sets all of the paper's at once. Explicit flags win over 
 
 from __future__ import annotations
 
-from .config import LONG_DOCUMENT_MODES, LONG_SENTENCE_MODES, SEGMENTATION_MODES
-
 PRESETS = {
     "paper": {"long_documents": "truncate", "long_sentences": "truncate", "segmentation": "sentences"},
 }

@@ -260,7 +260,7 @@ def load_xquad(folder: str | Path, query_lang: str, doc_lang: str, unit: str = "
     qpath, dpath = xquad_file(folder, query_lang), xquad_file(folder, doc_lang)
     qdata = json.loads(qpath.read_text(encoding="utf-8"))["data"]
     ddata = json.loads(dpath.read_text(encoding="utf-8"))["data"]
-    doc_ids, texts, owner = [], [], {}
+    doc_ids, texts = [], []
     for a, article in enumerate(ddata):
         paragraphs = [p["context"] for p in article["paragraphs"]]
         if unit == "article":

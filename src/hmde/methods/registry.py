@@ -36,5 +36,4 @@ def default_method(is_hmde_model: bool, model: str | None = None, preset: str | 
     return recommended_method(model) or HmdeMethod.name
 
 
-__all__ = ["REGISTRY", "DocumentMethod", "MethodOptions", "method_class", "default_method", "flat_text",
-           "pack_sentences"]
+__all__ = ["REGISTRY", "DocumentMethod", "method_class", "default_method"]
