@@ -165,6 +165,34 @@ def language_subspace(vectors: np.ndarray, langs: np.ndarray) -> np.ndarray:
     return stats.basis()
 
 
+def orthonormal_rows(m: np.ndarray) -> np.ndarray:
+    _, singular, vt = np.linalg.svd(m, full_matrices=False)
+    return vt[singular > 1e-6 * singular[0]]
+
+
+def wider_subspace(variant: str, s: np.ndarray, langs: np.ndarray) -> np.ndarray:
+    """The subspace and more: ``lir-K`` adds every language's own K principal directions (LIR's union);
+    ``inlp-K`` adds, K times, the directions of a logistic-regression language classifier trained on the
+    vectors with what is removed so far removed (iterative null-space projection). One language: nothing."""
+    from sklearn.linear_model import LogisticRegression
+
+    codes = sorted(set(langs.tolist()))
+    basis = language_subspace(s, langs)
+    if len(codes) < 2:
+        return basis
+    k = int(variant.split("-")[1])
+    if variant.startswith("lir-"):
+        own = [np.linalg.svd(s[langs == c] - s[langs == c].mean(0), full_matrices=False)[2][:k] for c in codes]
+        return orthonormal_rows(np.concatenate([basis, *own]))
+    for _ in range(k):
+        x = project_out(s, basis)
+        weights = LogisticRegression(C=1000.0, max_iter=1000).fit(x, langs).coef_
+        weights = project_out(weights - weights.mean(0) if len(codes) > 2 else weights, basis)
+        weights = weights / np.linalg.norm(weights, axis=1, keepdims=True).clip(1e-12)  # its scale is C's, not ours
+        basis = orthonormal_rows(np.concatenate([basis, weights]))
+    return basis
+
+
 def apply(variant: str, sentences, sentence_langs, q, q_lang):
     """The variant's vectors: (sentences, queries), fitted on the collection's sentences."""
     s, qq = sentences, q
@@ -185,6 +213,9 @@ def apply(variant: str, sentences, sentence_langs, q, q_lang):
             out[rows] = project_out(s[rows] - mean, vt[:k])
         mean, top = fitted.get(q_lang, (np.zeros(s.shape[1], np.float32), np.zeros((0, s.shape[1]), np.float32)))
         return unit(out), unit(project_out(qq - mean, top))
+    if variant.startswith(("lir-", "inlp-")):  # more directions removed with the subspace, one map for all
+        basis = wider_subspace(variant, sentences, sentence_langs)
+        return unit(project_out(s, basis)), unit(project_out(qq, basis))
     if "subspace" in variant:
         basis = language_subspace(sentences, sentence_langs)
         s, qq = project_out(s, basis), project_out(qq, basis)
@@ -215,6 +246,9 @@ def evaluate(args) -> None:
         for lang in sorted(set(pool) | set(asked)):
             texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
     answer = np.array(answer)[:args.questions]
+    # the article of each paragraph: a wrong top hit of the same article is a neighbour on the same subject
+    subject = np.array([k for k, a in enumerate(json.loads((data / "eval" / "xquad" / "xquad.en.json").read_text(
+        encoding="utf-8"))["data"]) for _ in a["paragraphs"]]) if args.unit == "paragraph" else None
     n_docs = len(texts[pool[0]])
     per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD.get(lang, lang)) for lang in pool}
     starts = {lang: np.concatenate([[0], np.cumsum(c)[:-1]]) for lang, (_, c) in per_lang.items()}
@@ -233,7 +267,8 @@ def evaluate(args) -> None:
     print(f"{'Bible' if args.unit == 'chapter' else 'XQuAD'} {args.unit}s ({n_docs}), {len(answer)} questions, pool {'/'.join(pool)} in rotation; "
           f"{args.model}; best sentence + {DOC_WEIGHT} x mean")
     print("| variant | query | mixed MRR@10 | single-language pools MRR@10 (mean) | mixed - single | top-1 in the "
-          "query's language / answers in it | ratio |\n|---|---|---|---|---|---|---|")
+          "query's language / answers in it | ratio | wrong top-1 in the query's language: of the answer's article "
+          "/ all |\n|---|---|---|---|---|---|---|---|")
     summary = {}
     for variant in args.variants.split(","):
         for qlang in asked:
@@ -256,8 +291,11 @@ def evaluate(args) -> None:
             ratio = top1_share / answer_share if answer_share else float("nan")
             single = float(np.mean(singles))
             summary[(variant, qlang)] = (mixed, single, ratio)
+            wrong = (order[:, 0] != answer) & (doc_lang[order[:, 0]] == qlang)
+            neighbours = f"{int(np.sum(wrong & (subject[order[:, 0]] == subject[answer])))} / {int(wrong.sum())}" \
+                if subject is not None else "–"
             print(f"| {variant} | {qlang} | {mixed:.3f} | {single:.3f} | {mixed - single:+.3f} | "
-                  f"{top1_share:.3f} / {answer_share:.3f} | {ratio:.2f} |", flush=True)
+                  f"{top1_share:.3f} / {answer_share:.3f} | {ratio:.2f} | {neighbours} |", flush=True)
     (Path(args.work) / f"summary-{args.unit}.json").write_text(json.dumps(
         {f"{v}|{q}": list(x) for (v, q), x in summary.items()}, indent=1))
 
