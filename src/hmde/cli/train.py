@@ -33,7 +33,8 @@ def register(sub) -> None:
     p.add_argument("--max-steps", type=int)
     p.add_argument("--time-budget", type=positive_float, metavar="MINUTES",
                    help="end the optimisation after about this many minutes (a GPU lease): the step count and the "
-                   "learning-rate schedule are fitted to the rate of steps 3-5 (capped by --epochs/--max-steps)")
+                   "learning-rate schedule are fitted to the rate of steps 3-5, and again at a quarter, a half and three "
+                   "quarters of the run (capped by --epochs/--max-steps)")
     p.add_argument("--temperature", type=positive_float, default=0.05)
     p.add_argument("--symmetric", action="store_true", help="public code's loss: both directions")
     p.add_argument("--negatives-across-processes", action="store_true",

@@ -52,7 +52,8 @@ def register(sub) -> None:
     p.add_argument("--max-steps", type=int)
     p.add_argument("--time-budget", type=float, default=None, metavar="MINUTES",
                    help="end the optimisation after about this many minutes: the step count and learning-rate "
-                        "schedule are fitted to the rate of the first 100 steps (capped by --epochs/--max-steps)")
+                        "schedule are fitted to the rate of steps 51-150, and again at a quarter, a half and three quarters of "
+                        "the run (capped by --epochs/--max-steps)")
     p.add_argument("--save-every", type=int, default=1000)
     p.add_argument("--log-every", type=int, default=10, help="steps between lines of OUTPUT/train_log.jsonl")
     p.add_argument("--seed", type=int, default=0)
