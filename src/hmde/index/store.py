@@ -18,6 +18,7 @@ interrupted run never leaves a half-written index.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -190,7 +191,10 @@ class DocumentIndex:
                 raise HmdeError(f"index {path} holds '{old.meta.method}' document vectors; add to it with "
                                 f"--method {old.meta.method}, not {meta.method}")
             meta = IndexMeta(**asdict(old.meta))
-        with atomic_dir(path) as tmp, GrowingNpy(tmp / "sentences.npy", meta.dim) as sentence_file:
+        # the database closes however the write ends: a failed write (a full disk, a duplicate id answered 4xx
+        # by the server) must not keep the temporary's file open in a long-lived process
+        with atomic_dir(path) as tmp, GrowingNpy(tmp / "sentences.npy", meta.dim) as sentence_file, \
+                contextlib.ExitStack() as open_files:
             if old is not None:
                 index = old.index
                 sentence_file.extend_from(old.sentence_vectors)  # streamed: memory holds a chunk, not the file
@@ -209,7 +213,7 @@ class DocumentIndex:
                     sentence_index = _new_faiss_index(
                         meta.index_type, meta.dim, None if sentence_train is None else normalize(sentence_train),
                         meta.hnsw_m, meta.sentence_lists, meta.pq_m)
-            con = duckdb.connect(str(tmp / "docs.duckdb"))
+            con = open_files.enter_context(duckdb.connect(str(tmp / "docs.duckdb")))
             con.execute(DOCS_TABLE)
             con.execute(DELETED_TABLE)
             if meta.multi_vector:
