@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hmde.index.language_debias import project_out
+from hmde.index.language_debias import orthonormal_rows, project_out
 
 XQUAD = {"en": "eng", "el": "ell", "hi": "hin", "vi": "vie", "de": "deu", "ru": "rus", "zh": "zho", "ar": "ara",
          "es": "spa", "th": "tha", "tr": "tur", "ro": "ron"}
@@ -49,17 +49,17 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 
 def xquad(data: Path, lang: str, unit_kind: str):
+    """(documents, questions, each question's answer, each document's article): the article says which wrong hits
+    are neighbours on the answer's own subject."""
     with open(data / "eval" / "xquad" / f"xquad.{lang}.json", encoding="utf-8") as f:
         articles = json.load(f)["data"]
+    questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
+    article_of = [k for k, a in enumerate(articles) for _ in a["paragraphs"]]  # each paragraph's (question's)
     if unit_kind == "paragraph":
         texts = [p["context"] for a in articles for p in a["paragraphs"]]
-        questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
-        answer = list(range(len(texts)))
-    else:
-        texts = ["\n".join(p["context"] for p in a["paragraphs"]) for a in articles]
-        questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
-        answer = [i for i, a in enumerate(articles) for _ in a["paragraphs"]]
-    return texts, questions, answer
+        return texts, questions, list(range(len(texts))), article_of
+    texts = ["\n".join(p["context"] for p in a["paragraphs"]) for a in articles]
+    return texts, questions, article_of, list(range(len(texts)))
 
 
 BIBLE_CHAPTERS = 120
@@ -165,9 +165,13 @@ def language_subspace(vectors: np.ndarray, langs: np.ndarray) -> np.ndarray:
     return stats.basis()
 
 
-def orthonormal_rows(m: np.ndarray) -> np.ndarray:
-    _, singular, vt = np.linalg.svd(m, full_matrices=False)
-    return vt[singular > 1e-6 * singular[0]]
+def own_directions(s: np.ndarray, langs: np.ndarray, k: int) -> dict:
+    """Each language's mean and the K dominant directions of its centred vectors: {lang: (mean, (K, dim))}."""
+    out = {}
+    for c in sorted(set(langs.tolist())):
+        mean = s[langs == c].mean(0)
+        out[c] = (mean, np.linalg.svd(s[langs == c] - mean, full_matrices=False)[2][:k])
+    return out
 
 
 def wider_subspace(variant: str, s: np.ndarray, langs: np.ndarray) -> np.ndarray:
@@ -182,8 +186,7 @@ def wider_subspace(variant: str, s: np.ndarray, langs: np.ndarray) -> np.ndarray
         return basis
     k = int(variant.split("-")[1])
     if variant.startswith("lir-"):
-        own = [np.linalg.svd(s[langs == c] - s[langs == c].mean(0), full_matrices=False)[2][:k] for c in codes]
-        return orthonormal_rows(np.concatenate([basis, *own]))
+        return orthonormal_rows(np.concatenate([basis, *(top for _, top in own_directions(s, langs, k).values())]))
     for _ in range(k):
         x = project_out(s, basis)
         weights = LogisticRegression(C=1000.0, max_iter=1000).fit(x, langs).coef_
@@ -202,15 +205,11 @@ def apply(variant: str, sentences, sentence_langs, q, q_lang):
     if variant == "query-subspace":  # the queries alone projected: the stored vectors stay as they are
         return s, unit(project_out(q, language_subspace(sentences, sentence_langs)))
     if variant.startswith("lawdr-"):  # LAWDR's per-language debiasing: its mean and its k dominant directions out
-        k = int(variant.split("-")[1])
+        fitted = own_directions(s, sentence_langs, int(variant.split("-")[1]))
         out = np.empty_like(s)
-        fitted = {}
-        for c in set(sentence_langs.tolist()):
+        for c, (mean, top) in fitted.items():
             rows = sentence_langs == c
-            mean = s[rows].mean(0)
-            _, _, vt = np.linalg.svd(s[rows] - mean, full_matrices=False)
-            fitted[c] = (mean, vt[:k])
-            out[rows] = project_out(s[rows] - mean, vt[:k])
+            out[rows] = project_out(s[rows] - mean, top)
         mean, top = fitted.get(q_lang, (np.zeros(s.shape[1], np.float32), np.zeros((0, s.shape[1]), np.float32)))
         return unit(out), unit(project_out(qq - mean, top))
     if variant.startswith(("lir-", "inlp-")):  # more directions removed with the subspace, one map for all
@@ -237,18 +236,17 @@ def evaluate(args) -> None:
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool = args.pool.split(",")
     asked = args.queries.split(",")
-    texts, questions = {}, {}
+    texts, questions, subject = {}, {}, None
     if args.unit == "chapter":
         loaded, answer = bible(data, sorted(set(pool) | set(asked)))
         for lang, (chapters, verses) in loaded.items():
             texts[lang], questions[lang] = chapters, verses
     else:
         for lang in sorted(set(pool) | set(asked)):
-            texts[lang], questions[lang], answer = xquad(data, lang, args.unit)
+            texts[lang], questions[lang], answer, articles = xquad(data, lang, args.unit)
+        # a wrong top hit of the answer's own article is a neighbour on the same subject (paragraphs only)
+        subject = np.array(articles) if args.unit == "paragraph" else None
     answer = np.array(answer)[:args.questions]
-    # the article of each paragraph: a wrong top hit of the same article is a neighbour on the same subject
-    subject = np.array([k for k, a in enumerate(json.loads((data / "eval" / "xquad" / "xquad.en.json").read_text(
-        encoding="utf-8"))["data"]) for _ in a["paragraphs"]]) if args.unit == "paragraph" else None
     n_docs = len(texts[pool[0]])
     per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD.get(lang, lang)) for lang in pool}
     starts = {lang: np.concatenate([[0], np.cumsum(c)[:-1]]) for lang, (_, c) in per_lang.items()}

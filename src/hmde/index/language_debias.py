@@ -75,9 +75,13 @@ class LanguageStats:
         if len(keys) < 2:
             return np.zeros((0, self.dim), np.float32)
         means = np.stack([self.sums[k] / self.counts[k] for k in keys])
-        centred = means - means.mean(0)
-        _, s, vt = np.linalg.svd(centred, full_matrices=False)
-        return vt[s > 1e-6 * max(float(s.max()), 1e-12)].astype(np.float32)
+        return orthonormal_rows(means - means.mean(0))
+
+
+def orthonormal_rows(m: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (rows) of the span of ``m``'s rows; directions under 1e-6 of the largest are dropped."""
+    _, s, vt = np.linalg.svd(m, full_matrices=False)
+    return vt[s > 1e-6 * max(float(s.max()), 1e-12)].astype(np.float32)
 
 
 def residual_norms(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
