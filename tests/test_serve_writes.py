@@ -16,6 +16,7 @@ pytest.importorskip("uvicorn")
 import httpx  # noqa: E402
 
 from hmde.cli.main import main  # noqa: E402
+from hit_lists import assert_same_hits  # noqa: E402
 from serve_helpers import ThreadServer, serve_process  # noqa: E402
 from test_serve import LANGS, TEXTS, refusal, write_docs  # noqa: E402
 
@@ -104,9 +105,9 @@ def test_writable_upserts_and_deletes_equal_the_command_line_and_refusals_name_t
     assert main(["index", "delete", str(cli_copy), "d5", "d7"]) == 0
     with Index.open(str(news), model=str(hmde_dir)) as served_index, \
             Index.open(str(cli_copy), model=str(hmde_dir)) as cli_index:
-        a = [[(h.doc_id, round(h.score, 5)) for h in q] for q in served_index.search(TEXTS[:6], top_k=11)]
-        b = [[(h.doc_id, round(h.score, 5)) for h in q] for q in cli_index.search(TEXTS[:6], top_k=11)]
-        assert a == b
+        a = [[(h.doc_id, h.score) for h in q] for q in served_index.search(TEXTS[:6], top_k=11)]
+        b = [[(h.doc_id, h.score) for h in q] for q in cli_index.search(TEXTS[:6], top_k=11)]
+        assert_same_hits(a, b)
 
 
 def test_fifty_writes_while_sixteen_clients_search(news, hmde_dir):
