@@ -24,6 +24,15 @@ their difference, and the share of top-1 hits in the query's language against th
   single-language pool ranks exactly as before;
 - ``lawdr-K``: LAWDR's per-language debiasing: each language's mean and its K dominant directions (of its centred
   sentence vectors) removed from its vectors; the query's with its own language's (given).
+- ``same-B`` / ``same-spread-G`` / ``same-centroid-G`` (after ``+``): calibration by the query's language (given):
+  the documents in it lose a constant B, or G x the query's match strength (its top score over the mean score
+  of all documents, or over the score of the collection's mean sentence); a collection in one language ranks
+  exactly as before;
+- ``affinity-K-B`` (after ``+``): each document loses B x how much nearer its K nearest documents in the
+  query's language are than its K nearest in all (CSLS's neighbourhood term within a language).
+
+``--question 1`` (or 2) asks each paragraph's second (third) question instead of its first: a setting chosen on
+the first questions is checked on questions it was not chosen on.
 
     python benchmarks/language_bias.py --data ../shared/data --work runs/bias
 """
@@ -48,12 +57,13 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def xquad(data: Path, lang: str, unit_kind: str):
+def xquad(data: Path, lang: str, unit_kind: str, which: int = 0):
     """(documents, questions, each question's answer, each document's article): the article says which wrong hits
-    are neighbours on the answer's own subject."""
+    are neighbours on the answer's own subject. ``which``: the paragraph's question asked (0: its first; a
+    paragraph with fewer keeps its last), so a setting chosen on one set of questions can be checked on another."""
     with open(data / "eval" / "xquad" / f"xquad.{lang}.json", encoding="utf-8") as f:
         articles = json.load(f)["data"]
-    questions = [p["qas"][0]["question"] for a in articles for p in a["paragraphs"]]
+    questions = [p["qas"][min(which, len(p["qas"]) - 1)]["question"] for a in articles for p in a["paragraphs"]]
     article_of = [k for k, a in enumerate(articles) for _ in a["paragraphs"]]  # each paragraph's (question's)
     if unit_kind == "paragraph":
         texts = [p["context"] for a in articles for p in a["paragraphs"]]
@@ -123,7 +133,8 @@ class Cache:
 
 
 def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray,
-         doc_langs: np.ndarray | None = None, calibrate: str = "") -> np.ndarray:
+         doc_langs: np.ndarray | None = None, calibrate: str = "", q_lang: str = "",
+         neighbours: tuple[int, float] | None = None, same: tuple[str, float] | None = None) -> np.ndarray:
     """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine; ``calibrate``
     ("z" or "mean"): each query's scores standardised within each document language (over that language's
     documents, or a sample of at most --calibration-sample of them)."""
@@ -131,6 +142,10 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
     best = np.full((len(q), len(docs)), -np.inf, np.float32)
     np.maximum.at(best.T, owners, sims.T)
     scores = best + DOC_WEIGHT * (q @ docs.T)
+    if neighbours and doc_langs is not None:
+        scores = scores - neighbours[1] * language_affinity(docs, doc_langs, q_lang, neighbours[0])
+    if same and doc_langs is not None:
+        scores = scores - same_language_penalty(q, scores, same, sentences, doc_langs == q_lang)
     if calibrate and doc_langs is not None:
         rng = np.random.default_rng(0)
         for lang in set(doc_langs.tolist()):
@@ -146,6 +161,59 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
 
 
 SAMPLE = [10**9]
+
+
+def language_affinity(docs: np.ndarray, doc_langs: np.ndarray, q_lang: str, k: int) -> np.ndarray:
+    """(D,) how much closer each document is to the query language's documents than to the collection's: the
+    mean cosine of its k nearest documents in the query's language minus that of its k nearest in all (CSLS's
+    neighbourhood term, taken within one language). Zero for a collection in one language (either it is the
+    query's, or the query's holds no document)."""
+    sims = docs @ docs.T
+    np.fill_diagonal(sims, -np.inf)
+    cols = np.flatnonzero(doc_langs == q_lang)
+    if len(cols) == 0 or len(cols) == len(docs):
+        return np.zeros(len(docs), np.float32)
+
+    def top_mean(m):  # at most one -inf a row (the document itself), so k <= columns - 1 keeps it out
+        kk = min(k, m.shape[1] - 1)
+        return np.sort(m, axis=1)[:, -kk:].mean(1)
+
+    return top_mean(sims[:, cols]) - top_mean(sims)
+
+
+def same_language_penalty(q: np.ndarray, scores: np.ndarray, same: tuple[str, float], sentences: np.ndarray,
+                          mine: np.ndarray) -> np.ndarray:
+    """(Q, D) what ``same-*`` takes from the scores of the documents in the query's language (``mine``): a constant
+    (``same-B``), or G x the query's match strength, its top score over a baseline: the mean score of all the
+    documents (``same-spread-G``), or the score of the collection's mean sentence, (1 + DOC_WEIGHT) q.mean, which
+    an index can compute from what it records (``same-centroid-G``). A constant within one language: a
+    collection in one language ranks exactly as before."""
+    kind, g = same
+    if kind == "constant":
+        strength = np.ones((len(scores), 1), np.float32)
+    elif kind == "spread":
+        strength = scores.max(1, keepdims=True) - scores.mean(1, keepdims=True)
+    else:
+        strength = scores.max(1, keepdims=True) - (1 + DOC_WEIGHT) * (q @ sentences.mean(0))[:, None]
+    return g * strength * mine[None, :]
+
+
+def same_language(variant: str) -> tuple[str, float] | None:
+    """``same-B``, ``same-spread-G``, ``same-centroid-G``: see :func:`same_language_penalty`."""
+    for part in variant.split("+"):
+        if part.startswith("same-"):
+            bits = part.split("-")
+            return ("constant", float(bits[1])) if len(bits) == 2 else (bits[1], float(bits[2]))
+    return None
+
+
+def neighbourhood(variant: str) -> tuple[int, float] | None:
+    """``affinity-K-B``: subtract B x :func:`language_affinity` over K neighbours."""
+    for part in variant.split("+"):
+        if part.startswith("affinity-"):
+            _, k, b = part.split("-")
+            return int(k), float(b)
+    return None
 
 
 def mrr(order: np.ndarray, answer: np.ndarray, k: int = 10) -> float:
@@ -201,7 +269,7 @@ def apply(variant: str, sentences, sentence_langs, q, q_lang):
     s, qq = sentences, q
     for name in ("calibrate-z", "calibrate-mean", "calibrate-median"):
         variant = variant.replace(name, "")
-    variant = variant.strip("+") or "none"
+    variant = "+".join(p for p in variant.split("+") if p and not p.startswith(("affinity-", "same-"))) or "none"
     if variant == "query-subspace":  # the queries alone projected: the stored vectors stay as they are
         return s, unit(project_out(q, language_subspace(sentences, sentence_langs)))
     if variant.startswith("lawdr-"):  # LAWDR's per-language debiasing: its mean and its k dominant directions out
@@ -243,7 +311,7 @@ def evaluate(args) -> None:
             texts[lang], questions[lang] = chapters, verses
     else:
         for lang in sorted(set(pool) | set(asked)):
-            texts[lang], questions[lang], answer, articles = xquad(data, lang, args.unit)
+            texts[lang], questions[lang], answer, articles = xquad(data, lang, args.unit, args.question)
         # a wrong top hit of the answer's own article is a neighbour on the same subject (paragraphs only)
         subject = np.array(articles) if args.unit == "paragraph" else None
     answer = np.array(answer)[:args.questions]
@@ -270,19 +338,21 @@ def evaluate(args) -> None:
     summary = {}
     for variant in args.variants.split(","):
         for qlang in asked:
-            q = cache.queries(f"{args.unit}-{qlang}", questions[qlang])[:len(answer)]
+            asked_as = f"{args.unit}-{qlang}" + (f"-q{args.question}" if args.question else "")
+            q = cache.queries(asked_as, questions[qlang])[:len(answer)]
             singles = []
             for lang in pool:
                 s, owners, slangs = collection([lang] * n_docs)
                 s2, q2 = apply(variant, s, slangs, q, qlang)
                 docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
-                singles.append(mrr(rank(q2, s2, owners, docs, np.array([lang] * n_docs), calibration(variant)),
-                                   answer))
+                singles.append(mrr(rank(q2, s2, owners, docs, np.array([lang] * n_docs), calibration(variant),
+                                        qlang, neighbourhood(variant), same_language(variant)), answer))
             s, owners, slangs = collection(mixed_choice)
             s2, q2 = apply(variant, s, slangs, q, qlang)
             docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
             doc_lang = np.array(mixed_choice)
-            order = rank(q2, s2, owners, docs, doc_lang, calibration(variant))
+            order = rank(q2, s2, owners, docs, doc_lang, calibration(variant), qlang, neighbourhood(variant),
+                         same_language(variant))
             mixed = mrr(order, answer)
             top1_share = float(np.mean(doc_lang[order[:, 0]] == qlang))
             answer_share = float(np.mean(doc_lang[answer] == qlang))
@@ -308,6 +378,8 @@ def main() -> int:
     p.add_argument("--pool", default="en,el,hi,vi,de,ru")
     p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
     p.add_argument("--questions", type=int, default=240)
+    p.add_argument("--question", type=int, default=0, help="XQuAD: which question of each paragraph is asked (0: the "
+                   "first; 1: the second, to check a setting chosen on the first)")
     p.add_argument("--variants", default="none,center,subspace,subspace+center")
     p.add_argument("--calibration-sample", type=int, default=10**9, help="calibrate-*: documents per language the "
                    "statistics are taken over (default: all)")
