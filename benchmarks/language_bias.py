@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hmde.index.language_debias import orthonormal_rows, project_out
+from hmde.index.language_debias import calibrate, orthonormal_rows, project_out
+from hmde.text.coverage import language_code
 
 XQUAD = {"en": "eng", "el": "ell", "hi": "hin", "vi": "vie", "de": "deu", "ru": "rus", "zh": "zho", "ar": "ara",
          "es": "spa", "th": "tha", "tr": "tur", "ro": "ron"}
@@ -134,7 +135,8 @@ class Cache:
 
 def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray,
          doc_langs: np.ndarray | None = None, calibrate: str = "", q_lang: str = "",
-         neighbours: tuple[int, float] | None = None, same: tuple[str, float] | None = None) -> np.ndarray:
+         neighbours: tuple[int, float] | None = None, same: tuple[str, float] | None = None,
+         detected: np.ndarray | None = None) -> np.ndarray:
     """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine; ``calibrate``
     ("z" or "mean"): each query's scores standardised within each document language (over that language's
     documents, or a sample of at most --calibration-sample of them)."""
@@ -145,7 +147,10 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
     if neighbours and doc_langs is not None:
         scores = scores - neighbours[1] * language_affinity(docs, doc_langs, q_lang, neighbours[0])
     if same and doc_langs is not None:
-        scores = scores - same_language_penalty(q, scores, same, sentences, doc_langs == q_lang)
+        # each query's language as given, or (--detect) as hmde detects it: (Q, D) documents in it
+        mine = (doc_langs[None, :] == q_lang) if detected is None else \
+            np.array([[language_code(x) for x in doc_langs]]) == detected[:, None]
+        scores = scores - same_language_penalty(q, scores, same, sentences, mine)
     if calibrate and doc_langs is not None:
         rng = np.random.default_rng(0)
         for lang in set(doc_langs.tolist()):
@@ -189,13 +194,18 @@ def same_language_penalty(q: np.ndarray, scores: np.ndarray, same: tuple[str, fl
     an index can compute from what it records (``same-centroid-G``). A constant within one language: a
     collection in one language ranks exactly as before."""
     kind, g = same
+    mine = np.broadcast_to(mine, scores.shape)
+    if kind == "spread":  # what an index applies (hmde.index.language_debias.calibrate), the mean over a sample
+        rng = np.random.default_rng(0)
+        cols = np.arange(scores.shape[1])
+        sample = cols if len(cols) <= SAMPLE[0] else rng.choice(cols, SAMPLE[0], replace=False)
+        return np.stack([scores[i] - calibrate(scores[i], mine[i], scores[i, sample].mean(), g)
+                         for i in range(len(scores))])
     if kind == "constant":
         strength = np.ones((len(scores), 1), np.float32)
-    elif kind == "spread":
-        strength = scores.max(1, keepdims=True) - scores.mean(1, keepdims=True)
     else:
         strength = scores.max(1, keepdims=True) - (1 + DOC_WEIGHT) * (q @ sentences.mean(0))[:, None]
-    return g * strength * mine[None, :]
+    return g * strength * mine
 
 
 def same_language(variant: str) -> tuple[str, float] | None:
@@ -340,19 +350,24 @@ def evaluate(args) -> None:
         for qlang in asked:
             asked_as = f"{args.unit}-{qlang}" + (f"-q{args.question}" if args.question else "")
             q = cache.queries(asked_as, questions[qlang])[:len(answer)]
+            detected = None
+            if args.detect:  # hmde's language identifier, as a search that is not told the language
+                from hmde.text.language_id import detect_languages
+
+                detected = np.array([x or "" for x in detect_languages(questions[qlang][:len(answer)])])
             singles = []
             for lang in pool:
                 s, owners, slangs = collection([lang] * n_docs)
                 s2, q2 = apply(variant, s, slangs, q, qlang)
                 docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
                 singles.append(mrr(rank(q2, s2, owners, docs, np.array([lang] * n_docs), calibration(variant),
-                                        qlang, neighbourhood(variant), same_language(variant)), answer))
+                                        qlang, neighbourhood(variant), same_language(variant), detected), answer))
             s, owners, slangs = collection(mixed_choice)
             s2, q2 = apply(variant, s, slangs, q, qlang)
             docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
             doc_lang = np.array(mixed_choice)
             order = rank(q2, s2, owners, docs, doc_lang, calibration(variant), qlang, neighbourhood(variant),
-                         same_language(variant))
+                         same_language(variant), detected)
             mixed = mrr(order, answer)
             top1_share = float(np.mean(doc_lang[order[:, 0]] == qlang))
             answer_share = float(np.mean(doc_lang[answer] == qlang))
@@ -378,6 +393,8 @@ def main() -> int:
     p.add_argument("--pool", default="en,el,hi,vi,de,ru")
     p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
     p.add_argument("--questions", type=int, default=240)
+    p.add_argument("--detect", action="store_true", help="same-*: each query's language detected as a search "
+                   "detects it (hmde.text.language_id), not given")
     p.add_argument("--question", type=int, default=0, help="XQuAD: which question of each paragraph is asked (0: the "
                    "first; 1: the second, to check a setting chosen on the first)")
     p.add_argument("--variants", default="none,center,subspace,subspace+center")

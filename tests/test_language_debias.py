@@ -93,14 +93,14 @@ def test_the_statistics_follow_every_write_and_one_language_changes_nothing(tmp_
 
 
 def test_new_indexes_record_it_and_older_ones_keep_none(hmde_dir, tmp_path):
-    assert IndexSettings().language_debias == "subspace"  # the default (docs/model.md)
+    assert IndexSettings().language_debias == "subspace+calibrate"  # the default (docs/model.md)
     src = tmp_path / "d.jsonl"
     src.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"Sentence {i}. Another {i}.",
                                        "lang": "eng" if i % 2 else "deu"}) + "\n" for i in range(12)))
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "new"), "--no-progress"]) == 0
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "off"), "--no-progress",
                  "--language-debias", "none"]) == 0
-    assert json.loads((tmp_path / "new" / "index.json").read_text())["language_debias"] == "subspace"
+    assert json.loads((tmp_path / "new" / "index.json").read_text())["language_debias"] == "subspace+calibrate"
     assert json.loads((tmp_path / "off" / "index.json").read_text())["language_debias"] == ""
     assert not (tmp_path / "off" / "languages.npz").exists()
     raw = json.loads((tmp_path / "off" / "index.json").read_text())

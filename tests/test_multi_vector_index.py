@@ -36,7 +36,9 @@ def built(hmde_dir, tmp_path):
 def search(capsys, index, *extra):
     capsys.readouterr()
     weight = [] if "--doc-weight" in extra else ["--doc-weight", "0"]  # late interaction alone unless asked
-    assert main(["search", str(index), *QUERIES, "--json", "--top-k", "4", *weight, *extra]) == 0
+    # the scores before any calibration by the query's language (tests/test_query_language_calibration.py)
+    assert main(["search", str(index), *QUERIES, "--json", "--top-k", "4", *weight, "--query-lang", "none",
+                 *extra]) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 

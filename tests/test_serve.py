@@ -132,6 +132,19 @@ def test_search_returns_the_hits_of_hmde_search(server, collection, capsys):
     assert all("text" not in h for r in two["results"] for h in r["hits"])
     only_deu = post(server, "/search", {"query": "a cat", "lang": "deu"}).json()["results"][0]["hits"]
     assert [h["lang"] for h in only_deu] == ["deu"]
+    # the queries' language as hmde search takes it (the index calibrates by it: nine languages)
+    scores = {}
+    for lang in ("en", "none"):
+        served = post(server, "/search", {"query": "a cat on a mat", "top_k": 12, "query_lang": lang}).json()
+        assert main(["search", str(index), "a cat on a mat", "--top-k", "12", "--json", "--device", "cpu",
+                     "--query-lang", lang]) == 0
+        cli = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+        served = {h["doc_id"]: h["score"] for h in served["results"][0]["hits"]}
+        assert served == pytest.approx({h["doc_id"]: h["score"] for h in cli}, abs=2e-4)
+        scores[lang] = served
+    # English documents lower by the same amount (this server embeds queries batched: the same to 2e-4)
+    drop = {d: scores["none"][d] - scores["en"][d] for d in scores["en"]}
+    assert {d for d, x in drop.items() if x > 1e-4} == {f"d{i}" for i, lang in enumerate(LANGS) if lang == "eng"}
 
 
 @pytest.mark.parametrize("path, body, status, field", [
@@ -156,6 +169,8 @@ def test_search_returns_the_hits_of_hmde_search(server, collection, capsys):
     ("/search", {"query": "x", "queries": ["y"]}, 400, "query"),
     ("/search", {"queries": ["fine", ""]}, 400, "queries[1]"),
     ("/search", {"query": 3}, 400, "query"),
+    ("/search", {"query": "x", "query_lang": "!!"}, 400, "query_lang"),
+    ("/search", {"query": "x", "query_lang": 3}, 400, "query_lang"),
 ])
 def test_a_bad_request_is_a_json_4xx_naming_its_field(server, path, body, status, field):
     refusal(post(server, path, body), status, field)

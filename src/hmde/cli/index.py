@@ -59,6 +59,9 @@ def register(sub) -> None:
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
     s.add_argument("--lang", help="only documents of this language")
+    s.add_argument("--query-lang", metavar="CODE", help="the queries' language, where the index calibrates by it "
+                   "(built with --language-debias subspace+calibrate, the default): default each query's own, "
+                   "detected; none: not calibrated")
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
     s.add_argument("--device", default="auto")
@@ -146,7 +149,8 @@ def run_search(args: argparse.Namespace) -> int:
                         f"got '{args.hybrid_weights}'")
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
                         args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
-                        False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates)
+                        False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates,
+                        args.query_lang)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

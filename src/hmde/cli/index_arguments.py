@@ -10,7 +10,7 @@ from .length_arguments import add_length_arguments
 from .ray_arguments import add_ray_arguments
 
 # what an add or upsert takes from the index itself, never from a flag
-INDEX_OWN = dict(add=True, overwrite=False, store="", language_debias="subspace", type="flat", hnsw_m=32, ivf_lists=1024, pq_m=96, multi_vector=None,
+INDEX_OWN = dict(add=True, overwrite=False, store="", language_debias="subspace+calibrate", type="flat", hnsw_m=32, ivf_lists=1024, pq_m=96, multi_vector=None,
                  sentence_vectors=None, bm25=False, method=None)
 
 
@@ -50,10 +50,13 @@ def add_build_arguments(b, new_index: bool = True) -> None:
         b.add_argument("--store", metavar="milvus:PATH_OR_URI", help="keep the vectors in Milvus (a Milvus Lite file, "
                        "or a server's URI; pip install 'hmde[milvus]'): INDEX_DIR holds hmde's record, and `hmde search`, "
                        "`hmde serve` and the writes work as on an index of hmde's own")
-        b.add_argument("--language-debias", choices=["subspace", "none"], default="subspace",
-                       help="subspace (default): each query loses the directions in which the indexed "
-                       "languages' mean vectors differ, so that a mixed-language collection ranks by meaning, not "
-                       "by the query's language (docs/defaults.md); none: queries as embedded")
+        b.add_argument("--language-debias", choices=["subspace+calibrate", "subspace", "none"],
+                       default="subspace+calibrate",
+                       help="so that a mixed-language collection ranks by meaning, not by the query's language "
+                       "(docs/defaults.md): subspace, each query loses the directions in which the indexed "
+                       "languages' mean vectors differ; +calibrate (default), then the documents in the query's own "
+                       "language (detected, or `hmde search --query-lang`) lose 0.15 x the query's top score over "
+                       "its mean score; none: queries as embedded")
         b.add_argument("--bm25", action="store_true", help="also index the texts with BM25 (bm25s), for `hmde search "
                        "--hybrid`; kept up to date by --add")
     else:

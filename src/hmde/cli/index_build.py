@@ -23,14 +23,14 @@ from .ray_arguments import encode_spec, ray_options
 def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, dim: int, method: str):
     """The flags as the library's settings (:class:`hmde.index.builder.IndexSettings`), then the index's record."""
     from ..index.builder import IndexSettings, new_meta
+    from ..index.language_debias import debias_mode
 
     settings = IndexSettings(index_type=args.type, hnsw_m=args.hnsw_m, ivf_lists=args.ivf_lists, pq_m=args.pq_m,
                              bm25=bool(getattr(args, "bm25", False)),
                              multi_vector=bool(getattr(args, "multi_vector", False)),
                              sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
                              backend=getattr(args, "backend", None) or "torch", store=getattr(args, "store", None) or "",
-                             language_debias="" if getattr(args, "language_debias", None) == "none"
-                             else "subspace")
+                             language_debias=debias_mode(getattr(args, "language_debias", None)))
     return new_meta(settings, model, model_sha256, dim, method, args.output)
 
 

@@ -42,7 +42,7 @@ class IndexSettings:
     method: str | None = None  # None: the model's recommended method
     backend: str = "torch"
     store: str = ""  # "milvus:PATH_OR_URI": the vectors in Milvus (hmde.index.milvus_store); "": this folder
-    language_debias: str = "subspace"  # hmde.index.language_debias (issue 56); "": none
+    language_debias: str = "subspace+calibrate"  # hmde.index.language_debias.MODES (issue 56); "": none
 
     def check(self) -> None:
         if self.index_type not in INDEX_TYPES:
@@ -57,6 +57,11 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
              path: str | Path | None = None) -> IndexMeta:
     """The record of a new index (``index.json``) at ``path``."""
     ivf = settings.index_type in ("ivf", "ivfpq")
+    from .language_debias import MODES
+
+    if settings.language_debias not in MODES:
+        raise HmdeError(f"language_debias must be one of {', '.join(map(repr, MODES))} (\"\": none), got "
+                        f"{settings.language_debias!r}")
     store = {}
     if settings.store:
         from .milvus_store import collection_prefix, parse_store

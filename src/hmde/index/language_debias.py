@@ -22,8 +22,25 @@ from pathlib import Path
 import numpy as np
 
 STATS_FILE = "languages.npz"
-MODES = ("subspace", "")  # the default of a new index; "" none (indexes built before issue 56)
+# "subspace+calibrate": the default of a new index (stop 61); "subspace": the subspace alone (indexes built in stops
+# 57-60); "": none (indexes built before issue 56). Each index keeps what it recorded.
+MODES = ("subspace+calibrate", "subspace", "")
+CALIBRATION_WEIGHT = 0.15  # G of :func:`calibrate`, measured (docs/defaults.md: XQuAD's three question sets, the Bible)
+CALIBRATION_SAMPLE = 256  # documents whose mean score is a query's baseline (all of them in a smaller collection)
 MIN_SENTENCES = 20  # a language with fewer indexed sentences gives no direction (its mean is noise)
+
+
+def debias_mode(choice: str | None) -> str:
+    """The mode an index records for a ``--language-debias`` choice (None: the default; "none": "")."""
+    if choice is None:
+        return MODES[0]
+    if choice == "none":
+        return ""
+    if choice not in MODES:
+        from ..errors import HmdeError
+
+        raise HmdeError(f"unknown --language-debias {choice!r} ({', '.join(MODES[:2])} or none)")
+    return choice
 
 
 class LanguageStats:
@@ -95,3 +112,19 @@ def residual_norms(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
 def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """``x`` without its components in the rows of ``basis`` (orthonormal)."""
     return x - (x @ basis.T) @ basis if len(basis) else x
+
+
+def calibrate(scores: np.ndarray, mine: np.ndarray, baseline: float, weight: float = CALIBRATION_WEIGHT) -> np.ndarray:
+    """One query's candidate ``scores`` with those of the documents in the query's own language (``mine``) lowered
+    by ``weight`` times the query's match strength: its top score over ``baseline``, its mean score over (a sample
+    of) all documents. Why: a right answer in another language scores below the same answer in the query's
+    language (0.046 on XQuAD, 0.011 on the Bible's weaker matches), so a neighbour on the same subject in the
+    query's language outranks it; the gap grows with how well the query matches, hence the scale. Within one
+    language it is a constant, so a collection in one language ranks as before (a search applies it only where
+    the index holds other languages too)."""
+    scores = np.asarray(scores, np.float32)
+    mine = np.asarray(mine, bool)
+    if not len(scores) or not mine.any():
+        return scores
+    strength = max(float(scores.max()) - float(baseline), 0.0)
+    return scores - np.float32(weight * strength) * mine

@@ -155,9 +155,10 @@ class MilvusIndex:
                ef_search: int | None = None, nprobe: int | None = None, hybrid_texts=None,
                hybrid_weights=(1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               candidates: int | None = None):
+               candidates: int | None = None, query_langs=None):
         """Hits per query, best first, ranked as :meth:`hmde.index.store.DocumentIndex.search` ranks a
-        multi-vector index (``candidates``: documents re-scored, default :data:`GROUPS`)."""
+        multi-vector index (``candidates``: documents re-scored, default :data:`GROUPS`). ``query_langs`` is
+        not used: an index in Milvus records no language debiasing (its searches run in Milvus)."""
         from .multivector import check_scoring
         from .records import SearchHit
 

@@ -11,8 +11,10 @@ from ..encoders.model_loading import load_model
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 
 
-def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight: float) -> None:
+def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight: float,
+                  query_lang: str | None = None) -> None:
     """What a search asks, checked before the model loads (and again for every :meth:`Index.search`)."""
+    from ..io.documents import is_language_tag
     from .multivector import check_scoring
 
     if not queries or any(not q.strip() for q in queries):
@@ -20,6 +22,9 @@ def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
     check_scoring(top_sentences, doc_weight)
+    if query_lang is not None and query_lang != "none" and \
+            (not isinstance(query_lang, str) or not is_language_tag(query_lang)):
+        raise HmdeError(f"--query-lang must be a language code (en, deu, zh-Hant...) or none, got {query_lang!r}")
 
 
 def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool | None:
@@ -223,14 +228,16 @@ class Index:
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               query_vectors=None, candidates: int | None = None):
+               query_vectors=None, candidates: int | None = None, query_lang: str | None = None):
         """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
         them with other requests); else they are embedded here. ``candidates``: sentences scored per query
-        in a multi-vector index (:meth:`hmde.index.store.DocumentIndex.search`)."""
+        in a multi-vector index (:meth:`hmde.index.store.DocumentIndex.search`). ``query_lang``: the queries'
+        language, for an index that calibrates by it (default: each query's own, detected; ``"none"``: not
+        calibrated)."""
         from ..methods.vectorizer import DocumentVectorizer
 
         queries = [queries] if isinstance(queries, str) else list(queries)
-        check_request(queries, top_k, top_sentences, doc_weight)
+        check_request(queries, top_k, top_sentences, doc_weight, query_lang)
         self._current()
         multi_vector = check_index_request(self.index, hybrid, multi_vector)
         if query_vectors is None:
@@ -243,7 +250,8 @@ class Index:
         return self.index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
                                  ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
                                  hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
-                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates)
+                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
+                                 query_langs=query_languages(self.index, queries, query_lang))
 
     def close(self) -> None:
         self.index.close()
@@ -253,6 +261,19 @@ class Index:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def query_languages(index, queries: list, query_lang: str | None) -> list[str | None] | None:
+    """Each query's language for an index that calibrates by it (:mod:`hmde.index.calibration`): the one
+    given, else each query's own (:func:`hmde.text.language_id.detect_languages`); None where the index does
+    not calibrate or ``query_lang`` is "none"."""
+    if not getattr(index, "calibrates", False) or query_lang == "none":
+        return None
+    if query_lang:
+        return [query_lang] * len(queries)
+    from ..text.language_id import detect_languages
+
+    return detect_languages(queries)
 
 
 def _version(path) -> tuple:
@@ -278,12 +299,12 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
                  backend: str | None = None, multi_vector: bool | None = None,
                  top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-                 candidates: int | None = None):
+                 candidates: int | None = None, query_lang: str | None = None):
     """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
     check that needs no model comes before the model loads."""
     from .store import DocumentIndex
 
-    check_request(queries, top_k, top_sentences, doc_weight)
+    check_request(queries, top_k, top_sentences, doc_weight, query_lang)
     index = DocumentIndex.open(index_dir)
     try:
         check_index_request(index, hybrid, multi_vector)
@@ -292,4 +313,4 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         raise
     with Index.attach(index, model_name, device, backend) as opened:
         return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                             top_sentences, doc_weight, candidates=candidates)
+                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang)

@@ -73,7 +73,8 @@ class IndexMeta:
     store_uri: str = ""
     store_prefix: str = ""
     # "subspace": each query loses the span of the indexed languages' centred means (hmde.index.language_debias,
-    # issue 56; the default of new indexes); "": none (indexes built before)
+    # issue 56); "subspace+calibrate" (the default of new indexes): then the documents in the query's language
+    # are calibrated (hmde.index.calibration); "": none (indexes built before issue 56)
     language_debias: str = ""
 
     @property
@@ -139,6 +140,7 @@ class DocumentIndex:
         self.deleted = deleted if deleted is not None else np.zeros((0, 3), np.int64)
         self._masks: dict = {}
         self.language_basis = np.zeros((0, meta.dim), np.float32)  # set by open where the index records one
+        self._calibration = None  # hmde.index.calibration, made by the first search that calibrates
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -397,6 +399,55 @@ class DocumentIndex:
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
 
+    def live_rows_and_languages(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Every live document's row, by row, and its language as a position in the stored languages (-1: none
+        given), and those languages: numbers, not strings (ten million documents name a few languages)."""
+        import duckdb
+
+        if self._con is None:
+            raise HmdeError(f"index {self.path} was closed")
+        try:
+            names = [r[0] for r in self._con.execute("SELECT DISTINCT lang FROM docs WHERE lang IS NOT NULL "
+                                                     "ORDER BY 1").fetchall()]
+            columns = self._con.execute("SELECT row, coalesce(list_position(?::VARCHAR[], lang), 0) - 1 AS lang "
+                                        "FROM docs ORDER BY row", [names]).fetchnumpy()
+        except duckdb.Error as exc:
+            raise InputError(f"not a readable DuckDB database ({_first_line(exc)}); rebuild the index",
+                             path=str(self.path / "docs.duckdb")) from None
+        return np.asarray(columns["row"], np.int64), np.asarray(columns["lang"], np.int32), names
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether searches calibrate by the query's language (the index records ``subspace+calibrate``)."""
+        return self.meta.language_debias == "subspace+calibrate"
+
+    def _calibration_plan(self, q: np.ndarray, query_langs, lang: str | None, multi_vector: bool,
+                          top_sentences: int, doc_weight: float):
+        """Per query (language number, baseline) for :func:`hmde.index.language_debias.calibrate`, or None
+        where nothing is calibrated (the index does not, no query language, one language searched)."""
+        if not self.calibrates or query_langs is None or lang:
+            return None
+        if len(query_langs) != len(q):
+            raise HmdeError(f"{len(query_langs)} query languages for {len(q)} queries")
+        if self._calibration is None:
+            from .calibration import QueryLanguageCalibration
+
+            self._calibration = QueryLanguageCalibration(self)
+        codes = self._calibration.plan(query_langs)
+        if all(c < 0 for c in codes):
+            return None
+        baselines = self._calibration.baselines(q, multi_vector, top_sentences, doc_weight)
+        return [(c, float(b)) if c >= 0 else None for c, b in zip(codes, baselines)]
+
+    def _calibrated(self, plan, qi: int, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """One query's candidate scores calibrated by its plan (unchanged where it has none)."""
+        if plan is None or plan[qi] is None:
+            return scores
+        from .language_debias import calibrate
+
+        code, baseline = plan[qi]
+        return calibrate(scores, self._calibration.row_language[rows] == code, baseline)
+
     def _search(self, q: np.ndarray, k: int, allowed: set[int] | None, ef_search: int | None, nprobe: int | None):
         """FAISS search; ``allowed`` restricts it to those rows by an ID selector (exact, no over-fetching)."""
         import faiss
@@ -482,7 +533,7 @@ class DocumentIndex:
 
     def _multi_vector_rows(self, q: np.ndarray, top_k: int, allowed: set[int] | None, top_sentences: int,
                            doc_weight: float, ef_search: int | None, nprobe: int | None = None,
-                           pool: int | None = None) -> list[list[tuple[float, int]]]:
+                           pool: int | None = None, plan=None) -> list[list[tuple[float, int]]]:
         """Documents by their best sentences (:mod:`hmde.index.multivector`): the ``pool`` nearest
         sentences of each query are grouped by document; a document's score is the sum of its
         ``top_sentences`` best among them, plus ``doc_weight`` times its document vector's cosine.
@@ -534,9 +585,19 @@ class DocumentIndex:
                     exact = self.exact_document_vectors(unique[lead])
                     if exact is not None:
                         total[lead] += doc_weight * (self._cosines(exact, q[qi]) - stored[lead])
+            total = self._calibrated(plan, qi, unique, total)  # by the query's language, where the index does
             best = np.argsort(-total, kind="stable")[:top_k]
             out.append([(float(total[j]), int(unique[j])) for j in best])
         return out
+
+    def _recalibrated(self, plan, scores: np.ndarray, rows: np.ndarray, k: int):
+        """(Q, k) one-vector hits re-ranked after :meth:`_calibrated` (rows -1: none)."""
+        scores = np.where(rows >= 0, scores, -np.inf).astype(np.float32)
+        for qi in range(len(rows)):
+            found = rows[qi] >= 0
+            scores[qi, found] = self._calibrated(plan, qi, rows[qi][found], scores[qi, found])
+        order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
     def _cosines(self, vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
         """Cosines of stored unit ``vectors`` with a query (projected, where the index removes its languages'
@@ -611,8 +672,12 @@ class DocumentIndex:
                nprobe: int | None = None, hybrid_texts: Sequence[str] | None = None,
                hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               candidates: int | None = None) -> list[list[SearchHit]]:
+               candidates: int | None = None, query_langs: Sequence[str | None] | None = None
+               ) -> list[list[SearchHit]]:
         """Hits per query, best first; ``lang`` keeps only documents of that language.
+
+        ``query_langs``: each query's language (None: not known); an index that records ``subspace+calibrate``
+        lowers the scores of the documents in it (:func:`hmde.index.language_debias.calibrate`).
 
         ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of
         hits whose sentence vectors were not stored (indexes built with ``--engine ray``).
@@ -656,12 +721,17 @@ class DocumentIndex:
             if not allowed:
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
         pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
+        plan = self._calibration_plan(q, query_langs, lang, multi_vector, top_sentences, doc_weight)
         if multi_vector:
             fused = self._multi_vector_rows(q, top_k, allowed, top_sentences, doc_weight, ef_search, nprobe,
-                                            candidates)
+                                            candidates, plan)
         else:
             search = self._search_debiased if len(self.language_basis) else self._search
-            scores, rows = search(q, pool, allowed, ef_search, nprobe)
+            if plan is None:
+                scores, rows = search(q, pool, allowed, ef_search, nprobe)
+            else:  # a larger pool re-ranked: the calibration only lowers documents in the query's language
+                scores, rows = search(q, min(n, max(pool, DEBIASED_POOL)), allowed, ef_search, nprobe)
+                scores, rows = self._recalibrated(plan, scores, rows, pool)
             fused = self._fuse(rows, hybrid_texts, allowed, pool, top_k, hybrid_weights, rrf_k) \
                 if hybrid_texts is not None else None
         out = []
@@ -829,7 +899,8 @@ def read_index_meta(path: Path) -> IndexMeta:
         raise InputError(f"must be 'lower' or 'context', got {raw['sentence_vectors']!r}", path=str(path),
                          field="sentence_vectors")
     if raw.get("language_debias", "") not in DEBIAS_MODES:
-        raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace, or none)",
+        raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace+calibrate, subspace, or "
+                         "none)",
                          path=str(path), field="language_debias")
     if raw.get("store", "") not in ("", "milvus"):
         raise InputError(f"unknown store {raw['store']!r} (milvus, or none)", path=str(path), field="store")

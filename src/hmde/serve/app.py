@@ -163,7 +163,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             except HmdeError as exc:
                 raise RequestError(str(exc), "hybrid") from None
             return opened.search(queries, body.top_k, body.lang, hybrid=body.hybrid, multi_vector=multi,
-                                 query_vectors=vectors)
+                                 query_vectors=vectors, query_lang=body.query_lang)
 
         hits = await asyncio.get_running_loop().run_in_executor(executor, run)
         return {"index": target.name, "model": served.model.name,
