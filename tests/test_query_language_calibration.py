@@ -127,6 +127,11 @@ def test_the_command_line_takes_and_checks_query_lang(hmde_dir, tmp_path, capsys
                  "--language-debias", "subspace"]) == 0
     with DocumentIndex.open(tmp_path / "sub") as opened:
         assert opened.meta.language_debias == "subspace"
+    capsys.readouterr()
+    for name, says in (("idx", "the languages' directions removed, the query's own language calibrated"),
+                       ("sub", "the languages' directions removed")):
+        assert main(["index", "info", str(tmp_path / name)]) == 0
+        assert f"debiasing    {says}\n" in capsys.readouterr().out
 
 
 def test_the_language_identifier_names_languages_as_the_index_does():

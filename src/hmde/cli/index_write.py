@@ -12,6 +12,11 @@ from ..errors import HmdeError
 from .index_arguments import add_build_arguments
 
 
+# what `hmde index info` says of each recorded mode (hmde.index.language_debias.MODES)
+DEBIASING = {"subspace+calibrate": "the languages' directions removed, the query's own language calibrated",
+             "subspace": "the languages' directions removed", "none": "none"}
+
+
 def register(isub) -> None:
     a = isub.add_parser("add", help="embed INPUT's documents into INDEX_DIR (as `index build --add`)")
     add_build_arguments(a, new_index=False)
@@ -95,7 +100,8 @@ def run_info(args: argparse.Namespace) -> int:
             ("documents", f"{info['documents']} live{masked}"),
             ("sentences", f"{info['sentences']} live" + (f", {info['deleted_sentences']} deleted"
                                                           if info["deleted_sentences"] else "")),
-            ("languages", languages), ("on disk", f"{info['bytes_on_disk'] / 1e6:.1f} MB")]
+            ("languages", languages), ("debiasing", DEBIASING.get(info.get("language_debias", "none"), "none")),
+            ("on disk", f"{info['bytes_on_disk'] / 1e6:.1f} MB")]
     for name, value in rows:
         print(f"{name:<12} {value}")
     return 0

@@ -139,7 +139,8 @@ def describe(index: DocumentIndex) -> dict:
             "sentence_vectors": meta.sentence_vectors or None, "bm25": meta.bm25, "backend": meta.backend,
             "documents": meta.live, "deleted_documents": meta.deleted,
             "sentences": int(len(index.sentence_vectors)) - deleted_sentences,
-            "deleted_sentences": deleted_sentences, "languages": languages, "bytes_on_disk": int(on_disk)}
+            "deleted_sentences": deleted_sentences, "languages": languages,
+            "language_debias": meta.language_debias or "none", "bytes_on_disk": int(on_disk)}
 
 
 def embedded_batch(records: Sequence, rows: Sequence[tuple]) -> DocumentBatch:

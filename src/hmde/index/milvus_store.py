@@ -148,7 +148,8 @@ class MilvusIndex:
                 "sentence_vectors": meta.sentence_vectors or None, "bm25": False, "backend": meta.backend,
                 "documents": sum(languages.values()), "deleted_documents": 0,
                 "sentences": self.count(self.sentences) if meta.multi_vector else 0, "deleted_sentences": 0,
-                "languages": dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))), "bytes_on_disk": 0,
+                "languages": dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "language_debias": "none", "bytes_on_disk": 0,
                 "store": f"milvus:{meta.store_uri}", "collections": [self.documents, self.sentences]}
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None, sentences_of=None,
