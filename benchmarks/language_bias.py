@@ -146,12 +146,7 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
     scores = best + DOC_WEIGHT * (q @ docs.T)
     if neighbours and doc_langs is not None:
         scores = scores - neighbours[1] * language_affinity(docs, doc_langs, q_lang, neighbours[0])
-    if same and doc_langs is not None:
-        # each query's language as given, or (--detect) as hmde detects it: (Q, D) documents in it
-        mine = (doc_langs[None, :] == q_lang) if detected is None else \
-            np.array([[language_code(x) for x in doc_langs]]) == detected[:, None]
-        scores = scores - same_language_penalty(q, scores, same, sentences, mine)
-    if calibrate and doc_langs is not None:
+    if calibrate and doc_langs is not None:  # per document language first, then by the query's (same-*)
         rng = np.random.default_rng(0)
         for lang in set(doc_langs.tolist()):
             cols = np.flatnonzero(doc_langs == lang)
@@ -162,6 +157,11 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
                 mean = scores[:, sample].mean(1, keepdims=True)
                 std = scores[:, sample].std(1, keepdims=True) if calibrate == "z" else 1.0
             scores[:, cols] = (scores[:, cols] - mean) / np.maximum(std, 1e-6)
+    if same and doc_langs is not None:
+        # each query's language as given, or (--detect) as hmde detects it: (Q, D) documents in it
+        mine = (doc_langs[None, :] == q_lang) if detected is None else \
+            np.array([[language_code(x) for x in doc_langs]]) == detected[:, None]
+        scores = scores - same_language_penalty(q, scores, same, sentences, mine)
     return np.argsort(-scores, axis=1, kind="stable")
 
 
