@@ -60,8 +60,9 @@ class Index:
         """A new index at ``path`` holding ``documents`` (mappings with ``doc_id``, ``text`` and an optional
         ``lang``, or :class:`~hmde.io.documents.DocumentRecord`), embedded with ``model`` (default: hmde's).
         ``settings`` are :class:`~hmde.index.builder.IndexSettings`' fields: ``index_type``, ``multi_vector``,
-        ``sentence_vectors``, ``bm25``, ``method``, ``hnsw_m``, ``ivf_lists``, ``pq_m``. An existing index is
-        replaced only with ``overwrite``."""
+        ``sentence_vectors``, ``bm25``, ``method``, ``hnsw_m``, ``ivf_lists``, ``pq_m``, ``language_debias``
+        (``"subspace+calibrate"``, the default; ``"subspace"``; ``""``: none). An existing index is replaced only
+        with ``overwrite``."""
         from ..encoders.devices import pick_device
         from ..encoders.registry import DEFAULT_MODEL, recorded_name, resolve_model_path
         from ..encoders.routing import route
