@@ -12,8 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .language_debias import CALIBRATION_SAMPLE, residual_norms
+from .language_debias import CALIBRATION_SAMPLE
 from .multivector import aggregate
+from .row_file import spans_to_rows
 
 
 class QueryLanguageCalibration:
@@ -48,13 +49,12 @@ class QueryLanguageCalibration:
         """(Q,) each query's mean score over the sample, as the search scores a document: the sum of its
         ``top_sentences`` best sentence cosines plus ``doc_weight`` x its document vector's (multi-vector), or
         the document vector's cosine alone."""
-        index = self.index
-        docs = index.document_vectors(self.sample)
-        scores = self._cosines(docs, q)
+        index = self.index  # (Q, N) cosines as the search computes them (DocumentIndex._cosines)
+        scores = index._cosines(index.document_vectors(self.sample), q).T
         if not multi_vector:
             return scores.mean(1)
         vectors, starts, counts = self.sample_sentences()
-        sentence_part = aggregate(self._cosines(vectors, q), starts, counts, top_sentences)
+        sentence_part = aggregate(index._cosines(vectors, q).T, starts, counts, top_sentences)
         return (sentence_part + doc_weight * scores).mean(1)
 
     def sample_sentences(self):
@@ -63,18 +63,9 @@ class QueryLanguageCalibration:
             owners = self.index.sentence_owners()
             starts = np.searchsorted(owners, self.sample, "left")
             counts = np.searchsorted(owners, self.sample, "right") - starts
-            rows = np.concatenate([np.arange(s, s + c) for s, c in zip(starts, counts)]) if len(starts) else \
-                np.zeros(0, np.int64)
+            rows = spans_to_rows(starts, counts)
             vectors = self.index._sentence_file().take(rows).astype(np.float32) if len(rows) else \
                 np.zeros((0, self.index.meta.dim), np.float32)
             self._sample_sentences = (vectors, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64),
                                       counts.astype(np.int64))
         return self._sample_sentences
-
-    def _cosines(self, vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """(Q, N) cosines as the search computes them (each stored vector's projected length divides where the
-        index removes its languages' directions)."""
-        vectors = np.asarray(vectors, np.float32).reshape(-1, q.shape[1])
-        sims = q @ vectors.T
-        basis = self.index.language_basis
-        return sims / residual_norms(vectors, basis)[None, :] if len(basis) and len(vectors) else sims

@@ -101,3 +101,12 @@ class RowFile:
 
     def close(self) -> None:
         self._file.close()
+
+
+def spans_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Every row of the spans ``[start, start + count)``, in order."""
+    starts, counts = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    if not len(counts) or not counts.sum():
+        return np.zeros(0, np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return offsets + np.arange(int(counts.sum()), dtype=np.int64)

@@ -14,7 +14,6 @@ from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight: float,
                   query_lang: str | None = None) -> None:
     """What a search asks, checked before the model loads (and again for every :meth:`Index.search`)."""
-    from ..io.documents import is_language_tag
     from .multivector import check_scoring
 
     if not queries or any(not q.strip() for q in queries):
@@ -22,9 +21,19 @@ def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight
     if top_k < 1:
         raise HmdeError("--top-k must be >= 1")
     check_scoring(top_sentences, doc_weight)
-    if query_lang is not None and query_lang != "none" and \
-            (not isinstance(query_lang, str) or not is_language_tag(query_lang)):
-        raise HmdeError(f"--query-lang must be a language code (en, deu, zh-Hant...) or none, got {query_lang!r}")
+    problem = query_lang_problem(query_lang)
+    if problem:
+        raise HmdeError(f"--query-lang {problem}")
+
+
+def query_lang_problem(query_lang) -> str | None:
+    """What is wrong with the queries' language a search is given (None: nothing; "none" turns the calibration
+    off); the command line and the server say it each in its own way."""
+    from ..io.documents import is_language_tag
+
+    if query_lang is None or query_lang == "none" or (isinstance(query_lang, str) and is_language_tag(query_lang)):
+        return None
+    return f"must be a language code (en, deu, zh-Hant...) or none, got {query_lang!r}"
 
 
 def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool | None:

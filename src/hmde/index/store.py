@@ -35,7 +35,7 @@ from ..ground.locks import exclusive_writer, reading
 from .language_debias import MODES as DEBIAS_MODES
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .records import SearchHit  # noqa: F401  (hits are named here too)
-from .row_file import RowFile
+from .row_file import RowFile, spans_to_rows
 from ..align.similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
@@ -600,13 +600,15 @@ class DocumentIndex:
         return np.take_along_axis(scores, order, 1), np.take_along_axis(rows, order, 1)
 
     def _cosines(self, vectors: np.ndarray, q: np.ndarray) -> np.ndarray:
-        """Cosines of stored unit ``vectors`` with a query (projected, where the index removes its languages'
-        directions: then each vector's projected length divides; hmde.index.language_debias)."""
-        sims = np.asarray(vectors, np.float32) @ q
+        """Cosines of stored unit ``vectors`` with a query, (N,), or with several queries (rows of ``q``), (N, Q)
+        (projected, where the index removes its languages' directions: then each vector's projected length
+        divides; hmde.index.language_debias)."""
+        sims = np.asarray(vectors, np.float32) @ q.T
         if len(self.language_basis):
             from .language_debias import residual_norms
 
-            sims = sims / residual_norms(vectors, self.language_basis)
+            norms = residual_norms(vectors, self.language_basis)
+            sims = sims / (norms if sims.ndim == 1 else norms[:, None])
         return sims
 
     def live_mask(self, kind: str) -> np.ndarray | None:
@@ -805,15 +807,6 @@ def write_bm25(con, folder: Path) -> None:
 
     rows = con.execute("SELECT row, text FROM docs ORDER BY row").fetchall()
     build_bm25([t or "" for _, t in rows], folder / BM25_DIR, [r for r, _ in rows])
-
-
-def spans_to_rows(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Every row of the spans ``[start, start + count)``, in order."""
-    starts, counts = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
-    if not len(counts) or not counts.sum():
-        return np.zeros(0, np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
-    return offsets + np.arange(int(counts.sum()), dtype=np.int64)
 
 
 SENTENCE_INDEX = "sentences.faiss"

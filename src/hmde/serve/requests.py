@@ -129,11 +129,10 @@ def search_queries(request: SearchRequest, max_inputs: int, max_chars: int, max_
     field = "query" if request.query is not None else "queries"
     if request.top_k > max_top_k:
         raise RequestError(f"top_k is {request.top_k}; this server returns at most {max_top_k} hits", "top_k")
-    if request.query_lang is not None and request.query_lang != "none":
-        from ..io.documents import is_language_tag
+    from ..index.search import query_lang_problem
 
-        if not is_language_tag(request.query_lang):
-            raise RequestError(f"must be a language code (en, deu, zh-Hant...) or none, got {request.query_lang!r}",
-                               "query_lang")
+    problem = query_lang_problem(request.query_lang)
+    if problem:
+        raise RequestError(problem, "query_lang")
     value = request.query if request.query is not None else request.queries
     return texts_of(value, field, max_inputs, max_chars)
