@@ -89,7 +89,8 @@ def test_bad_input_names_file_line_and_field(hmde_dir, tmp_path, capsys, content
     src = tmp_path / "bad.jsonl"
     src.write_text(content)
     out = tmp_path / "out.npy"
-    np.save(out, np.ones(3))  # an earlier result must survive a failed run
+    np.save(out, np.ones(3))  # an earlier result (hmde's: beside its ids) must survive a failed run
+    (tmp_path / "out.ids.txt").write_text("a\nb\nc\n")
     assert main(["encode", str(hmde_dir), str(src), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert str(src) in err and message in err and "Traceback" not in err
@@ -151,6 +152,7 @@ def test_an_interrupted_stream_leaves_nothing_and_keeps_the_old_output(hmde_dir,
                                                           for i in range(5)])
     out = tmp_path / "v.npy"
     out.write_bytes(b"an earlier result")
+    (tmp_path / "v.ids.txt").write_text("earlier ids\n")  # hmde's own output, which a rerun may replace
     monkeypatch.setattr(hmde.cli.encode, "STREAM_CHUNK", 2)
     calls = []
     real = hmde.cli.encode.chunk_encoder
@@ -167,5 +169,5 @@ def test_an_interrupted_stream_leaves_nothing_and_keeps_the_old_output(hmde_dir,
 
     monkeypatch.setattr(hmde.cli.encode, "chunk_encoder", failing)
     assert main(["encode", str(hmde_dir), str(src), "-o", str(out), "--no-progress"]) == 130
-    assert out.read_bytes() == b"an earlier result" and not (tmp_path / "v.ids.txt").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v.npy"]  # no temporaries
+    assert out.read_bytes() == b"an earlier result" and (tmp_path / "v.ids.txt").read_text() == "earlier ids\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "v.ids.txt", "v.npy"]  # no temporaries

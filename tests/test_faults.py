@@ -473,6 +473,7 @@ def test_sigterm_during_encode_leaves_no_trace_and_the_old_output(tmp_path):
                             for i in range(4000)), encoding="utf-8")
     out = tmp_path / "v.npy"
     out.write_bytes(b"old vectors")
+    (tmp_path / "v.ids.txt").write_text("old ids\n")  # hmde's own earlier output, which a rerun may replace
     proc = subprocess.Popen([sys.executable, "-m", "hmde.cli.main", "encode", "hmde-mini", str(docs), "-o", str(out),
                              "--no-progress"], stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

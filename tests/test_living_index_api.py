@@ -98,7 +98,7 @@ def test_the_command_line_writes_through_the_same_path(hmde_dir, tmp_path, capsy
     assert (info["documents"], info["deleted_documents"]) == (2, 3)
     assert main(["index", "info", str(idx)]) == 0
     text = capsys.readouterr().out
-    assert "documents    2 live, 3 deleted (masked until `hmde index compact`)" in text
+    assert "documents    2 live, 3 replaced or deleted (masked until `hmde index compact`)" in text
     with Index.open(str(idx), model=str(hmde_dir)) as opened, \
             Index.create(str(tmp_path / "fresh"), [DOCS[2], NEW_B], model=str(hmde_dir)) as fresh:
         assert_same_hits(hits(opened), hits(fresh))

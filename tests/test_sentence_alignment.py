@@ -97,7 +97,7 @@ def test_the_command_writes_every_format_and_refuses_bad_input(hmde_dir, tmp_pat
     assert [line.rsplit(":", 1)[0] for line in lines] == [f"{r['src']}:{r['tgt']}" for r in rows]
     assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "b.tsv"), "--format",
                  "tsv", "--min-score", "2"]) == 0
-    assert (tmp_path / "b.tsv").read_text() == ""  # no cosine reaches 2
+    assert (tmp_path / "b.tsv").read_text() == "src_text\ttgt_text\tscore\tsrc_doc\ttgt_doc\n"  # no cosine reaches 2
     capsys.readouterr()
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
@@ -244,8 +244,12 @@ def test_pairs_of_two_collections_align_in_one_batch_with_or_without_anchors(hmd
 def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsys):
     src = tmp_path / "en.txt"
     src.write_text("One.\nTwo.\n")
-    for flags, message in ((["--max-merge", "1"], "--max-merge must be >= 2 (a 1-1 bead), got 1"),
-                           (["--length-weight", "-1"], "--length-weight must be >= 0 (0: no length penalty), got -1.0")):
+    for flags, message in ((["--length-weight", "-1"], "--length-weight must be between 0 (no length penalty) and "
+                            "100, got -1.0"),):
         assert main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
                      *flags]) == 2
         assert capsys.readouterr().err.strip() == f"hmde: error: {message}"
+    with pytest.raises(SystemExit):  # argparse: the bounds of --max-merge (issue 63)
+        main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
+              "--max-merge", "1"])
+    assert "--max-merge: must be between 2 and 10, got 1" in capsys.readouterr().err

@@ -36,6 +36,9 @@ from ..errors import HmdeError
 from .anchors import Anchors, confident_pairs, locked_anchors
 
 SKIPS = ((1, 0), (0, 1))
+# the largest a + b of a bead: 10 gives 45 bead types (the programme's back-pointers are int8), and each step
+# up embeds one more span of every sentence between anchors, i.e. (max_merge - 1) vectors per sentence and side
+MAX_MERGE = 10
 
 
 @dataclass
@@ -60,13 +63,15 @@ class AlignmentOptions:
     def check(self) -> "AlignmentOptions":
         """Refuse impossible settings in one line, before any work."""
         self.bead_types()
-        if not self.length_weight >= 0:
-            raise HmdeError(f"--length-weight must be >= 0 (0: no length penalty), got {self.length_weight}")
+        if not 0 <= self.length_weight <= 100:
+            raise HmdeError(f"--length-weight must be between 0 (no length penalty) and 100, got {self.length_weight}")
         return self
 
     def bead_types(self) -> list[tuple[int, int]]:
-        if self.max_merge < 2:
-            raise HmdeError(f"--max-merge must be >= 2 (a 1-1 bead), got {self.max_merge}")
+        if not 2 <= self.max_merge <= MAX_MERGE:
+            raise HmdeError(f"--max-merge must be between 2 (1-1 beads only) and {MAX_MERGE}, got {self.max_merge}: "
+                            f"each step up embeds one more span per sentence ({MAX_MERGE} means {MAX_MERGE - 1} "
+                            "vectors per sentence and side)")
         return [(a, b) for a in range(1, self.max_merge) for b in range(1, self.max_merge) if a + b <= self.max_merge]
 
 

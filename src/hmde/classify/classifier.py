@@ -42,6 +42,8 @@ class Classifier:
 
         from ..align.similarity import normalize
 
+        if not (isinstance(c, (int, float)) and np.isfinite(c) and c > 0):
+            raise HmdeError(f"c (the inverse regularisation strength) must be a finite number > 0, got {c!r}")
         classes = sorted(set(labels))
         if len(classes) < 2:
             raise HmdeError(f"a classifier needs at least two labels; the training documents have {classes}")

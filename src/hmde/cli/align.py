@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from .arg_types import finite_float
+from .arg_types import finite_float, language_code
 from ..ground.atomic import write_text_atomic
 from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError
 from .length_arguments import add_length_arguments
 from .align_sentences import add_alignment_arguments
 from .common import (
+    add_device_argument,
     add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
@@ -40,9 +41,9 @@ def register(sub) -> None:
     p.add_argument("--candidates", type=int, default=16, help="FAISS candidates re-scored per document")
     p.add_argument("--threshold", type=finite_float, help="keep pairs scoring at least this")
     add_lawdr_fit_arguments(p)
-    p.add_argument("--src-lang")
-    p.add_argument("--tgt-lang")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--src-lang", type=language_code)
+    p.add_argument("--tgt-lang", type=language_code)
+    add_device_argument(p)
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(p)
     p.add_argument("--no-progress", action="store_true")
@@ -54,7 +55,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .align_sentences import alignment_options, write_alignments
+    from .align_sentences import alignment_options, raw_text, write_alignments
 
     from ..io.documents import read_documents
     from ..methods import default_method
@@ -100,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {len(pairs)} pairs ({args.scoring}, {args.direction}) to {args.output}")
     if args.sentences:
         sentence_args = argparse.Namespace(**{**vars(args), "output": args.sentences})
-        docs = [(src[i].doc_id, tgt[j].doc_id, list(src_units[i]), list(tgt_units[j])) for i, j, _ in pairs
-                if len(src_units[i]) and len(tgt_units[j])]
+        docs = [(src[i].doc_id, tgt[j].doc_id, list(src_units[i]), list(tgt_units[j]), raw_text(src[i]),
+                 raw_text(tgt[j])) for i, j, _ in pairs if len(src_units[i]) and len(tgt_units[j])]
         vectors = {("src", src[i].doc_id): src_vectors[i] for i, _, _ in pairs}
         vectors.update({("tgt", tgt[j].doc_id): tgt_vectors[j] for _, j, _ in pairs})
         return write_alignments(sentence_args, docs, lambda texts: vec.lower.encode(list(texts)),

@@ -7,39 +7,71 @@ import argparse
 from pathlib import Path
 
 from ..errors import HmdeError, InputError
-from .arg_types import positive_int
-from .common import add_model_argument, finite_float
+from .arg_types import bounded_int, language_code
+from .common import add_device_argument, add_model_argument, finite_float
 
 
 def register(sub) -> None:
     p = sub.add_parser("align-sentences", help="align the sentences of aligned documents (1-1, 1-2, 2-1, skips...)",
                        description="SRC and TGT are two plain-text files, one sentence per line (one document each, "
-                       "as Vecalign and Bertalign take them: nothing is re-split), or two document collections "
+                       "as Vecalign and Bertalign take them: nothing is re-split), two raw texts with --split (hmde "
+                       "splits them; the output gives each sentence's character span), or two document collections "
                        "(.jsonl, .tsv, .parquet) with --pairs PAIRS.tsv, as `hmde align` writes it.")
     add_model_argument(p)
     p.add_argument("src", metavar="SRC")
     p.add_argument("tgt", metavar="TGT")
     p.add_argument("--pairs", help="PAIRS.tsv (src_id, tgt_id[, score]): the document pairs of two collections")
+    p.add_argument("--split", action="store_true", help="SRC and TGT are raw texts (one document each): split them "
+                   "into sentences as hmde splits documents, instead of reading one sentence per line")
+    p.add_argument("--src-lang", type=language_code, help="--split: the source text's language (default: detected)")
+    p.add_argument("--tgt-lang", type=language_code, help="--split: the target text's language (default: detected)")
     p.add_argument("--output", "-o", required=True, help="OUT.jsonl (or .txt / .tsv with --format)")
     add_alignment_arguments(p)
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the document pairs")
     p.set_defaults(func=run)
 
 
 def add_alignment_arguments(p) -> None:
+    from ..align.sentence_alignment import MAX_MERGE
     from ..io.alignments import FORMATS
 
     g = p.add_argument_group("sentence alignment")
     g.add_argument("--format", choices=FORMATS, default="jsonl", help="jsonl (default: one bead per line, with its "
                    "texts), vecalign ([i, ...]:[j, ...]:score) or tsv (a two-column bitext of the aligned beads)")
     g.add_argument("--min-score", type=finite_float, help="tsv: keep beads whose cosine is at least this")
-    g.add_argument("--max-merge", type=positive_int, default=5, help="sentences of both sides together in one bead "
-                   "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default)")
+    g.add_argument("--max-merge", type=bounded_int(2, MAX_MERGE), default=5, help="sentences of both sides together in one bead "
+                   "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default; 2 to 10: each step up embeds one "
+                   "more span per sentence and side, so memory for span vectors grows as (MAX_MERGE - 1) x sentences)")
     g.add_argument("--length-weight", type=finite_float, default=0.25, help="weight of the length penalty (how far "
                    "a bead's character ratio strays from the document's; default 0.25, issue 45's 1.0, 0: none)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
                    "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
+
+
+COLLECTIONS = (".jsonl", ".json", ".tsv", ".parquet")  # document collections: they need --pairs
+
+
+def is_collection(path: str) -> bool:
+    name = str(path).lower()
+    return any(name.endswith(ext) or name.endswith(ext + ".gz") for ext in COLLECTIONS)
+
+
+def read_raw_text(path: str, lang: str | None) -> tuple[str, list[str]]:
+    """``--split``: the whole file as one document, split into sentences as hmde splits documents (its language
+    given, else detected); (text, sentences)."""
+    from ..io.documents import open_text
+    from ..text.language_id import detect_languages
+    from ..text.segmentation import split_sentences
+
+    with open_text(path) as f:
+        text = f.read()
+    if not text.strip():
+        raise InputError("holds no text to align", path)
+    sentences = split_sentences(text, lang or detect_languages([text[:2000]], 0.0)[0])
+    if not sentences:
+        raise InputError("holds no sentence to align", path)
+    return text, sentences
 
 
 def read_sentence_file(path: str) -> list[str]:
@@ -91,7 +123,19 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
     from ..io.documents import read_documents
 
     if not args.pairs:
+        for path in (args.src, args.tgt):
+            if is_collection(path):
+                raise InputError("is a document collection: name its document pairs with --pairs PAIRS.tsv (`hmde "
+                                 "align` writes them), or give two text files (one sentence per line, or raw texts "
+                                 "with --split)", path)
+        if args.split:
+            (src_text, src), (tgt_text, tgt) = read_raw_text(args.src, args.src_lang), read_raw_text(args.tgt,
+                                                                                                        args.tgt_lang)
+            return [(Path(args.src).name, Path(args.tgt).name, src, tgt, src_text, tgt_text)]
         return [(Path(args.src).name, Path(args.tgt).name, read_sentence_file(args.src), read_sentence_file(args.tgt))]
+    if args.split:
+        raise HmdeError("--split reads two raw texts; documents named by --pairs are split already (their 'text' "
+                        "field is split unless it is a list of sentences)")
     src = {r.doc_id: r for r in read_documents(args.src)}
     tgt = {r.doc_id: r for r in read_documents(args.tgt)}
     pairs = read_pairs_file(args.pairs, set(src), set(tgt))
@@ -100,7 +144,13 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
         if len(found) > 1:
             raise HmdeError(f"the {side} documents of --pairs are in several languages ({', '.join(sorted(found))}): "
                             "a pairs file aligns one language with another")
-    return [(a, b, as_sentences(src[a], args.src), as_sentences(tgt[b], args.tgt)) for a, b in pairs]
+    return [(a, b, as_sentences(src[a], args.src), as_sentences(tgt[b], args.tgt), raw_text(src[a]), raw_text(tgt[b]))
+            for a, b in pairs]
+
+
+def raw_text(record) -> str | None:
+    """A document's text where hmde split it (its sentences get character spans), else None (a list of sentences)."""
+    return record.text if isinstance(record.text, str) else None
 
 
 def alignment_options(args: argparse.Namespace):
@@ -113,7 +163,9 @@ def alignment_options(args: argparse.Namespace):
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
     """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed.
-    Merged spans are embedded in batches across the pairs (:func:`~hmde.align.sentence_alignment.align_many`)."""
+    A pair is ``(src_doc, tgt_doc, src sentences, tgt sentences)``, plus the two raw texts where hmde split them
+    (the beads then give each sentence's character span in its text). Merged spans are embedded in batches across
+    the pairs (:func:`~hmde.align.sentence_alignment.align_many`)."""
     from tqdm.auto import tqdm
 
     from ..ground.atomic import write_text_atomic
@@ -122,16 +174,22 @@ def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> in
 
     options = alignment_options(args)
 
+    from ..io.alignments import TSV_HEADER
+    from ..io.representation_parquet import spans
+
     with tqdm(total=len(pairs), desc="document pairs", unit="pair",
               disable=getattr(args, "no_progress", False) or len(pairs) < 2) as bar:
         found = align_many([(src, tgt, singles(src_doc, "src") if singles else None,
-                             singles(tgt_doc, "tgt") if singles else None) for src_doc, tgt_doc, src, tgt in pairs],
+                             singles(tgt_doc, "tgt") if singles else None) for src_doc, tgt_doc, src, tgt, *_ in pairs],
                            embed, options, progress=bar.update)
     lines, beads_total = [], 0
-    for (src_doc, tgt_doc, src, tgt), beads in zip(pairs, found):
+    for (src_doc, tgt_doc, src, tgt, *texts), beads in zip(pairs, found):
         beads_total += len(beads)
-        lines += alignment_lines(src_doc, tgt_doc, src, tgt, beads, args.format, args.min_score)
-    write_text_atomic(args.output, "".join(lines))
+        located = [list(zip(*spans(text, side))) if text is not None else None
+                   for text, side in zip(texts or (None, None), (src, tgt))]
+        lines += alignment_lines(src_doc, tgt_doc, src, tgt, beads, args.format, args.min_score, *located)
+    header = TSV_HEADER if args.format == "tsv" else ""
+    write_text_atomic(args.output, header + "".join(lines))
     print(f"aligned {len(pairs)} document pair(s): {beads_total} beads, {len(lines)} lines ({args.format}) in "
           f"{args.output}")
     return 0

@@ -65,3 +65,13 @@ def lower_trainable(text: str) -> str:
         return parse_lower_trainable(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def language_code(text: str) -> str:
+    """``--lang``: a language code or tag (``en``, ``deu``, ``zh-Hant``), by the rule documents' ``lang`` fields pass
+    (:func:`hmde.io.documents.is_language_tag`); ``!!`` was recorded as every document's language."""
+    from ..io.documents import is_language_tag
+
+    if not is_language_tag(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is no language code (en, deu, zh-Hant...)")
+    return text.strip()

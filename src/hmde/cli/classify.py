@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..encoders.config import DOCUMENT_METHODS
 from ..errors import HmdeError, InputError
-from .arg_types import positive_int
-from .common import add_model_argument, finite_float
+from .arg_types import language_code, positive_float, positive_int
+from .common import add_device_argument, add_model_argument
 
 
 def register(sub) -> None:
@@ -28,7 +28,7 @@ def register(sub) -> None:
     t.add_argument("--label-field", default="label", help="the field holding each document's label (default label)")
     t.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors (default: the model's recommended method)")
-    t.add_argument("--c", type=finite_float, default=10.0, help="inverse regularisation strength (default 10, as the "
+    t.add_argument("--c", type=positive_float, default=10.0, help="inverse regularisation strength (default 10, as the "
                    "frozen XLDC protocol)")
     t.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
     t.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
@@ -51,9 +51,9 @@ def register(sub) -> None:
 
 def add_common_arguments(p) -> None:
     """What `hmde encode` also takes: the documents' language, batching, the device and progress."""
-    p.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field)")
+    p.add_argument("--lang", type=language_code, default=None, help="language of all documents (overrides --lang-field)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="documents per batch (default 32)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

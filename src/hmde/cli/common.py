@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .arg_types import finite_float
+from .arg_types import finite_float, positive_int
 from ..errors import HmdeError
 from ..encoders.devices import pick_device  # noqa: F401  (the commands pick devices through it)
 from ..encoders.model_loading import load_model as load_named_model
@@ -22,6 +22,17 @@ def autocast_dtype(bf16: bool):
     import torch
 
     return torch.bfloat16 if bf16 else None
+
+
+DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)"
+
+
+def add_device_argument(parser, help: str = DEVICE_HELP) -> None:
+    """``--device`` and ``--threads``, for every command that runs a model (main applies ``--threads``)."""
+    parser.add_argument("--device", default="auto", help=help)
+    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the model (default: "
+                        "torch's, one per core; on a machine busy with other work, 1 can be several times faster: "
+                        "docs/defaults.md)")
 
 
 def add_model_argument(parser, help_suffix: str = "") -> None:

@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from .common import add_model_argument
+from .common import add_device_argument, add_model_argument
 
 DEMO_DIR = Path(__file__).resolve().parents[1] / "demo"
 
@@ -25,7 +25,7 @@ def register(sub) -> None:
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--query", action="append", help="your own query (repeatable) instead of the bundled ones")
     p.add_argument("--keep", metavar="INDEX_DIR", help="keep the index here (search it later with `hmde search`)")
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from .arg_types import positive_float, positive_int
+from .common import add_device_argument
 
 
 def register(sub) -> None:
@@ -39,7 +40,7 @@ def register(sub) -> None:
     t.add_argument("--minutes", type=positive_float, required=True,
                    help="training time; the schedule is fitted to the measured rate (hmde train --time-budget)")
     t.add_argument("--output", "-o", required=True, metavar="DIR", help="where the parts and the log go ($OUT there)")
-    t.add_argument("--device", default="auto")
+    add_device_argument(t)
     t.add_argument("--work", help="folder for the run's temporary files (default: the system's)")
     t.add_argument("--train-argument", action="append", default=[], metavar="FLAG=VALUE",
                    help="an hmde train flag after the pack's own, e.g. --train-argument=--grad-accum=2 (tests on CPUs)")

@@ -17,6 +17,7 @@ from ..encoders.routing import AUTO, route
 from ..io.documents import is_empty_text, read_documents
 from .length_arguments import add_length_arguments
 from .common import (
+    add_device_argument,
     add_backend_argument,
     add_lawdr_fit_arguments,
     add_model_argument,
@@ -27,7 +28,7 @@ from .common import (
     pick_device,
     warn,
 )
-from .arg_types import positive_int
+from .arg_types import language_code, positive_int
 from .preflight import check_lawdr_inputs, check_output_file, check_records
 from .ray_arguments import add_ray_arguments
 
@@ -43,8 +44,10 @@ def register(sub) -> None:
     add_model_argument(p)
     p.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz (fields as named), .tsv (id<TAB>text), "
                    ".txt (one document per line) or .parquet; with --engine ray also a folder of shards")
-    p.add_argument("--output", "-o", required=True, help="output .npy file; ids go to OUT.ids.txt beside it "
-                   "(--engine ray: a folder of Parquet shards plus manifest.json)")
+    p.add_argument("--output", "-o", required=True, help="OUT.npy (ids in OUT.ids.txt beside it), or OUT.parquet: "
+                   "vectors, sentences, spans and their vectors, which `hmde index build OUT.parquet` indexes as they "
+                   "are (--engine ray: a folder of Parquet shards plus manifest.json)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT that hmde did not write")
     add_ray_arguments(p, "writing Parquet shards")
     p.add_argument("--with-sentences", action="store_true", help="--engine ray: shards hold sentences, spans, vectors")
     p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
@@ -57,17 +60,16 @@ def register(sub) -> None:
     p.add_argument("--lawdr-units", choices=["sentences", "packed"], default="sentences",
                    help="LAWDR input units: sentences, or as many sentences as fit the token limit")
     add_backend_argument(p)
-    p.add_argument("--queries", action="store_true",
-                   help="encode each text with the sentence (lower) encoder alone, as CLIR queries")
+    p.add_argument("--queries", action="store_true", help="encode each text with the sentence encoder alone (queries)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="documents per batch (default 32)")
-    p.add_argument("--sentence-batch-size", type=int, default=None,
+    p.add_argument("--sentence-batch-size", type=positive_int, default=None,
                    help="sentences of maximal length per lower-encoder batch; shorter ones are packed more densely "
                    "(default: 8 on CPUs, 64 on GPUs)")
     p.add_argument("--text-field", default="text")
     p.add_argument("--id-field", default="doc_id")
     p.add_argument("--lang-field", default="lang", help="language field used for sentence splitting ('' for none)")
-    p.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field)")
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    p.add_argument("--lang", type=language_code, default=None, help="language of all documents (overrides --lang-field)")
+    add_device_argument(p)
     p.add_argument("--normalize", action="store_true", help="L2-normalise the vectors")
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -108,8 +110,6 @@ def encode_with_method(args, model, texts, langs, progress):
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.batch_size < 1 or (args.sentence_batch_size is not None and args.sentence_batch_size < 1):
-        raise HmdeError("--batch-size and --sentence-batch-size must be >= 1")
     if args.engine == "ray" or args.with_sentences:
         from .encode_ray import run_ray
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if parquet and (args.queries or args.normalize):
         raise HmdeError("a .parquet output holds documents as an index stores them: leave out --queries and "
                         "--normalize (write .npy for those)")
-    check_output_file(args.output)
+    check_output_file(args.output, overwrite=args.overwrite)
     fits_lawdr = (args.method and method_class(args.method).fitted and not args.queries
                   and not (lawdr_stats_dir(args) / "lawdr.json").exists())
     if fits_lawdr:  # LAWDR fitted on all of INPUT: the whole input in memory

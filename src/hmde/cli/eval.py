@@ -11,6 +11,7 @@ from __future__ import annotations
 from .arg_types import positive_float, positive_int
 from .length_arguments import add_length_arguments
 from .common import (
+    add_device_argument,
     add_backend_argument,
     add_sentence_scoring_arguments,
     add_lawdr_fit_arguments,
@@ -31,7 +32,7 @@ def _common(p, methods=True) -> None:
         add_lawdr_fit_arguments(p)
     p.add_argument("--output", "-o", required=True, help="result JSON")
     add_length_arguments(p)
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     p.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(p)
     p.add_argument("--sentence-batch-size", type=int, default=None, help="default: 8 on CPUs, 64 on GPUs")

@@ -9,9 +9,10 @@ import json
 import sys
 
 
-from .arg_types import nonnegative_int, positive_int
+from .arg_types import language_code, nonnegative_int, positive_int
 from ..errors import HmdeError, InputError
 from .common import (
+    add_device_argument,
     add_backend_argument,
     add_sentence_scoring_arguments,
     warn,
@@ -58,13 +59,13 @@ def register(sub) -> None:
     add_sentence_scoring_arguments(s, "multi-vector index", DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT)
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
-    s.add_argument("--lang", help="only documents of this language")
+    s.add_argument("--lang", type=language_code, help="only documents of this language")
     s.add_argument("--query-lang", metavar="CODE", help="the queries' language, where the index calibrates by it "
                    "(built with --language-debias subspace+calibrate, the default): default each query's own, "
                    "detected; none: not calibrated")
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
-    s.add_argument("--device", default="auto")
+    add_device_argument(s)
     add_backend_argument(s, default=None, help_suffix="; default: the one the index was built with")
     s.add_argument("--ef-search", type=positive_int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
     s.add_argument("--nprobe", type=positive_int, help="IVF: lists searched per query (default lists/8; more: higher recall)")

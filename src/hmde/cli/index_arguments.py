@@ -4,8 +4,8 @@ same encoding flags (an add or upsert keeps the index's own settings: type, mode
 from __future__ import annotations
 
 from ..encoders.config import DOCUMENT_METHODS
-from .arg_types import bounded_int, positive_int
-from .common import BF16_HELP, add_backend_argument, add_lawdr_fit_arguments, add_model_argument
+from .arg_types import bounded_int, language_code, positive_int
+from .common import BF16_HELP, add_backend_argument, add_device_argument, add_lawdr_fit_arguments, add_model_argument
 from .length_arguments import add_length_arguments
 from .ray_arguments import add_ray_arguments
 
@@ -39,11 +39,11 @@ def add_build_arguments(b, new_index: bool = True) -> None:
         vectors.add_argument("--multi-vector", dest="multi_vector", action="store_const", const=True, default=None,
                              help="store every sentence's vector in a sentence-level FAISS index beside the "
                              "document vectors, so that `hmde search` ranks a document by its best sentence fused with "
-                             "its document vector and shows the matching sentences (the default with --engine local; "
+                             "its document vector and shows the matching sentences (the default, on either engine; "
                              "with --add: the index's mode)")
         vectors.add_argument("--single-vector", dest="multi_vector", action="store_const", const=False,
-                             help="store one vector per document only (smaller; the default of --preset paper and "
-                             "--engine ray)")
+                             help="store one vector per document only (smaller; the default of --preset paper, on either "
+                             "engine)")
         b.add_argument("--sentence-vectors", choices=["lower", "context"], default=None,
                        help="multi-vector: the sentence encoder's own vectors (lower, default: best measured, "
                        "docs/defaults.md) or HMDE's contextualised ones (context: method hmde, --backend torch)")
@@ -70,13 +70,13 @@ def add_build_arguments(b, new_index: bool = True) -> None:
                        "other hmde models, mean for a sentence encoder; with --add: the index's)")
     b.add_argument("--lawdr-stats", help="LAWDR statistics to use (required for --method lawdr with --add)")
     add_lawdr_fit_arguments(b)
-    b.add_argument("--lang", default=None, help="language of all documents (overrides --lang-field); an ISO 639 "
+    b.add_argument("--lang", type=language_code, default=None, help="language of all documents (overrides --lang-field); an ISO 639 "
                    "code or BCP-47 tag, e.g. en, deu, zh-Hant")
     b.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
     b.add_argument("--id-field", default="doc_id", help="the field holding a document's id (default doc_id)")
     b.add_argument("--lang-field", default="lang", help="the field holding a document's language (default lang; "
                    "'' for none)")
-    b.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    add_device_argument(b)
     b.add_argument("--bf16", action="store_true", help=BF16_HELP)
     add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
     b.add_argument("--no-progress", action="store_true")

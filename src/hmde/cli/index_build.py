@@ -54,6 +54,10 @@ def check_build_output(args: argparse.Namespace):
     choose_index_mode(args)
     if not args.add:
         check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
+        if getattr(args, "store", None):  # a bad address or a user's file: refused before the model loads
+            from ..index.milvus_store import parse_store
+
+            parse_store(args.store)
         args.model = args.model or DEFAULT_MODEL
         args.backend = args.backend or "torch"
         check_multi_vector_model(args)
@@ -209,8 +213,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
 
 def report(args: argparse.Namespace, count: int, index, existing=None) -> None:
     mode = write_mode(args)
-    before = existing.meta.deleted if existing is not None else 0
-    replaced = f" ({index.meta.deleted - before} replaced)" if mode == "upsert" else ""
+    replaced = f" ({getattr(index, 'replaced', 0)} replaced)" if mode == "upsert" else ""
     print(f"{ {'create': 'indexed', 'add': 'added', 'upsert': 'upserted'}[mode]} {count} documents{replaced}; "
           f"{args.output} holds {index.meta.live}")
     index.close()

@@ -12,13 +12,14 @@ from ..errors import HmdeError
 def representation_of(args: argparse.Namespace):
     """The input's record when it is an hmde representation file, with the flags made to agree with it (its model,
     method and sentence vectors); else None."""
-    from ..io.representation_parquet import read_info
+    from ..io.representation_parquet import check_vectors, read_info
 
     if not str(args.input).endswith(".parquet"):
         return None
     info = read_info(args.input)
     if info is None:
         return None
+    check_vectors(args.input, info)  # finite, of the recorded dimension: before any model or output is touched
     if args.engine == "ray":
         raise HmdeError(f"{args.input} holds vectors already: build from it with --engine local")
     if args.method and args.method != info.method:

@@ -17,6 +17,7 @@ from ..encoders.config import DOCUMENT_METHODS
 from ..methods import method_class
 from ..errors import HmdeError
 from .arg_types import positive_int
+from .common import add_device_argument
 
 MARKER = "reembed.json"  # in NEW while a re-embedding is under way; removed when it is done
 
@@ -35,7 +36,7 @@ def register(isub) -> None:
     r.add_argument("--overwrite", action="store_true", help="replace an index at NEW_DIR (a folder holding anything "
                    "else is never replaced)")
     r.add_argument("--chunk", type=positive_int, default=10_000, help="documents committed at a time (default 10000)")
-    r.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 ... (default: cuda if available)")
+    add_device_argument(r)
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=run_reembed)
 

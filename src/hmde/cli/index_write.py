@@ -94,11 +94,11 @@ def run_info(args: argparse.Namespace) -> int:
     languages = ", ".join(f"{k} {v}" for k, v in info["languages"].items()) or "none"
     kind = info["index_type"] + (", every sentence's vector too" if info["multi_vector"] else ", one vector per "
                                  "document") + (", BM25" if info["bm25"] else "")
-    masked = f", {info['deleted_documents']} deleted (masked until `hmde index compact`)" \
+    masked = f", {info['deleted_documents']} replaced or deleted (masked until `hmde index compact`)" \
         if info["deleted_documents"] else ""
     rows = [("index", info["path"]), ("model", info["model"]), ("method", info["method"]), ("kind", kind),
             ("documents", f"{info['documents']} live{masked}"),
-            ("sentences", f"{info['sentences']} live" + (f", {info['deleted_sentences']} deleted"
+            ("sentences", f"{info['sentences']} live" + (f", {info['deleted_sentences']} replaced or deleted"
                                                           if info["deleted_sentences"] else "")),
             ("languages", languages), ("debiasing", DEBIASING.get(info.get("language_debias", "none"), "none")),
             ("on disk", f"{info['bytes_on_disk'] / 1e6:.1f} MB")]

@@ -64,15 +64,18 @@ def check_pq(dim: int, args) -> None:
         raise HmdeError(f"--pq-m must divide the model's dimension {dim}, got {args.pq_m}")
 
 
-def check_output_file(output: str | Path, inputs: tuple = ()) -> None:
+def check_output_file(output: str | Path, inputs: tuple = (), overwrite: bool | None = None) -> None:
     """The output's folder must be writable (a read-only place is found now, not after encoding), and
     the output must not be one of the command's ``inputs`` (``align en.tsv fr.tsv -o en.tsv`` replaced
-    its own input)."""
-    from ..ground.output_dirs import check_not_an_input
+    its own input). ``overwrite`` (vector files): an existing file that hmde did not write is replaced only with
+    it (:func:`hmde.ground.output_dirs.check_replaceable_file`)."""
+    from ..ground.output_dirs import check_not_an_input, check_replaceable_file
 
     check_writable_parent(output)
     if Path(output).is_dir():
         raise HmdeError(f"{output}: is a folder; name a file")
+    if overwrite is not None:
+        check_replaceable_file(output, overwrite)
     check_not_an_input({"output": [Path(output)]},
                        {f"input {i}": Path(given) for i, given in enumerate(inputs, 1) if given})
 

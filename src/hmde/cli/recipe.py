@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 
 from ..recipes.e5_eval import ROWS
+from .common import add_device_argument
 
 
 def register(sub) -> None:
@@ -35,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--preset", choices=["paper"], help="paper: the paper's document-length settings in every HMDE "
                    "training and evaluation step (see hmde train --preset)")
     p.add_argument("--install", action="store_true", help="copy the exported model into the package (hmde-NAME)")
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     add_use_arguments(p)
     add_e5_arguments(p)
     p.set_defaults(func=run)

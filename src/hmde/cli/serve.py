@@ -8,7 +8,7 @@ import signal
 
 from ..errors import HmdeError
 from .arg_types import positive_int
-from .common import add_backend_argument
+from .common import add_backend_argument, add_device_argument
 
 API_KEY_VARIABLE = "HMDE_API_KEY"
 
@@ -40,7 +40,7 @@ def register(sub) -> None:
     p.add_argument("--writable", action="store_true", help="accept writes: POST /indexes/NAME/documents (upsert) "
                    "and DELETE /indexes/NAME/documents (by id); without it they answer 403. Give --api-key too "
                    "wherever others reach the server")
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     add_backend_argument(p, default=None)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run)

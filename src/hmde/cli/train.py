@@ -11,7 +11,7 @@ from ..errors import HmdeError
 from .train_checks import check_resume_arguments, check_run_output, starting_model_name
 from ..encoders.length_settings import apply_length_overrides
 from .length_arguments import add_length_arguments, length_overrides
-from .common import add_model_argument, pick_device
+from .common import add_device_argument, add_model_argument, pick_device
 
 
 def register(sub) -> None:
@@ -86,7 +86,7 @@ def register(sub) -> None:
     p.add_argument("--no-units-cache", action="store_true",
                    help="segment and tokenise inside each step instead of once into PAIRS.units-<key>.parquet")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint with the same arguments: "
                    "the result equals an uninterrupted run, bit for bit")
     p.add_argument("--overwrite", action="store_true", help="replace the model, checkpoint and log of an earlier run "

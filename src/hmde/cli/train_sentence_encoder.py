@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..errors import HmdeError
-from .common import pick_device, warn
+from .common import add_device_argument, pick_device, warn
 
 
 def register(sub) -> None:
@@ -70,7 +70,7 @@ def register(sub) -> None:
     p.add_argument("--eval-tatoeba", help="Tatoeba folder: report P@1 during and after training")
     p.add_argument("--eval-languages", help="comma-separated Tatoeba languages (default: trained ones present)")
     p.add_argument("--eval-every", type=int, default=0)
-    p.add_argument("--device", default="auto")
+    add_device_argument(p)
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoint")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)

@@ -25,3 +25,16 @@ def pick_device(name: str | None) -> str:
     if device.type not in ("cpu", "cuda", "mps"):
         raise HmdeError(f"--device {name}: hmde runs on cpu, cuda or mps")
     return name
+
+
+def set_threads(threads: int | None) -> None:
+    """CPU threads for torch's operators (``--threads``, ``threads=``); None: torch's default, one per core. On a
+    machine busy with other work, OpenMP's spinning threads compete with it, and 1 thread can be several times
+    faster (benchmarks/cpu_threads.py, docs/defaults.md)."""
+    if threads is None:
+        return
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise HmdeError(f"threads must be a positive integer, got {threads!r}")
+    import torch
+
+    torch.set_num_threads(threads)

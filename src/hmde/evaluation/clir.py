@@ -125,6 +125,8 @@ def read_topics(path: str | Path, lang: str | None = None) -> Topics:
                 if len(cols) < 2:
                     raise InputError("expected qid<TAB>text", str(path), line_no)
                 qid, text = cols[0], " ".join(cols[1:])
+            if not str(text).strip():  # a blank query was refused later with no file, line or id
+                raise InputError(f"query '{qid}' is empty (only whitespace)", str(path), line_no, "text")
             if str(qid) in first_line:
                 raise InputError(f"query id '{qid}' repeats line {first_line[str(qid)]}: ids must be unique",
                                  str(path), line_no, "qid")

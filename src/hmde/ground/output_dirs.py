@@ -39,6 +39,29 @@ def is_onnx_export(path: Path) -> bool:
     return _json_field(path / "config.json", "format") == FORMAT
 
 
+def is_hmde_vector_file(path: Path) -> bool:
+    """A file ``hmde encode`` writes: ``OUT.npy`` beside its ``OUT.ids.txt``, or a Parquet file with hmde's
+    representation metadata."""
+    if path.suffix == ".npy":
+        return path.with_suffix(".ids.txt").is_file()
+    if path.suffix == ".parquet":
+        from ..io.representation_parquet import read_info
+
+        return read_info(path) is not None
+    return False
+
+
+def check_replaceable_file(path: str | os.PathLike, overwrite: bool) -> None:
+    """An output file is replaced when it is absent, hmde's own output (a rerun refreshes it), or with
+    ``--overwrite``; a file of anyone else's (a ``.npy`` without ids, a Parquet file of another program) is never
+    replaced silently."""
+    path = Path(path)
+    if overwrite or not path.exists() or is_hmde_vector_file(path):
+        return
+    raise HmdeError(f"{path}: the file exists and is not an output of hmde encode; pass --overwrite to replace it "
+                    "(or name a new file)")
+
+
 def check_replaceable(path: str | os.PathLike, what: str, is_ours, overwrite: bool, flag: str = "--overwrite") -> None:
     """Raise unless ``path`` may be replaced by a new ``what``: absent, empty, or ours and ``overwrite``."""
     folder = Path(path)

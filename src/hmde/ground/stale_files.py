@@ -35,12 +35,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_dead_writers_temporaries(output: str | os.PathLike) -> list[Path]:
-    """Remove ``.NAME.XXXXXXXX.HOST-PID.tmp`` beside ``output`` written by a dead process of this host."""
+def remove_dead_writers_temporaries(output: str | os.PathLike, suffix: str = "") -> list[Path]:
+    """Remove ``.NAME.XXXXXXXX{suffix}.HOST-PID.tmp`` beside ``output`` written by a dead process of this host
+    (``suffix``: what the writer put before its tag, e.g. ``.parquet``)."""
     output = Path(output).absolute()
     if not output.parent.is_dir():
         return []
-    pattern = re.compile(rf"^\.{re.escape(output.name)}\.[a-z0-9_]{{8}}\.{re.escape(_host())}-(\d+)\.tmp$")
+    pattern = re.compile(rf"^\.{re.escape(output.name)}\.[a-z0-9_]{{8}}{re.escape(suffix)}\.{re.escape(_host())}"
+                         r"-(\d+)\.tmp$")
     removed = []
     for entry in output.parent.iterdir():
         match = pattern.match(entry.name)

@@ -48,7 +48,16 @@ def parse_store(value: str) -> str:
     target = value[len(SCHEME):].strip()
     if re.match(r"^[a-z][a-z0-9+.-]*://", target):
         return target
-    return str(Path(target).absolute())
+    return check_lite_path(str(Path(target).absolute()))
+
+
+def check_lite_path(uri: str) -> str:
+    """A Milvus Lite path must not be a file: milvus-lite keeps a folder there, and on a user's file (a SQLite
+    database, say) it failed with its own traceback."""
+    if not re.match(r"^[a-z][a-z0-9+.-]*://", uri) and Path(uri).is_file():
+        raise HmdeError(f"--store milvus:{uri}: that is a file, and a Milvus Lite database is a folder that "
+                        "milvus-lite makes: name a new path (hmde never opens a file it did not write)")
+    return uri
 
 
 def client_for(uri: str):
@@ -58,6 +67,7 @@ def client_for(uri: str):
     except ImportError:
         raise HmdeError("an index stored in Milvus needs pymilvus (and, for a local file, milvus-lite): pip install "
                         "'hmde[milvus]'") from None
+    check_lite_path(uri)
     try:
         return MilvusClient(uri)
     except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
@@ -79,6 +89,30 @@ def _text(value: str) -> str:
 
 def _quoted(ids: Sequence[str]) -> str:
     return json.dumps([str(x) for x in ids], ensure_ascii=False)
+
+
+def collection_schema(meta, sentences: bool):
+    """The schema of an index's documents (``sentences``: its sentences) collection, each field described for
+    the store's own users (a cluster keeps the descriptions; Milvus Lite 3 drops them)."""
+    from pymilvus import DataType, MilvusClient
+
+    what = "sentences" if sentences else "documents"
+    schema = MilvusClient.create_schema(auto_id=sentences, description=(
+        f"hmde index {meta.store_prefix}: one row per {what[:-1]} ({meta.model}, {meta.method}); the index's record "
+        "is the index.json of its folder"))
+    if sentences:
+        schema.add_field("id", DataType.INT64, is_primary=True, description="row number (assigned by Milvus)")
+        schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_VARCHAR, description="the document's id")
+        schema.add_field("position", DataType.INT32, description="the sentence's place in its document (0-based)")
+    else:
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR,
+                         description="the document's id")
+    schema.add_field("lang", DataType.VARCHAR, max_length=64, description="the document's language ('': unknown)")
+    schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, description=(
+        "the sentence" if sentences else "the document's text"))
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=meta.dim, description=(
+        f"the {'sentence' if sentences else 'document'} vector, unit length (inner product = cosine)"))
+    return schema
 
 
 class MilvusIndex:
@@ -212,33 +246,25 @@ class MilvusIndex:
 
     # -- writing -------------------------------------------------------------------------------
     def create_collections(self, index_type: str, overwrite: bool) -> None:
-        from pymilvus import DataType, MilvusClient
-
         kind, params = INDEX_TYPES[index_type]
         for name, with_position in ((self.documents, False), (self.sentences, True)):
             if name == self.sentences and not self.meta.multi_vector:
                 continue
             if self.client.has_collection(name):
-                if not overwrite:
-                    raise HmdeError(f"the Milvus store {self.meta.store_uri} holds a collection {name} already: "
-                                    "choose another index folder name, or --overwrite")
+                if not overwrite:  # --overwrite replaces only the collections this folder's own index.json names
+                    raise HmdeError(f"the Milvus store {self.meta.store_uri} holds a collection {name} already, "
+                                    "made by another index folder of the same name: name this index's folder "
+                                    "otherwise (its collections are named for it), or drop that index's "
+                                    "collections from Milvus first")
                 self.client.drop_collection(name)
-            schema = MilvusClient.create_schema(auto_id=with_position)
-            if with_position:
-                schema.add_field("id", DataType.INT64, is_primary=True)
-                schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
-                schema.add_field("position", DataType.INT32)
-            else:
-                schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
-            schema.add_field("lang", DataType.VARCHAR, max_length=64)
-            schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
-            schema.add_field("vector", DataType.FLOAT_VECTOR, dim=self.meta.dim)
+            schema = collection_schema(self.meta, with_position)
             index_params = self.client.prepare_index_params()
             index_params.add_index(field_name="vector", index_type=kind, metric_type="IP", params=params)
             if with_position:
                 index_params.add_index(field_name="doc_id", index_type="INVERTED")
-            self.client.create_collection(name, schema=schema, index_params=index_params)
-            self.client.load_collection(name)
+            self.client.create_collection(name, schema=schema, index_params=index_params,
+                                          description=schema.description)
+            self.client.load_collection(name)  # left loaded: the store's own users query it directly
 
     def insert(self, batch) -> int:
         """One batch of documents (and their sentences); returns the documents written."""
@@ -281,11 +307,13 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
         old = read_index_meta(path / "index.json")
         ours = (old.store_uri, old.store_prefix) == (meta.store_uri, meta.store_prefix)
     index = MilvusIndex(path, meta, client_for(meta.store_uri))
+    replaced = 0
     try:
         if not add:
             index.create_collections(meta.index_type, overwrite=ours)
         for batch in batches:
             if replace:
+                replaced += len(index.known_ids(batch.doc_ids))
                 index.remove(batch.doc_ids)
             elif add:
                 known = index.known_ids(batch.doc_ids)
@@ -301,6 +329,7 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
         index.close()
         raise
     index.meta = meta
+    index.replaced = replaced
     return index
 
 

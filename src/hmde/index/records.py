@@ -30,9 +30,10 @@ class SearchHit:
 class UnknownIds(HmdeError):
     """A delete names ids the index does not hold (nothing was deleted)."""
 
-    def __init__(self, missing: list[str], path: Path):
+    def __init__(self, missing: list[str], path: Path, option: str = "--ignore-missing"):
+        """``option``: how the caller asks to delete the others (the command line's flag, Python's argument)."""
         shown = ", ".join(repr(x) for x in missing[:MISSING_SHOWN])
         more = f" and {len(missing) - MISSING_SHOWN} more" if len(missing) > MISSING_SHOWN else ""
-        super().__init__(f"index {path} holds no document {shown}{more}: nothing was deleted (--ignore-missing "
+        super().__init__(f"index {path} holds no document {shown}{more}: nothing was deleted ({option} "
                          "deletes the others)")
-        self.missing = missing
+        self.missing, self.path = missing, path

@@ -47,6 +47,12 @@ def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool 
     return multi_vector
 
 
+def check_batch_size(batch_size) -> None:
+    """Python's ``batch_size`` of a write: a positive integer (0 ended in a traceback deep in the write)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise HmdeError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
 class Index:
     """An index opened once with the model it was built with, searched any number of times: what
     `hmde search` does, from Python (and the server), without loading the model per call.
@@ -65,14 +71,14 @@ class Index:
 
     @classmethod
     def create(cls, path: str, documents=(), model: str | None = None, device: str = "auto", overwrite: bool = False,
-               batch_size: int = 64, **settings) -> "Index":
+               batch_size: int = 64, threads: int | None = None, **settings) -> "Index":
         """A new index at ``path`` holding ``documents`` (mappings with ``doc_id``, ``text`` and an optional
         ``lang``, or :class:`~hmde.io.documents.DocumentRecord`), embedded with ``model`` (default: hmde's).
         ``settings`` are :class:`~hmde.index.builder.IndexSettings`' fields: ``index_type``, ``multi_vector``,
         ``sentence_vectors``, ``bm25``, ``method``, ``hnsw_m``, ``ivf_lists``, ``pq_m``, ``language_debias``
         (``"subspace+calibrate"``, the default; ``"subspace"``; ``""``: none). An existing index is replaced only
-        with ``overwrite``."""
-        from ..encoders.devices import pick_device
+        with ``overwrite``. ``threads``: CPU threads for the model (default torch's; see :meth:`open`)."""
+        from ..encoders.devices import pick_device, set_threads
         from ..encoders.registry import DEFAULT_MODEL, recorded_name, resolve_model_path
         from ..encoders.routing import route
         from ..evaluation.provenance import model_hash
@@ -87,6 +93,8 @@ class Index:
         except TypeError as exc:
             raise HmdeError(f"Index.create: {exc} (settings: {', '.join(IndexSettings.__dataclass_fields__)})") from None
         chosen.check()
+        check_batch_size(batch_size)
+        set_threads(threads)
         records = records_from(documents)
         check_writable_parent(path)
         check_replaceable(path, "hmde index", is_hmde_index, overwrite)
@@ -147,6 +155,7 @@ class Index:
         from ..io.documents import records_from
         from .builder import chunked, write_records
 
+        check_batch_size(batch_size)
         records = records_from(documents)
         if not records:
             return 0
@@ -160,11 +169,15 @@ class Index:
         """Delete the documents ``doc_ids`` in one commit; an id the index does not hold is refused
         (:class:`~hmde.index.mutations.UnknownIds`, nothing deleted) unless ``ignore_missing``. Their count."""
         from .mutations import delete_documents
+        from .records import UnknownIds
         from .store import DocumentIndex
 
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
-        deleted = delete_documents(self.index.path, list(doc_ids), ignore_missing)
+        try:
+            deleted = delete_documents(self.index.path, list(doc_ids), ignore_missing)
+        except UnknownIds as exc:  # the command line's message names its flag; Python's names the argument
+            raise UnknownIds(exc.missing, exc.path, "ignore_missing=True") from None
         self._swap(DocumentIndex.open(self.index.path))
         return deleted
 
@@ -184,9 +197,14 @@ class Index:
         return describe(self._current())
 
     @classmethod
-    def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None) -> "Index":
+    def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None,
+             threads: int | None = None) -> "Index":
+        """The index at ``path`` with its model loaded. ``threads``: CPU threads for the model (torch's, for the
+        whole process; default one per core: on a machine busy with other work 1 can be several times faster)."""
+        from ..encoders.devices import set_threads
         from .store import DocumentIndex
 
+        set_threads(threads)
         return cls.attach(DocumentIndex.open(path), model, device, backend)
 
     @classmethod

@@ -141,6 +141,7 @@ class DocumentIndex:
         self._masks: dict = {}
         self.language_basis = np.zeros((0, meta.dim), np.float32)  # set by open where the index records one
         self._calibration = None  # hmde.index.calibration, made by the first search that calibrates
+        self.replaced = 0  # a version opened by an upsert: how many documents that write replaced
 
     # -- writing ---------------------------------------------------------------------------
     @classmethod
@@ -220,7 +221,7 @@ class DocumentIndex:
             con.execute(DELETED_TABLE)
             if meta.multi_vector:
                 con.execute(SENTENCES_TABLE)
-            stats = None
+            stats, replaced = None, 0
             if meta.language_debias:
                 from .language_debias import LanguageStats
 
@@ -244,6 +245,7 @@ class DocumentIndex:
                     if replace:  # the documents these replace leave the table: their rows are masked
                         moved = move_to_deleted(con, "SELECT doc_id FROM batch_rows")
                         meta.deleted += len(moved)
+                        replaced += len(moved)
                         if stats is not None:
                             stats.update([m[3] for m in moved], [old.sentence_vectors[m[1]:m[1] + m[2]] for m in moved],
                                          sign=-1)
@@ -251,9 +253,9 @@ class DocumentIndex:
                 except duckdb.ConstraintException as e:
                     known = con.execute("SELECT doc_id FROM batch_rows JOIN docs USING (doc_id) LIMIT 1").fetchall()
                     twice = con.execute("SELECT doc_id FROM batch_rows GROUP BY 1 HAVING count(*) > 1 LIMIT 1").fetchall()
-                    what = f"'{known[0][0]}' is already in the index" if known else \
+                    what = f"'{known[0][0]}' is already in the index (an upsert replaces it)" if known else \
                         f"'{twice[0][0]}' occurs twice in the input" if twice else str(e)
-                    raise HmdeError(f"document ids must be unique: {what}") from e
+                    raise HmdeError(f"document ids must be unique: {what}") from None
                 finally:
                     con.unregister("batch_rows")
                 index.add(vectors)
@@ -284,7 +286,9 @@ class DocumentIndex:
             if sentence_index is not None:
                 faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
             finish_version(path, tmp, meta)
-        return cls.open(path)
+        written = cls.open(path)
+        written.replaced = replaced
+        return written
 
     # -- reading ---------------------------------------------------------------------------
     @classmethod

@@ -19,6 +19,8 @@ from ..errors import InputError
 Text = Union[str, list]
 
 
+MAX_ID_CHARS = 1000  # the longest document id, for every way in: files, Python's documents and the server
+
 @dataclass
 class DocumentRecord:
     """One document: its id, its text (a string, or a list of pre-split sentences) and language."""
@@ -205,6 +207,9 @@ def _checked(records: Iterable[DocumentRecord], path, text_field: str, id_field:
     import sys
 
     for r in records:
+        if len(r.doc_id) > MAX_ID_CHARS:
+            raise InputError(f"the id is {len(r.doc_id):,} characters long; ids hold at most {MAX_ID_CHARS:,} (one limit "
+                             "for files, Python and the server)", str(path), r.line, id_field)
         for name, value in ((id_field, r.doc_id), (text_field, r.text)):
             for s in ([value] if isinstance(value, str) else value):
                 try:
@@ -279,7 +284,7 @@ def is_empty_text(text: Text) -> bool:
     return not any(s.strip() for s in text)
 
 
-def records_from(documents: Iterable, where: str = "documents", max_id_chars: int = 1000) -> list[DocumentRecord]:
+def records_from(documents: Iterable, where: str = "documents") -> list[DocumentRecord]:
     """Documents given as values (Python's :meth:`hmde.Index.add`, a server's request body) as checked records:
     each a :class:`DocumentRecord` or a mapping with ``doc_id`` (a non-empty string or a whole number), ``text``
     (a string or a list of sentences) and an optional ``lang`` (a language code); ids unique. A bad one is an
@@ -297,16 +302,18 @@ def records_from(documents: Iterable, where: str = "documents", max_id_chars: in
         if "doc_id" not in doc:
             raise InputError("missing field", at, field="doc_id")
         doc_id = _doc_id(doc.get("doc_id"), at, None, "doc_id")
-        if len(doc_id) > max_id_chars or "\n" in doc_id or "\r" in doc_id:
-            raise InputError(f"the id must be one line of at most {max_id_chars} characters", at, field="doc_id")
+        if len(doc_id) > MAX_ID_CHARS or "\n" in doc_id or "\r" in doc_id:
+            raise InputError(f"the id must be one line of at most {MAX_ID_CHARS:,} characters", at, field="doc_id")
         if "text" not in doc:
             raise InputError("missing field", at, field="text")
         text = _check_text(doc.get("text"), at, None, "text")
-        for s in ([text] if isinstance(text, str) else text) + [doc_id]:
-            try:
-                s.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InputError("holds a lone surrogate: not text", at, field="text") from None
+        for name, strings in (("doc_id", [doc_id]), ("text", [text] if isinstance(text, str) else text)):
+            for s in strings:
+                try:
+                    s.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    raise InputError(f"holds a lone surrogate (U+{ord(s[exc.start]):04X}): not text", at,
+                                     field=name) from None
         lang = doc.get("lang")
         if lang is not None and (not isinstance(lang, str) or not is_language_tag(lang)):
             raise InputError(f"must be a language code (en, deu, zh-Hant...), got {lang!r}", at, field="lang")

@@ -5,7 +5,8 @@ One row per document::
     doc_id            string
     lang              string (null: unknown)
     text              string (the document as one string; a list of sentences joined by spaces)
-    vector            fixed_size_list<float32>[dim]   the document vector (the method's, not normalised)
+    vector            fixed_size_list<float32>[dim]   the document vector (the method's, not normalised: the mean of
+                                                      unit sentence vectors has norm ~0.9; ``hmde.vector_norm`` says so)
     sentences         list<string>                    the units the sentence encoder embedded, in order
     sentence_start    list<int32>                     each unit's first character in ``text`` (-1: not found)
     sentence_end      list<int32>                     one past its last character
@@ -25,9 +26,15 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import HmdeError, InputError
 
 FORMAT = "hmde-representation/1"
+# what a reader must know before an inner-product search over the document vectors (issue 63): they are the
+# method's, as an index receives them (mean: the mean of unit sentence vectors, norm ~0.9), while /v1 and Milvus
+# hand out unit vectors
+VECTOR_NORM = ("vector: not normalised (mean: the mean of unit sentence vectors, norm <= 1); L2-normalise it for "
+               "inner-product search, as hmde's indexes do; sentence_vectors: as the sentence encoder gives them (unit length "
+               "for hmde's models)")
 COLUMNS = ("doc_id", "lang", "text", "vector", "sentences", "sentence_start", "sentence_end", "sentence_vectors")
 
 
@@ -50,7 +57,8 @@ def schema(dim: int, info: RepresentationInfo):
               pa.field("sentences", pa.list_(pa.string())), pa.field("sentence_start", pa.list_(pa.int32())),
               pa.field("sentence_end", pa.list_(pa.int32())), pa.field("sentence_vectors", pa.list_(vector))]
     meta = {"hmde.format": FORMAT, "hmde.model": info.model, "hmde.model_sha256": info.model_sha256 or "",
-            "hmde.method": info.method, "hmde.dim": str(dim), "hmde.sentence_vectors": info.sentence_vectors}
+            "hmde.method": info.method, "hmde.dim": str(dim), "hmde.sentence_vectors": info.sentence_vectors,
+            "hmde.vector_norm": VECTOR_NORM}
     return pa.schema(fields, metadata={k: v.encode("utf-8") for k, v in meta.items()})
 
 
@@ -91,8 +99,10 @@ class RepresentationWriter:
         import pyarrow.parquet as pq
 
         from ..ground.atomic import atomic_path
+        from ..ground.stale_files import remove_dead_writers_temporaries, writer_tag
 
-        self._atomic = atomic_path(self.path, ".parquet")
+        remove_dead_writers_temporaries(self.path, ".parquet")  # a SIGKILLed writer's .Z.parquet.*.parquet.HOST-PID.tmp
+        self._atomic = atomic_path(self.path, ".parquet" + writer_tag())
         tmp = self._atomic.__enter__()
         self._writer = pq.ParquetWriter(str(tmp), schema(self.info.dim, self.info), compression="zstd")
         return self
@@ -191,3 +201,47 @@ def read_batches(path: str | Path, info: RepresentationInfo) -> Iterator[tuple]:
     dim = info.dim
     for group in range(handle.num_row_groups):
         yield table_documents(handle.read_row_group(group, columns=list(COLUMNS)), dim)
+
+
+def check_vectors(path: str | Path, info: RepresentationInfo) -> None:
+    """Before anything is written from it: the file's vector columns hold ``info.dim``-d float vectors, every value
+    finite; one line naming the file, the row (1-based) and the column otherwise (a NaN vector was indexed and
+    searched as ``nan``; another dimension ended in a reshape traceback)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    handle = pq.ParquetFile(str(path))
+    names = handle.schema_arrow.names
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise InputError("missing column in an hmde representation file", str(path), field=missing[0])
+    for column in ("vector", "sentence_vectors"):
+        kind = handle.schema_arrow.field(column).type
+        inner = kind.value_type if column == "sentence_vectors" and pa.types.is_list(kind) else kind
+        if not pa.types.is_fixed_size_list(inner) or not pa.types.is_floating(inner.value_type):
+            raise HmdeError(f"{path}, column '{column}': holds {kind}, not vectors of {info.dim} floats; encode the "
+                            "documents again")
+        if inner.list_size != info.dim:
+            raise HmdeError(f"{path}, column '{column}': holds {inner.list_size}-d vectors, but the file's metadata "
+                            f"says hmde.dim = {info.dim}; encode the documents again")
+    first = 0
+    for group in range(handle.num_row_groups):
+        table = handle.read_row_group(group, columns=["vector", "sentence_vectors"])
+        vectors = table.column("vector").combine_chunks()
+        if vectors.null_count:
+            row = first + int(np.flatnonzero(vectors.is_null().to_numpy(zero_copy_only=False))[0])
+            raise HmdeError(f"{path}, row {row + 1}, column 'vector': no vector (null); encode the documents again")
+        values = vectors.flatten().to_numpy().reshape(-1, info.dim)
+        bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+        if bad.size:
+            raise HmdeError(f"{path}, row {first + int(bad[0]) + 1}, column 'vector': not a finite vector (NaN or "
+                            "infinity); encode the documents again")
+        lists = table.column("sentence_vectors").combine_chunks()
+        offsets = lists.offsets.to_numpy()
+        stacked = lists.flatten().flatten().to_numpy(zero_copy_only=False).reshape(-1, info.dim)
+        bad = np.flatnonzero(~np.isfinite(stacked).all(axis=1))
+        if bad.size:
+            row = int(np.searchsorted(offsets - offsets[0], bad[0], side="right")) - 1
+            raise HmdeError(f"{path}, row {first + row + 1}, column 'sentence_vectors': sentence {bad[0] - (offsets[row] - offsets[0]) + 1} "
+                            "is not a finite vector (NaN or infinity); encode the documents again")
+        first += table.num_rows

@@ -16,6 +16,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from ..errors import HmdeError
 from .batcher import Batcher, Overloaded
@@ -29,6 +30,7 @@ log = logging.getLogger("hmde.serve")
 OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that answers with data asks for the key
 ROUTES = ("/v1/embeddings", "/embed", "/search", "/indexes", "/health", "/metrics", "/")
 WRITE_ROUTE, INFO_ROUTE = "/indexes/{name}/documents", "/indexes/{name}"  # metrics label these by template
+COMPACT_ROUTE = "/indexes/{name}/compact"
 QUERY_TYPES = ("query", "search_query")
 
 
@@ -93,6 +95,20 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             return error(400, "the body is not valid JSON", "body")
         field = _field(first.get("loc", ()))
         return error(400, f"{field}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(HTTPException)
+    async def _routing(request: Request, exc: HTTPException):  # an unknown route, a method a route does not take
+        where = f"{request.method} {request.url.path}"
+        if exc.status_code == 405:  # every route of this path (Starlette's Allow names the first one's alone)
+            from starlette.routing import Match
+
+            allowed = ", ".join(sorted({m for route in app.routes if route.matches(request.scope)[0] != Match.NONE
+                                        for m in (getattr(route, "methods", None) or ())} - {"HEAD"}))
+            return error(405, f"{where}: this route takes {allowed or 'other methods'}", None,
+                         {"Allow": allowed} if allowed else None)
+        if exc.status_code == 404:
+            return error(404, f"{where}: no such route (routes: {', '.join(ROUTES + (INFO_ROUTE, WRITE_ROUTE, COMPACT_ROUTE))})")
+        return error(exc.status_code, str(exc.detail), None, exc.headers)
 
     @app.exception_handler(Overloaded)
     async def _overloaded(request: Request, exc: Overloaded):
@@ -203,14 +219,13 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             except HmdeError as exc:  # an id the index holds, with mode add; an index replaced meanwhile
                 raise RequestError(str(exc), "documents", 409) from None
             try:
-                return index.meta
+                return index.meta, getattr(index, "replaced", 0)
             finally:
                 index.close()
 
-        before = meta.deleted
-        written = await asyncio.get_running_loop().run_in_executor(writer, commit)
-        return {"index": name, "mode": body.mode, "documents": len(records),
-                "replaced": max(0, written.deleted - before) if body.mode == "upsert" else 0, "live": written.live}
+        written, replaced = await asyncio.get_running_loop().run_in_executor(writer, commit)
+        return {"index": name, "mode": body.mode, "documents": len(records), "replaced": replaced,
+                "live": written.live}
 
     @app.delete("/indexes/{name}/documents")
     async def delete_documents(name: str, body: DeleteRequest):
@@ -231,10 +246,23 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         deleted = await asyncio.get_running_loop().run_in_executor(writer, commit)
         return {"index": name, "deleted": deleted, "missing": len(set(ids)) - deleted}
 
+    @app.post("/indexes/{name}/compact")
+    async def compact(name: str):
+        from ..index.mutations import compact_index
+
+        target = check_writable(name)
+        dropped = await asyncio.get_running_loop().run_in_executor(writer, lambda: compact_index(target.path))
+        live = await asyncio.get_running_loop().run_in_executor(executor, lambda: target.info()["documents"])
+        return {"index": name, "dropped": dropped, "live": live}
+
     @app.get("/health")
-    async def health():
-        return {"status": "ok", "model": served.model.name, "dim": served.model.dim,
-                "indexes": list(served.indexes), "queued_texts": batcher.waiting}
+    async def health(request: Request):
+        answer = {"status": "ok", "model": served.model.name, "dim": served.model.dim,
+                  "queued_texts": batcher.waiting}
+        if not options.api_key or _authorized(request.headers.get("authorization", "").encode("latin-1"),
+                                              options.api_key):
+            answer["indexes"] = list(served.indexes)  # names are data: only for a caller with the key
+        return answer
 
     @app.get("/metrics")
     async def prometheus():
@@ -325,6 +353,8 @@ def route_template(path: str) -> str:
         return INFO_ROUTE
     if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "documents":
         return WRITE_ROUTE
+    if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "compact":
+        return COMPACT_ROUTE
     return "other"
 
 
