@@ -14,7 +14,7 @@ from ..methods import default_method, method_class
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..encoders.routing import AUTO, route
-from ..io.documents import is_empty_text, read_documents
+from ..io.documents import ALL_FIELDS, is_empty_text, read_documents
 from .length_arguments import add_length_arguments
 from .common import (
     add_device_argument,
@@ -227,7 +227,7 @@ def input_chunks(args, size: int | None = None):
     size = min(size or STREAM_CHUNK, STREAM_CHUNK)
     chunk = []
     lang = getattr(args, "lang", None)
-    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None):
+    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None, ALL_FIELDS):
         chunk.append(dataclasses.replace(r, lang=lang) if lang else r)
         if len(chunk) == size:
             yield chunk

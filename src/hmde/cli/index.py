@@ -60,6 +60,9 @@ def register(sub) -> None:
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
     s.add_argument("--lang", type=language_code, help="only documents of this language")
+    s.add_argument("--filter", metavar="EXPR", help="only documents whose metadata match, e.g. 'section == \"sport\" "
+                   "and date >= \"2024-01-01\"' (==, !=, <, <=, >, >=, in [...], not in, and, or, not; fields: the "
+                   "documents' other input fields, lang, doc_id): the top hits of those")
     s.add_argument("--query-lang", metavar="CODE", help="the queries' language, where the index calibrates by it "
                    "(built with --language-debias subspace+calibrate, the default): default each query's own, "
                    "detected; none: not calibrated")
@@ -83,7 +86,8 @@ def print_hits(query: str, hits, as_json: bool, out=None, qid: str | None = None
                                   "score": round(h.score, 5), "doc_id": h.doc_id,
                                   "lang": h.lang, "best_sentence": h.best_sentence,
                                   "sentence_score": round(h.sentence_score, 5),
-                                  "evidence": [{"sentence": t, "score": round(v, 5)} for t, v in h.evidence]},
+                                  "evidence": [{"sentence": t, "score": round(v, 5)} for t, v in h.evidence],
+                                  "metadata": h.metadata},
                                  ensure_ascii=False) + "\n")
         return
     out.write(f"query: {query}\n")
@@ -151,7 +155,7 @@ def run_search(args: argparse.Namespace) -> int:
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
                         args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
                         False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates,
-                        args.query_lang)
+                        args.query_lang, args.filter)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

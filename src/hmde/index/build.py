@@ -26,7 +26,8 @@ def encoded_batches(vectorizer, chunks: Iterable[Sequence], contextual: bool = F
         vectors, units, sents = vectorizer.encode_with_sentences([r.text for r in chunk], langs, contextual=contextual)
         require_finite(vectors, [r.doc_id for r in chunk])
         done(len(chunk))
-        yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors, units, sents)
+        yield DocumentBatch([r.doc_id for r in chunk], langs, [flat_text(r.text) for r in chunk], vectors, units, sents,
+                            [r.extra for r in chunk])
 
 
 def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add: bool,

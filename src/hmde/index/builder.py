@@ -149,7 +149,8 @@ def embedded_batch(records: Sequence, rows: Sequence[tuple]) -> DocumentBatch:
 
     vectors = np.stack([np.asarray(r[0], np.float32) for r in rows]) if rows else np.zeros((0, 1), np.float32)
     return DocumentBatch([r.doc_id for r in records], [r.lang for r in records], [flat_text(r.text) for r in records],
-                         vectors, [list(r[1]) for r in rows], [np.asarray(r[2], np.float32) for r in rows])
+                         vectors, [list(r[1]) for r in rows], [np.asarray(r[2], np.float32) for r in rows],
+                         [r.extra for r in records])
 
 
 def write_representation(path: str | Path, vectorizer, info, chunks: Iterable[Sequence],
@@ -163,7 +164,7 @@ def write_representation(path: str | Path, vectorizer, info, chunks: Iterable[Se
     with RepresentationWriter(path, info) as writer:
         for batch in encoded_batches(vectorizer, chunks, info.sentence_vectors == "context", done):
             writer.write(batch.doc_ids, batch.langs, batch.texts, batch.doc_vectors, batch.sentences or [],
-                         batch.sentence_vectors or [])
+                         batch.sentence_vectors or [], batch.metadata)
     return info.rows
 
 
@@ -171,5 +172,5 @@ def representation_batches(path: str | Path, info) -> Iterator[DocumentBatch]:
     """A representation file's documents as index batches, a row group at a time (nothing embedded)."""
     from ..io.representation_parquet import read_batches
 
-    for ids, langs, texts, vectors, sentences, sentence_vectors in read_batches(path, info):
-        yield DocumentBatch(ids, langs, texts, vectors, sentences, sentence_vectors)
+    for documents in read_batches(path, info):
+        yield DocumentBatch(*documents)

@@ -21,6 +21,7 @@ class SearchHit:
     sentence_score: float
     text: str
     evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
+    metadata: dict = field(default_factory=dict)  # the document's other fields (title, url, date...)
 
     def snippet(self, width: int = 160) -> str:
         s = self.best_sentence or self.text

@@ -47,6 +47,21 @@ def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool 
     return multi_vector
 
 
+def check_filter(index, expression):
+    """A search's ``filter`` parsed and its fields checked against the index's documents (one line, before any
+    model or query work); the tree, or None without one."""
+    if expression is None:
+        return None
+    from .filters import FilterError, check_fields, metadata_keys, parse
+
+    if not hasattr(index, "has_metadata"):
+        raise FilterError(f"index {index.path} keeps its vectors in Milvus, whose searches take no filter yet: build "
+                        "the index without --store to filter by metadata")
+    tree = parse(expression)
+    check_fields(tree, metadata_keys(index))
+    return tree
+
+
 def check_batch_size(batch_size) -> None:
     """Python's ``batch_size`` of a write: a positive integer (0 ended in a traceback deep in the write)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -256,18 +271,22 @@ class Index:
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               query_vectors=None, candidates: int | None = None, query_lang: str | None = None):
+               query_vectors=None, candidates: int | None = None, query_lang: str | None = None,
+               filter: str | None = None):
         """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
         them with other requests); else they are embedded here. ``candidates``: sentences scored per query
         in a multi-vector index (:meth:`hmde.index.store.DocumentIndex.search`). ``query_lang``: the queries'
         language, for an index that calibrates by it (default: each query's own, detected; ``"none"``: not
-        calibrated)."""
+        calibrated). ``filter``: only the documents this expression matches (:mod:`hmde.index.filters`:
+        ``section == "sport" and date >= "2024-01-01"``), checked before the queries are embedded; each hit
+        carries its document's ``metadata``."""
         from ..methods.vectorizer import DocumentVectorizer
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight, query_lang)
         self._current()
         multi_vector = check_index_request(self.index, hybrid, multi_vector)
+        tree = check_filter(self.index, filter)
         if query_vectors is None:
             warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
             query_vectors = self.encode_queries(queries)
@@ -279,7 +298,7 @@ class Index:
                                  ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
                                  hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
                                  top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
-                                 query_langs=query_languages(self.index, queries, query_lang))
+                                 query_langs=query_languages(self.index, queries, query_lang), filter=tree)
 
     def close(self) -> None:
         self.index.close()
@@ -327,7 +346,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
                  backend: str | None = None, multi_vector: bool | None = None,
                  top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-                 candidates: int | None = None, query_lang: str | None = None):
+                 candidates: int | None = None, query_lang: str | None = None, filter: str | None = None):
     """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
     check that needs no model comes before the model loads."""
     from .store import DocumentIndex
@@ -336,9 +355,10 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     index = DocumentIndex.open(index_dir)
     try:
         check_index_request(index, hybrid, multi_vector)
+        check_filter(index, filter)
     except BaseException:
         index.close()
         raise
     with Index.attach(index, model_name, device, backend) as opened:
         return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang)
+                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang, filter=filter)

@@ -36,6 +36,7 @@ from .language_debias import MODES as DEBIAS_MODES
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .records import SearchHit  # noqa: F401  (hits are named here too)
 from .row_file import RowFile, spans_to_rows
+from ..io.representation_parquet import metadata_texts
 from ..align.similarity import normalize
 
 INDEX_FORMAT = "hmde-index/1"
@@ -92,6 +93,7 @@ class DocumentBatch:
     doc_vectors: np.ndarray
     sentences: list[Sequence[str]] | None = None  # None: best sentences are computed at search time
     sentence_vectors: list[np.ndarray] | None = None
+    metadata: list[dict] | None = None  # each document's other fields (title, url, date...): returned and filtered
 
 
 def _new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_m: int, ivf_lists: int,
@@ -218,6 +220,7 @@ class DocumentIndex:
                         meta.hnsw_m, meta.sentence_lists, meta.pq_m)
             con = open_files.enter_context(duckdb.connect(str(tmp / "docs.duckdb")))
             con.execute(DOCS_TABLE)
+            con.execute(METADATA_COLUMN)
             con.execute(DELETED_TABLE)
             if meta.multi_vector:
                 con.execute(SENTENCES_TABLE)
@@ -239,7 +242,8 @@ class DocumentIndex:
                     "doc_id": pa.array(batch.doc_ids, pa.string()), "lang": pa.array(batch.langs, pa.string()),
                     "text": pa.array(batch.texts, pa.string()), "sent_start": pa.array(starts, pa.int64()),
                     "sent_count": pa.array(counts, pa.int32()),
-                    "sentences": pa.array([list(x) for x in sents], pa.list_(pa.string()))})
+                    "sentences": pa.array([list(x) for x in sents], pa.list_(pa.string())),
+                    "metadata": pa.array(metadata_texts(batch.metadata, len(batch.doc_ids)), pa.string())})
                 con.register("batch_rows", table)
                 try:
                     if replace:  # the documents these replace leave the table: their rows are masked
@@ -399,6 +403,15 @@ class DocumentIndex:
         except duckdb.Error as exc:  # damage found where a query reads (open checks only the counts)
             raise InputError(f"not a readable DuckDB database ({_first_line(exc)}); rebuild the index",
                              path=str(self.path / "docs.duckdb")) from None
+
+    @property
+    def has_metadata(self) -> bool:
+        """Whether the documents table has the metadata column (indexes written before issue 61 gain it on their
+        next write)."""
+        if getattr(self, "_has_metadata", None) is None:
+            self._has_metadata = bool(self._query("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'docs' "
+                                                  "AND column_name = 'metadata'")[0][0])
+        return self._has_metadata
 
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
@@ -678,9 +691,11 @@ class DocumentIndex:
                nprobe: int | None = None, hybrid_texts: Sequence[str] | None = None,
                hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               candidates: int | None = None, query_langs: Sequence[str | None] | None = None
-               ) -> list[list[SearchHit]]:
-        """Hits per query, best first; ``lang`` keeps only documents of that language.
+               candidates: int | None = None, query_langs: Sequence[str | None] | None = None,
+               filter=None) -> list[list[SearchHit]]:
+        """Hits per query, best first; ``lang`` keeps only documents of that language; ``filter`` (an expression
+        of :mod:`hmde.index.filters`, or its tree) only the documents it matches: the top hits of those, not a
+        post-filtered top (the rows pass FAISS as an ID selector).
 
         ``query_langs``: each query's language (None: not known); an index that records ``subspace+calibrate``
         lowers the scores of the documents in it (:func:`hmde.index.language_debias.calibrate`).
@@ -726,6 +741,13 @@ class DocumentIndex:
                                                  (same,))} if same else set()
             if not allowed:
                 raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
+        if filter is not None:
+            from .filters import filter_rows
+
+            matching = filter_rows(self, filter)
+            allowed = matching if allowed is None else allowed & matching
+            if not allowed:
+                return [[] for _ in range(len(q))]
         pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
         plan = self._calibration_plan(q, query_langs, lang, multi_vector, top_sentences, doc_weight)
         if multi_vector:
@@ -748,10 +770,12 @@ class DocumentIndex:
             if picked:
                 sentence_file = self._sentence_file()
                 marks = ",".join("?" * len(picked))
-                for row, doc_id, dlang, text, start, count, sents in self._query(
-                        f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences FROM docs WHERE row IN ({marks})",
-                        [r for _, r in picked]):
-                    records[row] = [doc_id, dlang, text, list(sents or []), sentence_file.span(start, start + count)]
+                metadata = "metadata" if self.has_metadata else "NULL"
+                for row, doc_id, dlang, text, start, count, sents, meta in self._query(
+                        f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences, {metadata} FROM docs "
+                        f"WHERE row IN ({marks})", [r for _, r in picked]):
+                    records[row] = [doc_id, dlang, text, list(sents or []), sentence_file.span(start, start + count),
+                                    json.loads(meta) if meta else {}]
             lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
             if lacking:  # not stored: embed these few documents' sentences now
                 units, vectors = sentences_of([r[2] for r in lacking], [r[1] for r in lacking])
@@ -759,14 +783,14 @@ class DocumentIndex:
                     r[3], r[4] = list(u), normalize(np.asarray(v, np.float32).reshape(len(u), self.meta.dim))
             hits = []
             for rank, (score, row) in enumerate(picked, 1):
-                doc_id, dlang, text, sents, vectors = records[row]
+                doc_id, dlang, text, sents, vectors, meta = records[row]
                 best, best_score, evidence = "", float("nan"), []
                 if len(sents):
                     sims = self._cosines(vectors, q[qi])
                     order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
                     evidence = [(sents[j], float(sims[j])) for j in order]
                     best, best_score = evidence[0]
-                hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence))
+                hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence, meta))
             out.append(hits)
         return out
 
@@ -776,7 +800,9 @@ DEBIASED_POOL = 200  # documents a one-vector search re-scores where the index r
 
 
 DOCS_TABLE = ("CREATE TABLE IF NOT EXISTS docs (row BIGINT PRIMARY KEY, doc_id VARCHAR UNIQUE, lang VARCHAR, "
-              "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[])")
+              "text VARCHAR, sent_start BIGINT, sent_count INTEGER, sentences VARCHAR[], metadata VARCHAR)")
+# an index written before metadata (issue 61) gains the column on its next write; readers see NULLs till then
+METADATA_COLUMN = "ALTER TABLE docs ADD COLUMN IF NOT EXISTS metadata VARCHAR"
 SENTENCES_TABLE = "CREATE TABLE IF NOT EXISTS sentences (sent_row BIGINT PRIMARY KEY, doc_row BIGINT, position INTEGER)"
 # documents deleted or replaced: their rows stay in the FAISS indexes and sentences.npy, masked, until `compact`
 DELETED_TABLE = ("CREATE TABLE IF NOT EXISTS deleted (row BIGINT PRIMARY KEY, doc_id VARCHAR, sent_start BIGINT, "

@@ -20,6 +20,7 @@ Text = Union[str, list]
 
 
 MAX_ID_CHARS = 1000  # the longest document id, for every way in: files, Python's documents and the server
+ALL_FIELDS = ("*",)  # keep_fields: every field besides the id, the text and the language (a document's metadata)
 
 @dataclass
 class DocumentRecord:
@@ -134,7 +135,8 @@ def _read_jsonl(path, text_field, id_field, lang_field, keep_fields) -> Iterator
             lang = obj.get(lang_field) if lang_field else None
             if lang is not None and not isinstance(lang, str):
                 raise InputError("must be a string", str(path), line_no, lang_field)
-            extra = {k: obj[k] for k in keep_fields if k in obj}
+            extra = {k: v for k, v in obj.items() if k not in (text_field, id_field, lang_field)} \
+                if keep_fields == ALL_FIELDS else {k: obj[k] for k in keep_fields if k in obj}
             yield DocumentRecord(_doc_id(obj[id_field], path, line_no, id_field),
                                  _check_text(obj[text_field], path, line_no, text_field), lang, extra, line_no)
 
@@ -170,6 +172,8 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
     for needed in (text_field, id_field):
         if needed not in names:
             raise InputError(f"missing column (columns: {names})", str(path), None, needed)
+    if keep_fields == ALL_FIELDS:
+        keep_fields = tuple(n for n in names if n not in (text_field, id_field, lang_field))
     columns = [c for c in {text_field, id_field, lang_field, *keep_fields} if c and c in names]
     row = 0
     for batch in pf.iter_batches(columns=columns):
@@ -179,12 +183,36 @@ def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterat
                 _doc_id(rec[id_field], path, row, id_field),
                 _check_text(rec[text_field], path, row, text_field),
                 rec.get(lang_field) if lang_field else None,
-                {k: rec[k] for k in keep_fields if k in rec},
+                {k: json_safe(rec[k]) for k in keep_fields if k in rec},
                 row,
             )
 
 
 _WARNED_LANGS: set[tuple[str, str]] = set()
+
+
+def json_safe(value):
+    """A Parquet value as JSON holds it (a document's metadata is kept as JSON): dates and times as ISO strings,
+    decimals as numbers, bytes as text (UTF-8, else dropped), lists and structs element by element."""
+    import datetime
+    import decimal
+
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 @lru_cache(maxsize=4096)  # asked once per document of a collection; a collection has few distinct codes
@@ -207,6 +235,7 @@ def _checked(records: Iterable[DocumentRecord], path, text_field: str, id_field:
     import sys
 
     for r in records:
+        check_metadata(r.extra, str(path), r.line)
         if len(r.doc_id) > MAX_ID_CHARS:
             raise InputError(f"the id is {len(r.doc_id):,} characters long; ids hold at most {MAX_ID_CHARS:,} (one limit "
                              "for files, Python and the server)", str(path), r.line, id_field)
@@ -287,7 +316,8 @@ def is_empty_text(text: Text) -> bool:
 def records_from(documents: Iterable, where: str = "documents") -> list[DocumentRecord]:
     """Documents given as values (Python's :meth:`hmde.Index.add`, a server's request body) as checked records:
     each a :class:`DocumentRecord` or a mapping with ``doc_id`` (a non-empty string or a whole number), ``text``
-    (a string or a list of sentences) and an optional ``lang`` (a language code); ids unique. A bad one is an
+    (a string or a list of sentences) and an optional ``lang`` (a language code); every other key is the
+    document's metadata (JSON values: title, url, date...); ids unique. A bad one is an
     :class:`InputError` naming it as ``documents[i]`` and its field."""
     out: list[DocumentRecord] = []
     seen: dict[str, int] = {}
@@ -296,7 +326,7 @@ def records_from(documents: Iterable, where: str = "documents") -> list[Document
     for i, doc in enumerate(documents):
         at = f"{where}[{i}]"
         if isinstance(doc, DocumentRecord):
-            doc = {"doc_id": doc.doc_id, "text": doc.text, "lang": doc.lang}
+            doc = {"doc_id": doc.doc_id, "text": doc.text, "lang": doc.lang, **doc.extra}
         if not hasattr(doc, "get"):
             raise InputError(f"must be an object with doc_id and text, got {type(doc).__name__}", at)
         if "doc_id" not in doc:
@@ -321,5 +351,18 @@ def records_from(documents: Iterable, where: str = "documents") -> list[Document
             raise InputError(f"the id '{doc_id}' was already used by {where}[{seen[doc_id]}]; ids must be unique", at,
                              field="doc_id")
         seen[doc_id] = i
-        out.append(DocumentRecord(doc_id, text, lang or None))
+        metadata = {str(k): v for k, v in doc.items() if k not in ("doc_id", "text", "lang")}
+        check_metadata(metadata, at)
+        out.append(DocumentRecord(doc_id, text, lang or None, metadata))
     return out
+
+
+def check_metadata(metadata, where: str, line: int | None = None) -> None:
+    """A document's metadata must be JSON (what the index stores and filters): refused naming the field."""
+    if not metadata:
+        return
+    for key, value in metadata.items():
+        try:
+            json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"metadata must be JSON values ({exc})", where, line, str(key)) from None

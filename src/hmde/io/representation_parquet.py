@@ -11,6 +11,7 @@ One row per document::
     sentence_start    list<int32>                     each unit's first character in ``text`` (-1: not found)
     sentence_end      list<int32>                     one past its last character
     sentence_vectors  list<fixed_size_list<float32>[dim]>
+    metadata          string (JSON: the document's other fields, title, url, date...; null: none)
 
 The schema's metadata (``hmde.*``) records the format, the model (name and SHA-256), the method, the dimension
 and what the sentence vectors are, so that ``hmde index build FILE.parquet`` builds an index from it without
@@ -36,6 +37,7 @@ VECTOR_NORM = ("vector: not normalised (mean: the mean of unit sentence vectors,
                "inner-product search, as hmde's indexes do; sentence_vectors: as the sentence encoder gives them (unit length "
                "for hmde's models)")
 COLUMNS = ("doc_id", "lang", "text", "vector", "sentences", "sentence_start", "sentence_end", "sentence_vectors")
+METADATA = "metadata"  # each document's other fields, as JSON text (files written before issue 61 lack it)
 
 
 @dataclass
@@ -55,7 +57,8 @@ def schema(dim: int, info: RepresentationInfo):
     fields = [pa.field("doc_id", pa.string(), nullable=False), pa.field("lang", pa.string()),
               pa.field("text", pa.string()), pa.field("vector", vector),
               pa.field("sentences", pa.list_(pa.string())), pa.field("sentence_start", pa.list_(pa.int32())),
-              pa.field("sentence_end", pa.list_(pa.int32())), pa.field("sentence_vectors", pa.list_(vector))]
+              pa.field("sentence_end", pa.list_(pa.int32())), pa.field("sentence_vectors", pa.list_(vector)),
+              pa.field(METADATA, pa.string())]
     meta = {"hmde.format": FORMAT, "hmde.model": info.model, "hmde.model_sha256": info.model_sha256 or "",
             "hmde.method": info.method, "hmde.dim": str(dim), "hmde.sentence_vectors": info.sentence_vectors,
             "hmde.vector_norm": VECTOR_NORM}
@@ -108,12 +111,13 @@ class RepresentationWriter:
         return self
 
     def write(self, ids: Sequence[str], langs: Sequence[str | None], texts: Sequence[str], vectors: np.ndarray,
-              units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray]) -> None:
+              units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray],
+              metadata: Sequence[dict] | None = None) -> None:
         """These documents, gathered into the current row group."""
         import pyarrow as pa
 
-        table = pa.table(representation_columns(ids, langs, texts, vectors, units, sentence_vectors, self.info.dim),
-                         schema=schema(self.info.dim, self.info))
+        table = pa.table(representation_columns(ids, langs, texts, vectors, units, sentence_vectors, self.info.dim,
+                                                metadata), schema=schema(self.info.dim, self.info))
         self._pending.append(table)
         self.info.rows += len(ids)
         if sum(t.num_rows for t in self._pending) >= self.row_group_rows or \
@@ -138,7 +142,8 @@ class RepresentationWriter:
 
 
 def representation_columns(ids: Sequence[str], langs: Sequence[str | None], texts: Sequence[str], vectors: np.ndarray,
-                           units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray], dim: int) -> dict:
+                           units: Sequence[Sequence[str]], sentence_vectors: Sequence[np.ndarray], dim: int,
+                           metadata: Sequence[dict] | None = None) -> dict:
     """The columns of :data:`COLUMNS` for these documents, as pyarrow arrays (the writer's and the Ray actors')."""
     import pyarrow as pa
 
@@ -156,19 +161,36 @@ def representation_columns(ids: Sequence[str], langs: Sequence[str | None], text
             "sentences": pa.array([list(u) for u in units], pa.list_(pa.string())),
             "sentence_start": pa.array([s for s, _ in located], pa.list_(pa.int32())),
             "sentence_end": pa.array([e for _, e in located], pa.list_(pa.int32())),
-            "sentence_vectors": sentence_column}
+            "sentence_vectors": sentence_column,
+            METADATA: pa.array(metadata_texts(metadata, len(ids)), pa.string())}
+
+
+def metadata_texts(metadata: Sequence[dict] | None, n: int) -> list[str | None]:
+    """Each document's metadata as JSON text (None: none), as the Parquet file and the index store it."""
+    import json
+
+    return [json.dumps(m, ensure_ascii=False) if m else None for m in (metadata or [None] * n)]
+
+
+def metadata_dicts(texts: Sequence[str | None]) -> list[dict]:
+    import json
+
+    return [json.loads(t) if t else {} for t in texts]
 
 
 def table_documents(table, dim: int) -> tuple:
-    """(ids, langs, texts, vectors, sentences, sentence vectors per document) of a table with :data:`COLUMNS`."""
+    """(ids, langs, texts, vectors, sentences, sentence vectors per document, metadata) of a table with
+    :data:`COLUMNS` (and, where it has it, the metadata column)."""
     vectors = table.column("vector").combine_chunks().flatten().to_numpy().reshape(-1, dim)
     sentence_lists = table.column("sentence_vectors").combine_chunks()
     offsets = sentence_lists.offsets.to_numpy()
     stacked = sentence_lists.flatten().flatten().to_numpy().reshape(-1, dim)
     offsets = offsets - offsets[0]  # a sliced list column starts past 0; flatten() starts at its first value
     per_doc = [stacked[offsets[i]:offsets[i + 1]] for i in range(len(table))]
+    metadata = metadata_dicts(table.column(METADATA).to_pylist()) if METADATA in table.column_names \
+        else [{} for _ in range(len(table))]
     return (table.column("doc_id").to_pylist(), table.column("lang").to_pylist(), table.column("text").to_pylist(),
-            vectors.astype(np.float32, copy=False), table.column("sentences").to_pylist(), per_doc)
+            vectors.astype(np.float32, copy=False), table.column("sentences").to_pylist(), per_doc, metadata)
 
 
 def read_info(path: str | Path) -> RepresentationInfo | None:
@@ -191,7 +213,8 @@ def read_info(path: str | Path) -> RepresentationInfo | None:
 
 
 def read_batches(path: str | Path, info: RepresentationInfo) -> Iterator[tuple]:
-    """(ids, langs, texts, vectors, sentences, sentence vectors) a row group at a time; the vectors as written."""
+    """(ids, langs, texts, vectors, sentences, sentence vectors, metadata) a row group at a time; the vectors as
+    written."""
     import pyarrow.parquet as pq
 
     handle = pq.ParquetFile(str(path))
@@ -199,8 +222,9 @@ def read_batches(path: str | Path, info: RepresentationInfo) -> Iterator[tuple]:
     if missing:
         raise InputError("missing column in an hmde representation file", str(path), field=missing[0])
     dim = info.dim
+    columns = list(COLUMNS) + ([METADATA] if METADATA in handle.schema_arrow.names else [])
     for group in range(handle.num_row_groups):
-        yield table_documents(handle.read_row_group(group, columns=list(COLUMNS)), dim)
+        yield table_documents(handle.read_row_group(group, columns=columns), dim)
 
 
 def check_vectors(path: str | Path, info: RepresentationInfo) -> None:

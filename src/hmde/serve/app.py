@@ -168,6 +168,17 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
     async def search(body: SearchRequest):
         queries = search_queries(body, options.max_inputs, options.max_text_chars, options.max_top_k)
         target = served.index(body.index)
+
+        def checked_filter():  # in the model thread, which owns the open snapshot; before the queries are embedded
+            from ..index.search import check_filter
+
+            try:
+                return check_filter(target.current().index, body.filter)
+            except HmdeError as exc:
+                raise RequestError(str(exc), "filter") from None
+
+        if body.filter is not None:
+            await asyncio.get_running_loop().run_in_executor(executor, checked_filter)
         vectors = await embed(QUERY, queries, [None] * len(queries))
 
         def run():
@@ -178,8 +189,13 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
                 multi = check_index_request(opened.index, body.hybrid, None)
             except HmdeError as exc:
                 raise RequestError(str(exc), "hybrid") from None
-            return opened.search(queries, body.top_k, body.lang, hybrid=body.hybrid, multi_vector=multi,
-                                 query_vectors=vectors, query_lang=body.query_lang)
+            from ..index.filters import FilterError
+
+            try:
+                return opened.search(queries, body.top_k, body.lang, hybrid=body.hybrid, multi_vector=multi,
+                                     query_vectors=vectors, query_lang=body.query_lang, filter=body.filter)
+            except FilterError as exc:  # the index changed since the check (a field gone)
+                raise RequestError(str(exc), "filter") from None
 
         hits = await asyncio.get_running_loop().run_in_executor(executor, run)
         return {"index": target.name, "model": served.model.name,
@@ -367,6 +383,7 @@ def _hit(hit, include_text: bool) -> dict:
     out = {"rank": hit.rank, "doc_id": hit.doc_id, "score": round(float(hit.score), 6), "lang": hit.lang,
            "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in hit.evidence]
            or ([{"text": hit.best_sentence, "score": round(float(hit.sentence_score), 6)}] if hit.best_sentence else [])}
+    out["metadata"] = hit.metadata
     if include_text:
         out["text"] = hit.text
     return out

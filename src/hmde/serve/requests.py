@@ -44,6 +44,7 @@ class SearchRequest(BaseModel):
     query_lang: str | None = None  # the queries' language, for an index that calibrates by it (default: detected)
     hybrid: bool = False
     include_text: bool = True
+    filter: str | None = None  # only the documents this expression matches (hmde.index.filters), as `hmde search`
 
 
 class DocumentsRequest(BaseModel):
