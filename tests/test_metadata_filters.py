@@ -144,6 +144,7 @@ def test_metadata_round_trips_through_build_upsert_parquet_cli_and_python(tmp_pa
     changed = [{**docs[0], "section": "weather", "title": "Renamed"}]
     assert main(["index", "upsert", str(tmp_path / "idx"), str(write_jsonl(tmp_path / "up.jsonl", changed)),
                  "--no-progress"]) == 0
+    assert main(["index", "compact", str(tmp_path / "idx")]) == 0  # the rewritten table keeps the metadata
     capsys.readouterr()
     assert main(["search", str(tmp_path / "idx"), "Article 0", "--json", "--filter", 'section == "weather"']) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -224,7 +225,7 @@ def test_metadata_that_is_not_json_is_refused_naming_the_field(tmp_path):
         list(read_documents(bad, keep_fields=("*",)))
 
 
-def test_a_milvus_stored_index_refuses_a_filter_in_one_line(tmp_path, hmde_dir, capsys):
+def test_a_milvus_stored_index_keeps_metadata_and_refuses_a_filter_in_one_line(tmp_path, hmde_dir, capsys):
     pytest.importorskip("milvus_lite")
     index = tmp_path / "m"
     assert main(["index", "build", str(hmde_dir), str(write_jsonl(tmp_path / "d.jsonl", corpus(3))), "-o", str(index),
@@ -232,3 +233,12 @@ def test_a_milvus_stored_index_refuses_a_filter_in_one_line(tmp_path, hmde_dir, 
     capsys.readouterr()
     assert main(["search", str(index), "Article", "--filter", 'section == "sport"']) == 2
     assert "keeps its vectors in Milvus, whose searches take no filter yet" in capsys.readouterr().err
+    changed = [{**corpus(1)[0], "section": "weather"}]
+    assert main(["index", "upsert", str(index), str(write_jsonl(tmp_path / "up.jsonl", changed)), "--no-progress"]) == 0
+    capsys.readouterr()
+    for extra in ([], ["--single-vector"]):  # the metadata is kept in Milvus and comes back with the hits
+        assert main(["search", str(index), "Article 0", "--json", "--top-k", "3", *extra]) == 0
+        hits = {h["doc_id"]: h["metadata"] for h in map(json.loads, capsys.readouterr().out.splitlines())}
+        expected = {d["doc_id"]: {k: v for k, v in d.items() if k not in ("doc_id", "text", "lang")}
+                    for d in changed + corpus(3)[1:]}
+        assert hits == expected

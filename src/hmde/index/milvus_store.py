@@ -15,7 +15,8 @@ scored by its best sentences + ``doc_weight`` x the document vector's cosine. Up
 
 Vectors are stored L2-normalised and searched by inner product, i.e. cosine, as in hmde's FAISS indexes.
 Milvus's VARCHAR holds at most 65,535 bytes: a longer document's text is stored cut there (its sentences,
-the evidence, are stored whole).
+the evidence, are stored whole). Each document's metadata is a JSON field of the documents collection, returned
+with its hits; searches of a Milvus-stored index take no metadata filter yet (refused in one line).
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ def collection_schema(meta, sentences: bool):
         schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR,
                          description="the document's id")
     schema.add_field("lang", DataType.VARCHAR, max_length=64, description="the document's language ('': unknown)")
+    if not sentences:
+        schema.add_field("metadata", DataType.JSON, description="the document's other fields (title, url, date...)")
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, description=(
         "the sentence" if sentences else "the document's text"))
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=meta.dim, description=(
@@ -148,6 +151,14 @@ class MilvusIndex:
         self.close()
 
     # -- reading -------------------------------------------------------------------------------
+    @property
+    def has_metadata_field(self) -> bool:
+        """Whether the documents collection keeps metadata (collections made before issue 61 do not)."""
+        if getattr(self, "_metadata_field", None) is None:
+            fields = self.client.describe_collection(self.documents).get("fields", [])
+            self._metadata_field = any(f.get("name") == "metadata" for f in fields)
+        return self._metadata_field
+
     def _all(self, collection: str, expr: str, fields: list[str]) -> list[dict]:
         return list(self.client.query(collection, filter=expr, output_fields=fields))
 
@@ -190,7 +201,7 @@ class MilvusIndex:
                ef_search: int | None = None, nprobe: int | None = None, hybrid_texts=None,
                hybrid_weights=(1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-               candidates: int | None = None, query_langs=None):
+               candidates: int | None = None, query_langs=None, filter=None):
         """Hits per query, best first, ranked as :meth:`hmde.index.store.DocumentIndex.search` ranks a
         multi-vector index (``candidates``: documents re-scored, default :data:`GROUPS`). ``query_langs`` is
         not used: an index in Milvus records no language debiasing (its searches run in Milvus)."""
@@ -198,6 +209,9 @@ class MilvusIndex:
         from .records import SearchHit
 
         check_scoring(top_sentences, doc_weight)
+        if filter is not None:
+            raise HmdeError(f"index {self.path} keeps its vectors in Milvus, whose searches take no filter yet: build "
+                            "the index without --store to filter by metadata")
         if hybrid_texts is not None:
             self.require_bm25()
         if ef_search or nprobe:
@@ -206,16 +220,18 @@ class MilvusIndex:
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}")
         expr = f"lang == {json.dumps(lang)}" if lang else ""
+        extra = ["metadata"] if self.has_metadata_field else []
         multi = self.meta.multi_vector if multi_vector is None else multi_vector
         if multi and not self.meta.multi_vector:
             raise HmdeError(f"index {self.path} stores one vector per document: build it with --multi-vector")
         out = []
         if not multi:
             found = self.client.search(self.documents, data=q.tolist(), limit=top_k, filter=expr,
-                                       output_fields=["lang", "text"], search_params={"metric_type": "IP"})
+                                       output_fields=["lang", "text"] + extra, search_params={"metric_type": "IP"})
             for qi, hits in enumerate(found):
                 out.append([SearchHit(rank, float(h["distance"]), h["id"], h["entity"].get("lang") or None, "",
-                                      float("nan"), h["entity"].get("text", "")) for rank, h in enumerate(hits, 1)])
+                                      float("nan"), h["entity"].get("text", ""), [],
+                                      h["entity"].get("metadata") or {}) for rank, h in enumerate(hits, 1)])
             return out
         groups = max(top_k, candidates or GROUPS)
         found = self.client.search(self.sentences, data=q.tolist(), limit=groups, filter=expr,
@@ -229,7 +245,7 @@ class MilvusIndex:
                 out.append([])
                 continue
             docs = {r["id"]: r for r in self._all(self.documents, f"id in {_quoted(list(evidence))}",
-                                                   ["id", "lang", "text", "vector"])}
+                                                   ["id", "lang", "text", "vector"] + extra)}
             scored = []
             for doc_id, sentences in evidence.items():
                 if doc_id not in docs:
@@ -240,7 +256,7 @@ class MilvusIndex:
                 scored.append((best + doc_weight * cosine, doc_id, sentences[:top_sentences]))
             scored.sort(key=lambda x: (-x[0], x[1]))
             out.append([SearchHit(rank, score, doc_id, docs[doc_id].get("lang") or None, ev[0][0], ev[0][1],
-                                  docs[doc_id].get("text", ""), ev)
+                                  docs[doc_id].get("text", ""), ev, docs[doc_id].get("metadata") or {})
                         for rank, (score, doc_id, ev) in enumerate(scored[:top_k], 1)])
         return out
 
@@ -271,6 +287,9 @@ class MilvusIndex:
         vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
         rows = [{"id": i, "lang": lang or "", "text": _text(t), "vector": v.tolist()}
                 for i, lang, t, v in zip(batch.doc_ids, batch.langs, batch.texts, vectors)]
+        if self.has_metadata_field:  # collections made before issue 61 have no metadata field
+            for row, metadata in zip(rows, batch.metadata or [{}] * len(rows)):
+                row["metadata"] = metadata or {}
         for start in range(0, len(rows), INSERT_ROWS):
             self.client.insert(self.documents, rows[start:start + INSERT_ROWS])
         if self.meta.multi_vector and batch.sentence_vectors:

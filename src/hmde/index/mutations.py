@@ -133,9 +133,11 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
             con.execute("ATTACH ? AS old (READ_ONLY)", [str(path / "docs.duckdb")])
             # a live document's new sentence rows start where the live sentences before it end
             con.execute(DOCS_TABLE)
-            con.execute("INSERT INTO docs SELECT (row_number() OVER (ORDER BY row)) - 1 AS row, doc_id, lang, text, "
+            metadata = "metadata" if old.has_metadata else "NULL"  # an index written before metadata has none
+            con.execute("INSERT INTO docs (row, doc_id, lang, text, sent_start, sent_count, sentences, metadata) "
+                        "SELECT (row_number() OVER (ORDER BY row)) - 1 AS row, doc_id, lang, text, "
                         "coalesce(sum(sent_count) OVER (ORDER BY row ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), "
-                        "0) AS sent_start, sent_count, sentences FROM old.docs ORDER BY row")
+                        f"0) AS sent_start, sent_count, sentences, {metadata} FROM old.docs ORDER BY row")
             con.execute(DELETED_TABLE)
             if meta.multi_vector:
                 con.execute(SENTENCES_TABLE)

@@ -23,6 +23,18 @@ class SearchHit:
     evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
     metadata: dict = field(default_factory=dict)  # the document's other fields (title, url, date...)
 
+    def as_dict(self, include_text: bool = True) -> dict:
+        """The hit as ``/search`` answers it and the framework integrations hand it on: rank, doc_id, score (6
+        places), lang, the sentences that scored (text and score, best first), metadata and the text."""
+        out = {"rank": self.rank, "doc_id": self.doc_id, "score": round(float(self.score), 6), "lang": self.lang,
+               "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in self.evidence]
+               or ([{"text": self.best_sentence, "score": round(float(self.sentence_score), 6)}]
+                   if self.best_sentence else []),
+               "metadata": self.metadata}
+        if include_text:
+            out["text"] = self.text
+        return out
+
     def snippet(self, width: int = 160) -> str:
         s = self.best_sentence or self.text
         return s if len(s) <= width else s[: width - 1] + "…"

@@ -25,6 +25,7 @@ from .options import ServeOptions
 from .requests import (DeleteRequest, DocumentsRequest, EmbeddingsRequest, EmbedRequest, SearchRequest, documents_of,
                        ids_of, search_queries, texts_of)
 from .served import INDEX_WRITE, QUERY, RequestError, Served
+from .token_arrays import decode_tokens, is_token_input
 
 log = logging.getLogger("hmde.serve")
 OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that answers with data asks for the key
@@ -139,7 +140,13 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         if body.dimensions is not None:
             raise RequestError(f"dimensions cannot be chosen: {model.name}'s vectors have {model.dim} (leave "
                                "dimensions out)", "dimensions")
-        texts = texts_of(body.input, "input", options.max_inputs, options.max_text_chars)
+        given = body.input
+        if is_token_input(given):  # OpenAI's clients (LangChain's defaults) send token ids: decoded as they encoded
+            if len(given) > options.max_inputs and isinstance(given[0], list):
+                raise RequestError(f"input holds {len(given)} token arrays; this server takes at most "
+                                   f"{options.max_inputs} per request", "input", 413)
+            given = await asyncio.get_running_loop().run_in_executor(None, decode_tokens, given, body.model)
+        texts = texts_of(given, "input", options.max_inputs, options.max_text_chars)
         key = QUERY if body.input_type in QUERY_TYPES else model.document_method
         vectors = _normalized(await embed(key, texts, [None] * len(texts)))
         tokens = model.count_tokens(texts)
@@ -199,7 +206,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
         hits = await asyncio.get_running_loop().run_in_executor(executor, run)
         return {"index": target.name, "model": served.model.name,
-                "results": [{"query": q, "hits": [_hit(h, body.include_text) for h in qh]}
+                "results": [{"query": q, "hits": [h.as_dict(body.include_text) for h in qh]}
                             for q, qh in zip(queries, hits)]}
 
     @app.get("/indexes")
@@ -377,13 +384,3 @@ def route_template(path: str) -> str:
 def _authorized(header: bytes, key: str) -> bool:
     scheme, _, token = header.decode("latin-1").partition(" ")
     return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
-
-
-def _hit(hit, include_text: bool) -> dict:
-    out = {"rank": hit.rank, "doc_id": hit.doc_id, "score": round(float(hit.score), 6), "lang": hit.lang,
-           "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in hit.evidence]
-           or ([{"text": hit.best_sentence, "score": round(float(hit.sentence_score), 6)}] if hit.best_sentence else [])}
-    out["metadata"] = hit.metadata
-    if include_text:
-        out["text"] = hit.text
-    return out

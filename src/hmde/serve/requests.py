@@ -106,8 +106,7 @@ def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empt
     """A string or a list of strings, within the server's limits."""
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise RequestError(f"{field} must be a string or a list of strings (token arrays are not accepted: send the "
-                           "text)", field)
+        raise RequestError(f"{field} must be a string, a list of strings, or (/v1/embeddings) token ids", field)
     if not texts:
         raise RequestError(f"{field} is empty", field)
     if len(texts) > max_inputs:
