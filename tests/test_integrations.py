@@ -50,13 +50,18 @@ ENCODING_SOURCE = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
-def encoding_path(tmp_path_factory) -> Path:
+def encoding_path(tmp_path_factory):
     """A folder whose ``sitecustomize`` registers the encoding in every Python process started with it on its path;
     registered in this process too."""
+    from hmde.serve import token_arrays
+
     folder = tmp_path_factory.mktemp("tiktoken-site")
+    token_arrays._failed.pop("cl100k_base", None)  # an earlier test's failed download is not this one's
     (folder / "sitecustomize.py").write_text(ENCODING_SOURCE)
     exec(ENCODING_SOURCE, {})  # noqa: S102 - the test's own source, above
-    return folder
+    yield folder
+    tiktoken.registry.ENCODINGS.pop("cl100k_base", None)  # the other tests see tiktoken as it was
+    token_arrays._loaded.pop("cl100k_base", None)
 
 
 @pytest.fixture(scope="module")

@@ -132,10 +132,10 @@ def test_index_build_with_ray_equals_the_local_build(ray_local, hmde_dir, tmp_pa
     assert by_ray.meta.multi_vector and by_ray.meta.sentence_vectors == "lower"
     assert 0 < len(by_ray.sentence_vectors) == len(local.sentence_vectors)
     np.testing.assert_allclose(np.asarray(by_ray.sentence_vectors), np.asarray(local.sentence_vectors), atol=1e-5)
-    from hmde.io.representation_parquet import COLUMNS, read_info
+    from hmde.io.representation_parquet import COLUMNS, METADATA, read_info
 
     shard = next((tmp_path / "ray.vectors").glob("*.parquet"))
-    assert pq.read_schema(shard).names == list(COLUMNS) and read_info(shard).dim == 64  # a representation file
+    assert pq.read_schema(shard).names == [*COLUMNS, METADATA] and read_info(shard).dim == 64  # a representation file
     capsys.readouterr()
     for folder in ("ray", "local"):
         assert main(["search", str(tmp_path / folder), "The cat sleeps", "--json", "--device", "cpu"]) == 0

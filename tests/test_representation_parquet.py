@@ -34,7 +34,7 @@ def test_the_representation_round_trips_into_the_same_index(hmde_dir, tmp_path, 
     assert handle.num_row_groups == 1  # three batches of 2 gathered into one row group (4,096 documents a group)
     table = handle.read()
     assert table.column_names == ["doc_id", "lang", "text", "vector", "sentences", "sentence_start", "sentence_end",
-                                  "sentence_vectors"]
+                                  "sentence_vectors", "metadata"]
     assert table.schema.field("vector").type.list_size == 64 and str(table.schema.field("vector").type.value_type) == "float"
     meta = {k.decode(): v.decode() for k, v in table.schema.metadata.items()}
     assert meta["hmde.format"] == "hmde-representation/1" and meta["hmde.method"] == "hmde"

@@ -150,7 +150,7 @@ def test_search_returns_the_hits_of_hmde_search(server, collection, capsys):
 @pytest.mark.parametrize("path, body, status, field", [
     ("/v1/embeddings", {"input": "x", "model": "hmde", "dimensions": 8}, 400, "dimensions"),
     ("/v1/embeddings", {"input": "x", "model": "text-embedding-3-small"}, 404, "model"),
-    ("/v1/embeddings", {"input": [1, 2, 3], "model": "hmde"}, 400, "input"),
+    ("/v1/embeddings", {"input": [1.5, 2, 3], "model": "hmde"}, 400, "input"),  # token ids are whole numbers
     ("/v1/embeddings", {"input": [], "model": "hmde"}, 400, "input"),
     ("/v1/embeddings", {"input": ["ok", "  "], "model": "hmde"}, 400, "input[1]"),
     ("/v1/embeddings", {"model": "hmde"}, 400, "input"),

@@ -354,9 +354,9 @@ def _finish_shard(staging: Path, expected_ids: Path, index: int, shard: Path, ta
     if table.column("doc_id").to_pylist() != expected:
         raise HmdeError(f"{shard}: the ids Ray returned differ from the input's")
     if "sentence_vectors" in table.column_names:  # the whole representation: a file `index build` also reads alone
-        from ..io.representation_parquet import COLUMNS, schema
+        from ..io.representation_parquet import COLUMNS, METADATA, schema
 
-        out = table.select(list(COLUMNS))
+        out = table.select(list(COLUMNS) + [METADATA])  # the Ray engine keeps no metadata yet: the column is null
         dim = out.schema.field("vector").type.list_size
         out = out.cast(schema(dim, info(dim)))
     else:
