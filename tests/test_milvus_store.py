@@ -82,3 +82,19 @@ def test_writes_reach_milvus_and_the_next_search_sees_them(hmde_dir, tmp_path, c
         assert json.loads(capsys.readouterr().out)["doc_id"] == own.search(["growth"], top_k=1)[0][0].doc_id
     assert main(["search", str(tmp_path / "idx"), "growth", "--hybrid"]) == 2
     assert "stored in Milvus" in capsys.readouterr().err
+
+
+def test_a_milvus_index_says_it_records_no_language_debiasing_and_refuses_to_be_asked_for_it(hmde_dir, tmp_path,
+                                                                                          capsys):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "A text.", "lang": "eng"}) + "\n")
+    store = f"milvus:{tmp_path / 'm.db'}"
+    for choice in ("subspace", "subspace+calibrate"):  # asked for and not honoured: refused before the model loads
+        assert main(["index", "build", "no-such-model", str(src), "-o", str(tmp_path / "i"), "--store", store,
+                     "--language-debias", choice]) == 2
+        assert capsys.readouterr().err.strip() == (f"hmde: error: --language-debias {choice}: an index stored in Milvus "
+                                                   "records no language debiasing yet; leave the flag out (or none), "
+                                                   "or build without --store")
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "i"), "--store", store,
+                 "--no-progress"]) == 0  # the default: built, and said
+    assert "an index stored in Milvus records no language debiasing" in capsys.readouterr().err

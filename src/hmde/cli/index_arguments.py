@@ -51,7 +51,7 @@ def add_build_arguments(b, new_index: bool = True) -> None:
                        "or a server's URI; pip install 'hmde[milvus]'): INDEX_DIR holds hmde's record, and `hmde search`, "
                        "`hmde serve` and the writes work as on an index of hmde's own")
         b.add_argument("--language-debias", choices=["subspace+calibrate", "subspace", "none"],
-                       default="subspace+calibrate",
+                       default=None,
                        help="so that a mixed-language collection ranks by meaning, not by the query's language "
                        "(docs/defaults.md): subspace, each query loses the directions in which the indexed "
                        "languages' mean vectors differ; +calibrate (default), then the documents in the query's own "

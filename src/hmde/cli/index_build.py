@@ -58,6 +58,9 @@ def check_build_output(args: argparse.Namespace):
             from ..index.milvus_store import parse_store
 
             parse_store(args.store)
+            if getattr(args, "language_debias", None) not in (None, "none"):
+                raise HmdeError(f"--language-debias {args.language_debias}: an index stored in Milvus records no "
+                                "language debiasing yet; leave the flag out (or none), or build without --store")
         args.model = args.model or DEFAULT_MODEL
         args.backend = args.backend or "torch"
         check_multi_vector_model(args)

@@ -66,6 +66,12 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
     if settings.store:
         from .milvus_store import collection_prefix, parse_store
 
+        if settings.language_debias:  # said, never a silent downgrade: the default is the own index's
+            import sys
+
+            print("hmde: warning: an index stored in Milvus records no language debiasing: a collection in several "
+                  "languages ranks differently from hmde's own index (docs/scaling.md)", file=sys.stderr)
+
         if path is None:
             raise HmdeError("an index stored in Milvus needs its folder's path (its collections are named for it)")
         store = {"store": "milvus", "store_uri": parse_store(settings.store), "store_prefix": collection_prefix(path)}
