@@ -88,8 +88,18 @@ def _text(value: str) -> str:
     return value if len(raw) <= MAX_VARCHAR else raw[:MAX_VARCHAR].decode("utf-8", "ignore")
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _literal(value: str) -> str:
+    """A string literal of Milvus's expressions: it reads backslash escapes of the backslash, the double quote, newline,
+    carriage return and tab, and any other character as written; JSON's u-escapes (json.dumps of a control
+    character) were refused ("unknown escape sequence")."""
+    return '"' + "".join(_ESCAPES.get(c, c) for c in str(value)) + '"'
+
+
 def _quoted(ids: Sequence[str]) -> str:
-    return json.dumps([str(x) for x in ids], ensure_ascii=False)
+    return "[" + ", ".join(_literal(x) for x in ids) + "]"
 
 
 def collection_schema(meta, sentences: bool):
@@ -219,7 +229,7 @@ class MilvusIndex:
         q = normalize(np.asarray(query_vectors, np.float32))
         if q.shape[1] != self.meta.dim:
             raise HmdeError(f"query vectors have dimension {q.shape[1]}, the index {self.meta.dim}")
-        expr = f"lang == {json.dumps(lang)}" if lang else ""
+        expr = f"lang == {_literal(lang)}" if lang else ""
         extra = ["metadata"] if self.has_metadata_field else []
         multi = self.meta.multi_vector if multi_vector is None else multi_vector
         if multi and not self.meta.multi_vector:
