@@ -119,3 +119,22 @@ def test_ids_of_any_unicode_round_trip_through_milvus_writes_and_searches(hmde_d
         assert all("\u0002" in h.text for h in hits)
         opened.delete(ids[2:])
         assert opened.search("rivers", top_k=10, query_lang="none") == [[]]
+
+
+def test_a_text_milvus_would_cut_is_refused_before_anything_is_written(hmde_dir, tmp_path, capsys):
+    long_text = "यह एक लंबा वाक्य है। " * 2000  # 27-character Hindi sentences: ~110,000 bytes of UTF-8
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "short", "text": "A short text."}) + "\n"
+                   + json.dumps({"doc_id": "long", "text": long_text, "lang": "hin"}, ensure_ascii=False) + "\n",
+                   encoding="utf-8")
+    store = f"milvus:{tmp_path / 'm.db'}"
+    assert main(["index", "build", "no-such-model", str(src), "-o", str(tmp_path / "i"), "--store", store]) == 2
+    message = capsys.readouterr().err.strip()
+    assert message.startswith(f"hmde: error: {src}, line 2, field 'text': document 'long': the text is ")
+    assert "an index stored in Milvus keeps at most 65,535 (Milvus's VARCHAR): split the document" in message
+    assert not (tmp_path / "i").exists()
+    from hmde.errors import InputError
+
+    with pytest.raises(InputError, match=r"documents\[1\], field 'text': document 'long'"):
+        Index.create(str(tmp_path / "p"), [{"doc_id": "a", "text": "Short."}, {"doc_id": "long", "text": long_text}],
+                     model=str(hmde_dir), store=store)

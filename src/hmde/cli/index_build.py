@@ -162,10 +162,13 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     from collections import Counter
 
     from ..text.coverage import tally
+    from ..index.milvus_store import fitting
     from ..io.documents import read_documents
     from .preflight import check_index_size
 
     records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
+    if getattr(args, "store", None) or (existing is not None and existing.meta.store == "milvus"):
+        records = fitting(records, args.input)  # a text Milvus would cut: refused before any model loads
     lines = check_records(tally(records, Counter() if languages is None else languages, args.lang), args)
     check_new_ids(existing, lines, args)
     check_index_size(len(lines), args)

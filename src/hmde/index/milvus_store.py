@@ -14,14 +14,13 @@ scored by its best sentences + ``doc_weight`` x the document vector's cosine. Up
 (a document's rows are deleted by its id, then the new ones inserted); Milvus compacts by itself.
 
 Vectors are stored L2-normalised and searched by inner product, i.e. cosine, as in hmde's FAISS indexes.
-Milvus's VARCHAR holds at most 65,535 bytes: a longer document's text is stored cut there (its sentences,
-the evidence, are stored whole). Each document's metadata is a JSON field of the documents collection, returned
+Milvus's VARCHAR holds at most 65,535 bytes: a document whose text is longer is refused in one line before anything
+is written (:func:`check_texts_fit`; it was stored cut, silently), as is a sentence that long. Each document's metadata is a JSON field of the documents collection, returned
 with its hits; searches of a Milvus-stored index take no metadata filter yet (refused in one line).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -82,10 +81,40 @@ def collection_prefix(index_path: Path) -> str:
     return ("hmde_" + name)[:200]
 
 
+def text_too_long(value) -> str | None:
+    """Why a document's text cannot be kept whole in Milvus (its VARCHAR holds 65,535 bytes), or None."""
+    from ..methods.base import flat_text
+
+    size = len(flat_text(value or "").encode("utf-8"))
+    if size <= MAX_VARCHAR:
+        return None
+    return (f"the text is {size:,} bytes of UTF-8, and an index stored in Milvus keeps at most {MAX_VARCHAR:,} "
+            "(Milvus's VARCHAR): split the document, or keep the index in hmde's own files (no --store)")
+
+
+def check_texts_fit(records, where: str) -> None:
+    """Refuse, before anything is written, a document whose text Milvus would have to cut (records with ``text``,
+    ``doc_id`` and ``line``); it was stored cut, silently."""
+    for i, record in enumerate(records):
+        problem = text_too_long(record.text)
+        if problem:
+            at = where if record.line is not None else f"{where}[{i}]"
+            raise InputError(f"document '{record.doc_id}': {problem}", at, record.line, "text")
+
+
+def fitting(records, path):
+    """The records of a file as they stream by, each refused in one line where Milvus would have to cut its text."""
+    for record in records:
+        check_texts_fit([record], str(path))
+        yield record
+
+
 def _text(value: str) -> str:
-    """At most :data:`MAX_VARCHAR` bytes of UTF-8, cut on a character."""
-    raw = (value or "").encode("utf-8")
-    return value if len(raw) <= MAX_VARCHAR else raw[:MAX_VARCHAR].decode("utf-8", "ignore")
+    """The text as stored: whole (what cannot be kept whole was refused before the write began)."""
+    problem = text_too_long(value)
+    if problem:
+        raise HmdeError(problem)
+    return value or ""
 
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}

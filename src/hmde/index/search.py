@@ -111,6 +111,10 @@ class Index:
         check_batch_size(batch_size)
         set_threads(threads)
         records = records_from(documents)
+        if chosen.store:
+            from .milvus_store import check_texts_fit
+
+            check_texts_fit(records, "documents")
         check_writable_parent(path)
         check_replaceable(path, "hmde index", is_hmde_index, overwrite)
         if chosen.index_type in ("ivf", "ivfpq"):
@@ -175,6 +179,10 @@ class Index:
         if not records:
             return 0
         meta = self._current().meta
+        if meta.store == "milvus":
+            from .milvus_store import check_texts_fit
+
+            check_texts_fit(records, "documents")
         written = write_records(self.index.path, _vectorizer(self.model, meta.method, batch_size), meta,
                                 chunked(records, batch_size), mode)
         self._swap(written)

@@ -233,6 +233,12 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         target = check_writable(name)
         records = documents_of(body, options.max_inputs, options.max_text_chars)
         meta = target.meta
+        if meta.store == "milvus":
+            from ..index.milvus_store import text_too_long
+
+            for i, record in enumerate(records):
+                if text_too_long(record.text):
+                    raise RequestError(f"documents[{i}].text: {text_too_long(record.text)}", f"documents[{i}].text")
         rows = await embed((INDEX_WRITE, meta.method, contextual(meta)), [r.text for r in records],
                            [r.lang for r in records])
 
