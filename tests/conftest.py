@@ -9,6 +9,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Haystack reports usage to its telemetry host by default: tests reach no host but this machine's
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
