@@ -138,3 +138,30 @@ def test_a_text_milvus_would_cut_is_refused_before_anything_is_written(hmde_dir,
     with pytest.raises(InputError, match=r"documents\[1\], field 'text': document 'long'"):
         Index.create(str(tmp_path / "p"), [{"doc_id": "a", "text": "Short."}, {"doc_id": "long", "text": long_text}],
                      model=str(hmde_dir), store=store)
+
+
+def test_a_store_that_disagrees_with_its_record_is_one_line_never_no_hits(hmde_dir, tmp_path, capsys):
+    from pymilvus import MilvusClient
+
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"Document {i} about rivers.", "lang": "eng"}) + "\n"
+                           for i in range(4)))
+    index, db = tmp_path / "idx", tmp_path / "m.db"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(index), "--store", f"milvus:{db}",
+                 "--no-progress"]) == 0
+    assert main(["index", "delete", str(index), "d0"]) == 0  # hmde's own delete: the record follows the store
+    assert main(["search", str(index), "rivers"]) == 0
+    assert json.loads((index / "index.json").read_text())["count"] == 3
+    client = MilvusClient(str(db))  # a document removed behind hmde's back (or a manifest that fell back)
+    try:
+        client.delete("hmde_idx_documents", filter='id == "d1"')
+        client.flush("hmde_idx_documents")
+    finally:
+        client.close()
+    capsys.readouterr()
+    assert main(["search", str(index), "rivers"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip() == (
+        f"hmde: error: {index / 'index.json'}: the Milvus store {db} holds 2 documents in hmde_idx_documents, and the "
+        "index's record says 3: a write was cut off or is under way, or the store was changed outside hmde or "
+        "damaged; retry, or rebuild the index")

@@ -120,6 +120,11 @@ def _text(value: str) -> str:
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+
+
 def _literal(value: str) -> str:
     """A string literal of Milvus's expressions: it reads backslash escapes of the backslash, the double quote, newline,
     carriage return and tab, and any other character as written; JSON's u-escapes (json.dumps of a control
@@ -168,14 +173,31 @@ class MilvusIndex:
 
     @classmethod
     def open(cls, path: Path, meta) -> "MilvusIndex":
+        """The index's collections, checked against its record: a damaged store (a truncated segment, a bad schema)
+        and one whose documents disagree with ``index.json``'s count (a garbled manifest that fell back to an older
+        version answered "(no hits)") are one line naming the store and what to do."""
         client = client_for(meta.store_uri)
         index = cls(path, meta, client)
-        for name in (index.documents,) + ((index.sentences,) if meta.multi_vector else ()):
-            if not client.has_collection(name):
-                client.close()
-                raise InputError(f"the Milvus store {meta.store_uri} has no collection {name}; rebuild the index",
-                                 str(path / "index.json"))
-            client.load_collection(name)
+        record = str(path / "index.json")
+        try:
+            for name in (index.documents,) + ((index.sentences,) if meta.multi_vector else ()):
+                if not client.has_collection(name):
+                    raise InputError(f"the Milvus store {meta.store_uri} has no collection {name}; rebuild the index",
+                                     record)
+                client.load_collection(name)
+            held = index.count()
+        except HmdeError:
+            client.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine's errors come in many classes (MilvusException, OSError)
+            client.close()
+            raise InputError(f"the Milvus store {meta.store_uri} cannot be read ({_first_line(exc)}): rebuild the "
+                             "index (hmde index build ... --store ... --overwrite)", record) from None
+        if held != meta.count:
+            client.close()
+            raise InputError(f"the Milvus store {meta.store_uri} holds {held} documents in {index.documents}, and "
+                             f"the index's record says {meta.count}: a write was cut off or is under way, or the store "
+                             "was changed outside hmde or damaged; retry, or rebuild the index", record)
         return index
 
     def close(self) -> None:
@@ -391,7 +413,8 @@ def write_milvus(path: Path, meta, batches: Iterable, add: bool, replace: bool, 
     return index
 
 
-def delete_milvus(path: Path, meta, doc_ids: Sequence[str], ignore_missing: bool) -> int:
+def delete_milvus(path: Path, meta, doc_ids: Sequence[str], ignore_missing: bool, finish_version) -> int:
+    from ..ground.atomic import atomic_dir
     from .records import UnknownIds
 
     with MilvusIndex.open(path, meta) as index:
@@ -400,4 +423,8 @@ def delete_milvus(path: Path, meta, doc_ids: Sequence[str], ignore_missing: bool
         if missing and not ignore_missing:
             raise UnknownIds(missing, path)
         index.remove([x for x in doc_ids if x in known])
+        index.client.flush(index.documents)
+        meta.count = index.count()  # the record follows the store, so the next open finds them equal
+        with atomic_dir(path) as tmp:
+            finish_version(path, tmp, meta)
         return len(known)

@@ -51,7 +51,7 @@ def delete_documents(path: str | Path, doc_ids: Sequence[str], ignore_missing: b
             if meta.store == "milvus":
                 from .milvus_store import delete_milvus
 
-                return delete_milvus(path, meta, ids, ignore_missing)
+                return delete_milvus(path, meta, ids, ignore_missing, finish_version)
             known = set(old.known_ids(ids)) if ids else set()
         missing = [x for x in ids if x not in known]
         if missing and not ignore_missing:
