@@ -67,6 +67,10 @@ class Searcher:
             self._opened = None
 
 
+_MODELS: dict = {}  # (model, device) -> ServedModel, loaded once per process
+_MODELS_LOCK = threading.Lock()
+
+
 class Embedder:
     """Unit vectors of documents (the model's document path, as ``/v1/embeddings``) or of queries (the query path,
     e5's ``query:`` prompt, as every search embeds them), from a model loaded here or a server (``url``)."""
@@ -76,7 +80,6 @@ class Embedder:
         self.model, self.url, self.api_key, self.device, self.timeout = \
             model, url.rstrip("/") if url else None, api_key, device, timeout
         self._served = None
-        self._lock = threading.Lock()
 
     def _model(self):
         from ..encoders.devices import pick_device
@@ -84,12 +87,13 @@ class Embedder:
         from ..encoders.registry import DEFAULT_MODEL
         from ..serve.served import ServedModel
 
-        with self._lock:
+        with _MODELS_LOCK:  # one model per name and device in a process: a pipeline's embedders share it
             if self._served is None:
-                name = self.model or DEFAULT_MODEL
-                device = pick_device(self.device)
-                kind, loaded = load_model(name, device)
-                self._served = ServedModel(name, kind, loaded, device)
+                name, device = self.model or DEFAULT_MODEL, pick_device(self.device)
+                if (name, device) not in _MODELS:
+                    kind, loaded = load_model(name, device)
+                    _MODELS[(name, device)] = ServedModel(name, kind, loaded, device)
+                self._served = _MODELS[(name, device)]
             return self._served
 
     def embed(self, texts: Sequence[str], kind: str) -> list[list[float]]:
