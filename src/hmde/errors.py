@@ -31,6 +31,12 @@ class ModelLoadError(HmdeError):
     """A model name or folder that cannot be loaded."""
 
 
+def exception_line(exc: BaseException) -> str:
+    """An exception as one line for a message: its class and its first line (libraries' errors run to many)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
 def unreachable_model_message(name: str) -> str:
     """The one explanation given whenever a model name is neither local nor downloadable."""
     return (

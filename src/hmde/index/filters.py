@@ -294,11 +294,13 @@ def to_duckdb(tree) -> tuple[str, list]:
 
 # -- pushed down into the local index ----------------------------------------------------------------------
 def metadata_keys(index) -> list[str]:
-    """The metadata keys any document of the index (a :class:`~hmde.index.store.DocumentIndex`) has."""
-    if not index.has_metadata:
-        return []
-    return [r[0] for r in index._query("SELECT DISTINCT unnest(json_keys(metadata)) FROM docs WHERE metadata IS NOT "
-                                       "NULL ORDER BY 1")]
+    """The metadata keys any document of the index (a :class:`~hmde.index.store.DocumentIndex`) has, read once per
+    open snapshot: every filtered search checks its fields against them, and the server and Index.search check
+    before the store searches (one scan of the documents table, not one per check)."""
+    if getattr(index, "_metadata_keys", None) is None:
+        index._metadata_keys = [] if not index.has_metadata else [r[0] for r in index._query(
+            "SELECT DISTINCT unnest(json_keys(metadata)) FROM docs WHERE metadata IS NOT NULL ORDER BY 1")]
+    return index._metadata_keys
 
 
 def filter_rows(index, expression) -> set[int]:

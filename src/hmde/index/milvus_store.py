@@ -15,8 +15,9 @@ scored by its best sentences + ``doc_weight`` x the document vector's cosine. Up
 
 Vectors are stored L2-normalised and searched by inner product, i.e. cosine, as in hmde's FAISS indexes.
 Milvus's VARCHAR holds at most 65,535 bytes: a document whose text is longer is refused in one line before anything
-is written (:func:`check_texts_fit`; it was stored cut, silently), as is a sentence that long. Each document's metadata is a JSON field of the documents collection, returned
-with its hits; searches of a Milvus-stored index take no metadata filter yet (refused in one line).
+is written (:func:`check_texts_fit`; it was stored cut, silently), as is a sentence that long. Each document's
+metadata is a JSON field of the documents collection, returned with its hits; searches of a Milvus-stored index take
+no metadata filter yet (refused in one line).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..align.similarity import normalize
-from ..errors import HmdeError, InputError
+from ..errors import HmdeError, InputError, exception_line
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 
 SCHEME = "milvus:"
@@ -71,8 +72,7 @@ def client_for(uri: str):
     try:
         return MilvusClient(uri)
     except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
-        raise HmdeError(f"cannot open the Milvus store {uri} ({type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})") from None
+        raise HmdeError(f"cannot open the Milvus store {uri} ({exception_line(exc)})") from None
 
 
 def collection_prefix(index_path: Path) -> str:
@@ -118,11 +118,6 @@ def _text(value: str) -> str:
 
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 
 def _literal(value: str) -> str:
@@ -191,7 +186,7 @@ class MilvusIndex:
             raise
         except Exception as exc:  # noqa: BLE001 - the engine's errors come in many classes (MilvusException, OSError)
             client.close()
-            raise InputError(f"the Milvus store {meta.store_uri} cannot be read ({_first_line(exc)}): rebuild the "
+            raise InputError(f"the Milvus store {meta.store_uri} cannot be read ({exception_line(exc)}): rebuild the "
                              "index (hmde index build ... --store ... --overwrite)", record) from None
         if held != meta.count:
             client.close()

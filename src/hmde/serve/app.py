@@ -237,8 +237,9 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             from ..index.milvus_store import text_too_long
 
             for i, record in enumerate(records):
-                if text_too_long(record.text):
-                    raise RequestError(f"documents[{i}].text: {text_too_long(record.text)}", f"documents[{i}].text")
+                problem = text_too_long(record.text)
+                if problem:
+                    raise RequestError(f"documents[{i}].text: {problem}", f"documents[{i}].text")
         rows = await embed((INDEX_WRITE, meta.method, contextual(meta)), [r.text for r in records],
                            [r.lang for r in records])
 
@@ -281,7 +282,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
         target = check_writable(name)
         dropped = await asyncio.get_running_loop().run_in_executor(writer, lambda: compact_index(target.path))
-        live = await asyncio.get_running_loop().run_in_executor(executor, lambda: target.info()["documents"])
+        live = await asyncio.get_running_loop().run_in_executor(executor, lambda: target.current().index.meta.live)
         return {"index": name, "dropped": dropped, "live": live}
 
     @app.get("/health")

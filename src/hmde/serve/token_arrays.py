@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from ..errors import exception_line
 from .served import RequestError
 
 FALLBACK = "cl100k_base"  # what tiktoken's clients use for a model it does not know (LangChain does)
@@ -70,7 +71,7 @@ def encoding_for(model: str):
         try:
             found["encoding"] = tiktoken.get_encoding(name)
         except Exception as exc:  # noqa: BLE001 - a download error comes as any of requests' or the OS's classes
-            found["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            found["error"] = exception_line(exc)
 
     worker = threading.Thread(target=load, daemon=True, name=f"hmde-tiktoken-{name}")
     worker.start()
