@@ -225,14 +225,22 @@ def test_metadata_that_is_not_json_is_refused_naming_the_field(tmp_path):
         list(read_documents(bad, keep_fields=("*",)))
 
 
-def test_a_milvus_stored_index_keeps_metadata_and_refuses_a_filter_in_one_line(tmp_path, hmde_dir, capsys):
+def test_a_milvus_stored_index_keeps_metadata_and_filters_as_the_own_index(tmp_path, hmde_dir, capsys):
     pytest.importorskip("milvus_lite")
-    index = tmp_path / "m"
-    assert main(["index", "build", str(hmde_dir), str(write_jsonl(tmp_path / "d.jsonl", corpus(3))), "-o", str(index),
-                 "--store", f"milvus:{tmp_path / 'm.db'}", "--no-progress"]) == 0
-    capsys.readouterr()
-    assert main(["search", str(index), "Article", "--filter", 'section == "sport"']) == 2
-    assert "keeps its vectors in Milvus, whose searches take no filter yet" in capsys.readouterr().err
+    index, own = tmp_path / "m", tmp_path / "own"
+    src = write_jsonl(tmp_path / "d.jsonl", corpus(12))
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(index), "--store", f"milvus:{tmp_path / 'm.db'}",
+                 "--no-progress"]) == 0
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(own), "--no-progress"]) == 0
+    for expression in ['section == "sport"', 'not (section == "sport") and words > 300', 'title != "Title 5"']:
+        found = []
+        for folder in (index, own):
+            capsys.readouterr()
+            assert main(["search", str(folder), "Article", "--filter", expression, "--json", "--top-k", "3"]) == 0
+            found.append([json.loads(x)["doc_id"] for x in capsys.readouterr().out.splitlines()])
+        assert found[0] == found[1] and found[0], expression
+    assert main(["search", str(index), "Article", "--filter", 'sectoin == "sport"']) == 2
+    assert "no document has the field 'sectoin'" in capsys.readouterr().err
     changed = [{**corpus(1)[0], "section": "weather"}]
     assert main(["index", "upsert", str(index), str(write_jsonl(tmp_path / "up.jsonl", changed)), "--no-progress"]) == 0
     capsys.readouterr()
@@ -240,5 +248,5 @@ def test_a_milvus_stored_index_keeps_metadata_and_refuses_a_filter_in_one_line(t
         assert main(["search", str(index), "Article 0", "--json", "--top-k", "3", *extra]) == 0
         hits = {h["doc_id"]: h["metadata"] for h in map(json.loads, capsys.readouterr().out.splitlines())}
         expected = {d["doc_id"]: {k: v for k, v in d.items() if k not in ("doc_id", "text", "lang")}
-                    for d in changed + corpus(3)[1:]}
-        assert hits == expected
+                    for d in changed + corpus(12)[1:]}
+        assert len(hits) == 3 and hits == {doc_id: expected[doc_id] for doc_id in hits}

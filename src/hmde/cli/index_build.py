@@ -55,12 +55,9 @@ def check_build_output(args: argparse.Namespace):
     if not args.add:
         check_replaceable(args.output, "hmde index", is_hmde_index, args.overwrite)
         if getattr(args, "store", None):  # a bad address or a user's file: refused before the model loads
-            from ..index.milvus_store import parse_store
+            from ..index.milvus_client import parse_store
 
             parse_store(args.store)
-            if getattr(args, "language_debias", None) not in (None, "none"):
-                raise HmdeError(f"--language-debias {args.language_debias}: an index stored in Milvus records no "
-                                "language debiasing yet; leave the flag out (or none), or build without --store")
         args.model = args.model or DEFAULT_MODEL
         args.backend = args.backend or "torch"
         check_multi_vector_model(args)
@@ -162,7 +159,7 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
     from collections import Counter
 
     from ..text.coverage import tally
-    from ..index.milvus_store import fitting
+    from ..index.milvus_client import fitting
     from ..io.documents import read_documents
     from .preflight import check_index_size
 

@@ -64,13 +64,7 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
                         f"{settings.language_debias!r}")
     store = {}
     if settings.store:
-        from .milvus_store import collection_prefix, parse_store
-
-        if settings.language_debias:  # said, never a silent downgrade: the default is the own index's
-            import sys
-
-            print("hmde: warning: an index stored in Milvus records no language debiasing: a collection in several "
-                  "languages ranks differently from hmde's own index (docs/scaling.md)", file=sys.stderr)
+        from .milvus_client import collection_prefix, parse_store
 
         if path is None:
             raise HmdeError("an index stored in Milvus needs its folder's path (its collections are named for it)")
@@ -79,7 +73,7 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
                      count=0, hnsw_m=settings.hnsw_m, ivf_lists=settings.ivf_lists if ivf else 0,
                      pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
                      backend=settings.backend or "torch", multi_vector=bool(settings.multi_vector),
-                     language_debias="" if settings.store else settings.language_debias,
+                     language_debias=settings.language_debias,
                      sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "")
 
 

@@ -2,8 +2,9 @@
 row's language, and each query's baseline, its mean score over a fixed sample of the live documents, scored
 exactly as the search scores a candidate (:func:`hmde.index.language_debias.calibrate` applies them).
 
-Made once per snapshot of an index that records ``subspace+calibrate``; nothing here is written to disk (the
-documents table holds the languages), so every write path stays as it was.
+Made once per snapshot of an index that records ``subspace+calibrate``, from what every store provides
+(:mod:`hmde.index.store_protocol`: the live rows and their languages, document and sentence vectors); nothing here is
+written to disk (the stores hold the languages), so every write path stays as it was.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from .language_debias import CALIBRATION_SAMPLE
 from .multivector import aggregate
-from .row_file import spans_to_rows
+from .scoring import cosines
 
 
 class QueryLanguageCalibration:
@@ -28,7 +29,8 @@ class QueryLanguageCalibration:
         codes = [language_code(name) for name in names]  # eng and en: one language
         self.languages = sorted(set(codes))
         number = np.array([self.languages.index(c) for c in codes] + [-1], np.int32)  # [-1]: none given
-        self.row_language = np.full(index.meta.count, -1, np.int32)  # -1: deleted, or no language given
+        size = max(index.meta.count, int(rows.max()) + 1 if len(rows) else 0)  # Milvus: rows up to its next free one
+        self.row_language = np.full(size, -1, np.int32)  # -1: deleted, or no language given
         self.row_language[rows] = number[positions]
         rng = np.random.default_rng(0)
         self.sample = np.sort(rows if len(rows) <= CALIBRATION_SAMPLE else
@@ -49,23 +51,16 @@ class QueryLanguageCalibration:
         """(Q,) each query's mean score over the sample, as the search scores a document: the sum of its
         ``top_sentences`` best sentence cosines plus ``doc_weight`` x its document vector's (multi-vector), or
         the document vector's cosine alone."""
-        index = self.index  # (Q, N) cosines as the search computes them (DocumentIndex._cosines)
-        scores = index._cosines(index.document_vectors(self.sample), q).T
+        index, basis = self.index, self.index.language_basis  # (Q, N) cosines as the search computes them
+        scores = cosines(index.document_vectors(self.sample), q, basis).T
         if not multi_vector:
             return scores.mean(1)
         vectors, starts, counts = self.sample_sentences()
-        sentence_part = aggregate(index._cosines(vectors, q).T, starts, counts, top_sentences)
+        sentence_part = aggregate(cosines(vectors, q, basis).T, starts, counts, top_sentences)
         return (sentence_part + doc_weight * scores).mean(1)
 
     def sample_sentences(self):
         """The sample's stored sentence vectors, read once: (vectors, starts, counts)."""
         if self._sample_sentences is None:
-            owners = self.index.sentence_owners()
-            starts = np.searchsorted(owners, self.sample, "left")
-            counts = np.searchsorted(owners, self.sample, "right") - starts
-            rows = spans_to_rows(starts, counts)
-            vectors = self.index._sentence_file().take(rows).astype(np.float32) if len(rows) else \
-                np.zeros((0, self.index.meta.dim), np.float32)
-            self._sample_sentences = (vectors, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64),
-                                      counts.astype(np.int64))
+            self._sample_sentences = self.index.sentences_of_documents(self.sample)
         return self._sample_sentences

@@ -13,7 +13,8 @@ The subset of Milvus's boolean expressions that users of vector stores know::
 - fields: the metadata's keys, ``lang`` and ``doc_id``.
 
 hmde parses an expression into a tree (:func:`parse`) and each store translates the tree, never the text: the
-local index into a DuckDB ``WHERE`` clause whose every value is a parameter (:func:`to_duckdb`). A document
+local index into a DuckDB ``WHERE`` clause whose every value is a parameter (:func:`to_duckdb`), Milvus into its own
+boolean expression (:func:`hmde.index.milvus_filters.to_milvus`). A document
 whose field is missing or of another type matches no comparison (SQL's unknown: ``not`` keeps it out too), in
 :func:`matches` (Python) as in DuckDB.
 """
@@ -292,20 +293,8 @@ def to_duckdb(tree) -> tuple[str, list]:
     return walk(tree), params
 
 
-# -- pushed down into the local index ----------------------------------------------------------------------
+# -- what a filter may name ---------------------------------------------------------------------------------
 def metadata_keys(index) -> list[str]:
-    """The metadata keys any document of the index (a :class:`~hmde.index.store.DocumentIndex`) has, read once per
-    open snapshot: every filtered search checks its fields against them, and the server and Index.search check
-    before the store searches (one scan of the documents table, not one per check)."""
-    if getattr(index, "_metadata_keys", None) is None:
-        index._metadata_keys = [] if not index.has_metadata else [r[0] for r in index._query(
-            "SELECT DISTINCT unnest(json_keys(metadata)) FROM docs WHERE metadata IS NOT NULL ORDER BY 1")]
-    return index._metadata_keys
-
-
-def filter_rows(index, expression) -> set[int]:
-    """The rows of the live documents a filter matches (its fields checked against the index's), by DuckDB."""
-    tree = parse(expression) if isinstance(expression, str) else expression
-    check_fields(tree, metadata_keys(index))
-    sql, params = to_duckdb(tree)  # an index without metadata: check_fields let doc_id and lang alone through
-    return {r[0] for r in index._query(f"SELECT row FROM docs WHERE {sql}", params)}
+    """The metadata keys any document of an open index has (each store answers, once per snapshot): every filtered
+    search checks its fields against them before any model or query work."""
+    return index.metadata_keys()

@@ -49,9 +49,9 @@ def delete_documents(path: str | Path, doc_ids: Sequence[str], ignore_missing: b
         with DocumentIndex.open(path) as old:
             meta = IndexMeta(**asdict(old.meta))
             if meta.store == "milvus":
-                from .milvus_store import delete_milvus
+                from .milvus_write import delete_milvus
 
-                return delete_milvus(path, meta, ids, ignore_missing, finish_version)
+                return delete_milvus(path, meta, ids, ignore_missing)
             known = set(old.known_ids(ids)) if ids else set()
         missing = [x for x in ids if x not in known]
         if missing and not ignore_missing:

@@ -52,11 +52,8 @@ def check_filter(index, expression):
     model or query work); the tree, or None without one."""
     if expression is None:
         return None
-    from .filters import FilterError, check_fields, metadata_keys, parse
+    from .filters import check_fields, metadata_keys, parse
 
-    if not hasattr(index, "has_metadata"):
-        raise FilterError(f"index {index.path} keeps its vectors in Milvus, whose searches take no filter yet: build "
-                        "the index without --store to filter by metadata")
     tree = parse(expression)
     check_fields(tree, metadata_keys(index))
     return tree
@@ -112,7 +109,7 @@ class Index:
         set_threads(threads)
         records = records_from(documents)
         if chosen.store:
-            from .milvus_store import check_texts_fit
+            from .milvus_client import check_texts_fit
 
             check_texts_fit(records, "documents")
         check_writable_parent(path)
@@ -180,7 +177,7 @@ class Index:
             return 0
         meta = self._current().meta
         if meta.store == "milvus":
-            from .milvus_store import check_texts_fit
+            from .milvus_client import check_texts_fit
 
             check_texts_fit(records, "documents")
         written = write_records(self.index.path, _vectorizer(self.model, meta.method, batch_size), meta,

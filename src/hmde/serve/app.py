@@ -234,7 +234,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         records = documents_of(body, options.max_inputs, options.max_text_chars)
         meta = target.meta
         if meta.store == "milvus":
-            from ..index.milvus_store import text_too_long
+            from ..index.milvus_client import text_too_long
 
             for i, record in enumerate(records):
                 problem = text_too_long(record.text)

@@ -1,0 +1,135 @@
+"""Reaching a Milvus store: the ``--store milvus:PATH_OR_URI`` address, a client of it (a Milvus Lite folder is served
+to one process at a time, so hmde stops its in-process server when its last client of the folder closes), the
+collections' names, and the one limit of what Milvus keeps (its VARCHAR holds 65,535 bytes: a longer text is refused
+in one line before anything is written; it was stored cut, silently)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from pathlib import Path
+
+from ..errors import HmdeError, InputError, exception_line
+
+SCHEME = "milvus:"
+MAX_VARCHAR = 65_535
+
+
+def parse_store(value: str) -> str:
+    """``milvus:PATH_OR_URI`` -> the URI a client connects to (a local path made absolute: the record must not
+    depend on the directory hmde was run from)."""
+    if not value.startswith(SCHEME) or not value[len(SCHEME):].strip():
+        raise HmdeError(f"--store takes milvus:PATH (a Milvus Lite file) or milvus:URI (a Milvus server), got "
+                        f"'{value}'")
+    target = value[len(SCHEME):].strip()
+    if re.match(r"^[a-z][a-z0-9+.-]*://", target):
+        return target
+    return check_lite_path(str(Path(target).absolute()))
+
+
+def check_lite_path(uri: str) -> str:
+    """A Milvus Lite path must not be a file: milvus-lite keeps a folder there, and on a user's file (a SQLite
+    database, say) it failed with its own traceback."""
+    if not re.match(r"^[a-z][a-z0-9+.-]*://", uri) and Path(uri).is_file():
+        raise HmdeError(f"--store milvus:{uri}: that is a file, and a Milvus Lite database is a folder that "
+                        "milvus-lite makes: name a new path (hmde never opens a file it did not write)")
+    return uri
+
+
+_LITE_USERS: dict[str, int] = {}  # Milvus Lite folder -> open clients of this process
+_LITE_LOCK = threading.Lock()
+
+
+def _lite_folder(uri: str) -> str | None:
+    return None if re.match(r"^[a-z][a-z0-9+.-]*://", uri) else str(Path(uri).absolute())
+
+
+def client_for(uri: str):
+    """A pymilvus client of ``uri``; one line saying what to install where pymilvus is missing. Milvus Lite serves a
+    folder to one process at a time: hmde holds it while a client of this process is open (:func:`release`)."""
+    try:
+        from pymilvus import MilvusClient
+    except ImportError:
+        raise HmdeError("an index stored in Milvus needs pymilvus (and, for a local file, milvus-lite): pip install "
+                        "'hmde[milvus]'") from None
+    check_lite_path(uri)
+    try:
+        client = MilvusClient(uri)
+    except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
+        held = "held by another process" if "lock" in str(getattr(exc, "__context__", "") or "") + str(exc) else ""
+        raise HmdeError(f"cannot open the Milvus store {uri} ({held or exception_line(exc)}; Milvus Lite serves a "
+                        "folder to one process at a time: a server or a search holding it must stop first)") from None
+    folder = _lite_folder(uri)
+    if folder:
+        quiet_lite_server()
+        with _LITE_LOCK:
+            _LITE_USERS[folder] = _LITE_USERS.get(folder, 0) + 1
+    return client
+
+
+class _UnimplementedCalls(logging.Filter):
+    """Milvus Lite's in-process server logs a traceback for each RPC it lacks (pymilvus's query iterator asks for a
+    timestamp first, then does without): no fault of the user's, and no line for their terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], NotImplementedError))
+
+
+def quiet_lite_server() -> None:
+    server_log = logging.getLogger("grpc._server")
+    if not any(isinstance(f, _UnimplementedCalls) for f in server_log.filters):
+        server_log.addFilter(_UnimplementedCalls())
+
+
+def release(client, uri: str) -> None:
+    """Close ``client``; the last of this process's clients of a Milvus Lite folder stops its server, so that another
+    process (the next command, a writer) can open it."""
+    client.close()
+    folder = _lite_folder(uri)
+    if not folder:
+        return
+    with _LITE_LOCK:
+        _LITE_USERS[folder] = _LITE_USERS.get(folder, 1) - 1
+        if _LITE_USERS[folder] > 0:
+            return
+        del _LITE_USERS[folder]
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:
+        return
+    server_manager_instance.release_server(folder)
+
+
+def collection_prefix(index_path: Path) -> str:
+    """Collection names from the index folder's name (Milvus takes letters, digits and underscores)."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", Path(index_path).absolute().name) or "index"
+    return ("hmde_" + name)[:200]
+
+
+def text_too_long(value) -> str | None:
+    """Why a document's text cannot be kept whole in Milvus (its VARCHAR holds 65,535 bytes), or None."""
+    from ..methods.base import flat_text
+
+    size = len(flat_text(value or "").encode("utf-8"))
+    if size <= MAX_VARCHAR:
+        return None
+    return (f"the text is {size:,} bytes of UTF-8, and an index stored in Milvus keeps at most {MAX_VARCHAR:,} "
+            "(Milvus's VARCHAR): split the document, or keep the index in hmde's own files (no --store)")
+
+
+def check_texts_fit(records, where: str) -> None:
+    """Refuse, before anything is written, a document whose text Milvus would have to cut (records with ``text``,
+    ``doc_id`` and ``line``); it was stored cut, silently."""
+    for i, record in enumerate(records):
+        problem = text_too_long(record.text)
+        if problem:
+            at = where if record.line is not None else f"{where}[{i}]"
+            raise InputError(f"document '{record.doc_id}': {problem}", at, record.line, "text")
+
+
+def fitting(records, path):
+    """The records of a file as they stream by, each refused in one line where Milvus would have to cut its text."""
+    for record in records:
+        check_texts_fit([record], str(path))
+        yield record

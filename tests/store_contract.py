@@ -1,0 +1,263 @@
+"""The promises every store of an hmde index keeps (issue 61), as one test class that each store's tests subclass
+with a fixture (as Haystack's ``DocumentStoreBaseTests``): writes, upserts, deletes and counts; metadata kept and
+returned; filters pushed down (the top-k of the matching documents); the same ranking as a brute-force reference of
+hmde's scoring (the language subspace, the query-language calibration, best sentences + document vector); and
+commits: a writer killed at any moment leaves the version before or the one after.
+
+A subclass defines ``store_meta(self, path) -> dict``: the fields of ``index.json`` that put an index at ``path``
+in its store (``{}``: hmde's own files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from hmde.index.filters import matches, parse
+from hmde.index.store import DocumentBatch, DocumentIndex, IndexMeta
+
+DIM = 16
+LANGS = ("eng", "deu", "fra")
+SECTIONS = ("sport", "politics", "science")
+
+
+def world(n: int = 36, seed: int = 0, version: int = 0) -> list[dict]:
+    """Documents in three languages (each with its own offset: a language subspace to remove), 2-4 sentences each,
+    metadata of every kind (missing keys, a number written as a string, booleans)."""
+    rng = np.random.default_rng(seed)
+    offsets = {lang: rng.normal(size=DIM) * 0.6 for lang in LANGS}
+    docs = []
+    for i in range(n):
+        lang = LANGS[i % 3]
+        count = 2 + i % 3
+        sentences = rng.normal(size=(count, DIM)) + offsets[lang]
+        sentences /= np.linalg.norm(sentences, axis=1, keepdims=True)
+        meta = {"section": SECTIONS[i % 3 if i % 4 else (i + 1) % 3], "year": 2015 + i % 9,
+                "date": f"2024-{1 + i % 12:02d}-{1 + i % 27:02d}"}
+        if i % 5 == 0:
+            meta["year"] = str(meta["year"])  # a number written as a string: no numeric comparison
+        if i % 4 == 0:
+            meta["breaking"] = i % 8 == 0
+        if i % 7 == 0:
+            del meta["section"]
+        docs.append({"doc_id": f"d{i:03d}", "lang": lang, "metadata": meta,
+                     "sentences": [f"v{version} sentence {j} of d{i:03d}" for j in range(count)],
+                     "text": " ".join(f"v{version} sentence {j} of d{i:03d}" for j in range(count)),
+                     "sentence_vectors": sentences.astype(np.float32)})
+    return docs
+
+
+def batch(docs) -> DocumentBatch:
+    vectors = np.stack([d["sentence_vectors"].mean(0) for d in docs]).astype(np.float32)
+    return DocumentBatch([d["doc_id"] for d in docs], [d["lang"] for d in docs], [d["text"] for d in docs], vectors,
+                         [d["sentences"] for d in docs], [d["sentence_vectors"] for d in docs],
+                         [d["metadata"] for d in docs])
+
+
+def meta_for(debias: str, multi_vector: bool = True, **store) -> IndexMeta:
+    return IndexMeta(model="synthetic", model_sha256=None, dim=DIM, method="mean", index_type="flat", count=0,
+                     multi_vector=multi_vector, sentence_vectors="lower" if multi_vector else "",
+                     language_debias=debias, **store)
+
+
+# -- the reference: hmde's scoring, by brute force over every vector ------------------------------------------
+def _unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def reference(docs, q, top_k, debias, multi, top_sentences=1, doc_weight=0.5, query_lang=None, tree=None):
+    """The documented ranking over ``docs`` (all live, in row order), computed from the raw vectors."""
+    from hmde.text.coverage import language_code
+
+    sentences = {lang: np.concatenate([d["sentence_vectors"] for d in docs if d["lang"] == lang]).astype(np.float64)
+                 for lang in LANGS if any(d["lang"] == lang for d in docs)}
+    basis = np.zeros((0, DIM))
+    if debias and len(sentences) >= 2:
+        means = np.stack([v.mean(0) for v in sentences.values() if len(v) >= 20])
+        _, s, vt = np.linalg.svd(means - means.mean(0), full_matrices=False)
+        basis = vt[s > 1e-6 * s.max()]
+    q = _unit(np.asarray(q, np.float64))
+    q = _unit(q - q @ basis.T @ basis)
+
+    def cos(v):
+        v = np.asarray(v, np.float64)
+        return (v @ q) / np.sqrt(np.maximum((v * v).sum(1) - ((v @ basis.T) ** 2).sum(1), 1e-6))
+
+    def score(d):
+        doc = cos(_unit(d["sentence_vectors"].mean(0).astype(np.float32))[None].astype(np.float64))[0]
+        if not multi:
+            return doc
+        return np.sort(cos(d["sentence_vectors"]))[::-1][:top_sentences].sum() + doc_weight * doc
+
+    scores = {d["doc_id"]: score(d) for d in docs}
+    chosen = [d for d in docs if tree is None or matches(tree, d["doc_id"], d["lang"], d["metadata"])]
+    if debias == "subspace+calibrate" and query_lang and len({language_code(x) for x in sentences}) >= 2:
+        baseline = np.mean(list(scores.values()))  # the sample is every live document below 256
+        top = max(scores[d["doc_id"]] for d in chosen) if chosen else 0.0
+        strength = max(top - baseline, 0.0)
+        scores = {d["doc_id"]: scores[d["doc_id"]] - 0.15 * strength * (language_code(d["lang"]) ==
+                                                                          language_code(query_lang)) for d in docs}
+    ranked = sorted(chosen, key=lambda d: -scores[d["doc_id"]])[:top_k]
+    return [(d["doc_id"], float(scores[d["doc_id"]])) for d in ranked]
+
+
+FILTERS = [None, 'section == "sport"', 'year > 2018 and not (section == "politics")', 'breaking != true',
+           'section not in ["sport", "science"] or lang == "fra"', 'date >= "2024-06-01"', 'year != 2019',
+           'year in [2016, "2020", 2023]', 'not (breaking == false)', 'doc_id in ["d001", "d004", "d030"]']
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from store_contract import world, batch, meta_for
+    from hmde.index.mutations import delete_documents
+    from hmde.index.store import DocumentIndex
+    op, path, version, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    docs = world(n, seed=version, version=version)
+    print("ready", flush=True)
+    started = time.perf_counter()
+    if op == "upsert":
+        batches = [batch(docs[i:i + 500]) for i in range(0, n, 500)]
+        DocumentIndex.write_batches(path, meta_for("subspace+calibrate"), iter(batches), add=True, replace=True).close()
+    else:
+        delete_documents(path, [d["doc_id"] for d in docs[::version]], ignore_missing=True)
+    print(f"done {{time.perf_counter() - started:.4f}}", flush=True)
+""")
+
+
+class StoreContract:
+    """Subclass with ``store_meta(self, path) -> dict``."""
+
+    def store_meta(self, path) -> dict:
+        raise NotImplementedError
+
+    def build(self, path, docs, debias="subspace+calibrate", multi_vector=True):
+        meta = meta_for(debias, multi_vector, **self.store_meta(path))
+        return DocumentIndex.write_batches(path, meta, [batch(docs[:20]), batch(docs[20:])])
+
+    # -- writes and counts --------------------------------------------------------------------------------------
+    def test_writes_upserts_deletes_and_counts(self, tmp_path):
+        docs = world()
+        with self.build(tmp_path / "idx", docs) as index:
+            assert index.meta.live == 36 and sorted(index.doc_ids()) == [d["doc_id"] for d in docs]
+            assert index.known_ids(["d001", "zz", "d035"]) == ["d001", "d035"]
+        changed = world(4, seed=9, version=1)
+        changed[0]["metadata"] = {"section": "weather"}
+        with DocumentIndex.write_batches(tmp_path / "idx", meta_for(""), [batch(changed)], add=True,
+                                         replace=True) as index:
+            assert index.replaced == 4 and index.meta.live == 36
+        with pytest.raises(Exception, match="'d002' is already in the index"):
+            DocumentIndex.write_batches(tmp_path / "idx", meta_for(""), [batch(changed[2:3])], add=True)
+        from hmde.index.mutations import delete_documents
+
+        assert delete_documents(tmp_path / "idx", ["d003", "d010"]) == 2
+        with DocumentIndex.open(tmp_path / "idx") as index:
+            assert index.meta.live == 34 and "d003" not in index.doc_ids() and "d010" not in index.doc_ids()
+            live = changed[:3] + [d for d in docs[4:] if d["doc_id"] != "d010"]
+            q = np.random.default_rng(1).normal(size=(3, DIM)).astype(np.float32)
+            hits = index.search(q, top_k=50)
+            assert all(sorted(h.doc_id for h in x) == sorted(d["doc_id"] for d in live) for x in hits)
+            by_id = {d["doc_id"]: d for d in live}
+            for h in hits[0]:  # text, sentences and metadata: of the current version only
+                assert (h.text, h.metadata) == (by_id[h.doc_id]["text"], by_id[h.doc_id]["metadata"])
+                assert {t for t, _ in h.evidence} <= set(by_id[h.doc_id]["sentences"])
+            rows, _, _ = index.live_rows_and_languages()
+            assert len(rows) == 34
+            weather = index.search(q, top_k=5, filter='section == "weather"')
+            assert [[h.doc_id for h in x] for x in weather] == [["d000"]] * 3
+
+    # -- the ranking ------------------------------------------------------------------------------------------
+    @pytest.mark.parametrize("debias", ["", "subspace+calibrate"])
+    @pytest.mark.parametrize("multi", [True, False])
+    def test_the_ranking_equals_the_brute_force_reference(self, tmp_path, debias, multi):
+        docs = world()
+        q = np.random.default_rng(3).normal(size=(4, DIM)).astype(np.float32)
+        with self.build(tmp_path / "idx", docs, debias, multi_vector=multi) as index:
+            settings = [dict(), dict(query_lang="en"), dict(query_lang="de", top_sentences=2, doc_weight=0.0)]
+            for options in settings:
+                for expression in FILTERS if options == settings[1] else FILTERS[:2]:
+                    tree = None if expression is None else parse(expression)
+                    query_langs = [options.get("query_lang")] * len(q) if options.get("query_lang") else None
+                    kwargs = {k: v for k, v in options.items() if k != "query_lang"}
+                    got = index.search(q, top_k=5, query_langs=query_langs, filter=expression,
+                                       multi_vector=multi, **kwargs)
+                    for qi in range(len(q)):
+                        want = reference(docs, q[qi], 5, debias, multi, tree=tree,
+                                         query_lang=options.get("query_lang"), **kwargs)
+                        assert [h.doc_id for h in got[qi]] == [d for d, _ in want], (expression, options)
+                        assert all(abs(h.score - s) <= 1e-4 for h, (_, s) in zip(got[qi], want))
+            in_german = index.search(q, top_k=5, lang="de")  # a language given as another code of it
+            assert all(h.lang == "deu" for x in in_german for h in x) and all(len(x) == 5 for x in in_german)
+            assert index.search(q, top_k=5, filter='section == "none"') == [[]] * 4
+
+    def test_a_filter_naming_an_unknown_field_is_one_line(self, tmp_path):
+        from hmde.index.filters import FilterError
+
+        with self.build(tmp_path / "idx", world()) as index:
+            with pytest.raises(FilterError, match="no document has the field 'sectoin'"):
+                index.search(np.ones((1, DIM), np.float32), filter='sectoin == "sport"')
+
+    # -- commits ----------------------------------------------------------------------------------------------
+    def state(self, path) -> dict:
+        """What a reader sees: each live document's (text, metadata, sentences); a search answers from them only."""
+        with DocumentIndex.open(path) as index:
+            rows, _, _ = index.live_rows_and_languages()
+            records = index.records([int(r) for r in rows])
+            docs = {r[0]: (r[2], json.dumps(r[5], sort_keys=True), tuple(r[3])) for r in records.values()}
+            assert index.meta.live == len(docs)
+            for hits in index.search(np.eye(DIM, dtype=np.float32)[:2], top_k=5):  # opens and searches: never torn
+                assert all(h.doc_id in docs and {t for t, _ in h.evidence} <= set(docs[h.doc_id][2]) for h in hits)
+            return docs
+
+    def test_a_writer_killed_at_any_moment_leaves_the_version_before_or_after(self, tmp_path):
+        """SIGKILL at 10 random moments of an upsert of 2,000 documents and of a delete, one after another on the
+        same index: each time, the index opens and is exactly the version before or the version after."""
+        n = 2000
+        path = tmp_path / "idx"
+        meta = meta_for("subspace+calibrate", **self.store_meta(path))
+        DocumentIndex.write_batches(path, meta, [batch(world(n, seed=1, version=1))]).close()
+        child = [sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))]
+
+        def run(op, version, kill_after=None):
+            proc = subprocess.Popen(child + [op, str(path), str(version), str(n)], stdout=subprocess.PIPE, text=True)
+            assert proc.stdout.readline().strip() == "ready"
+            if kill_after is None:
+                line = proc.stdout.readline()
+                assert proc.wait(timeout=300) == 0
+                return float(line.split()[1])
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+            return None
+
+        def expected(op, version, before):
+            if op == "delete":
+                gone = {d["doc_id"] for d in world(n, seed=version, version=version)[::version]}
+                return {k: v for k, v in before.items() if k not in gone}
+            return {d["doc_id"]: (d["text"], json.dumps(d["metadata"], sort_keys=True), tuple(d["sentences"]))
+                    for d in world(n, seed=version, version=version)}
+
+        rng = np.random.default_rng(0)
+        seen = []
+        current = self.state(path)
+        for op in ("upsert", "delete"):
+            took = run(op, 2)  # the whole write once: its duration
+            current, before = self.state(path), current
+            assert current == expected(op, 2, before)
+            for i, moment in enumerate(rng.uniform(0.0, took * 1.1, 10)):
+                version = 3 + i if op == "upsert" else (3, 5, 7, 11, 13, 17, 19, 23, 29, 31)[i]  # each deletes more
+                after = expected(op, version, current)
+                assert after != current
+                run(op, version, kill_after=moment)
+                got = self.state(path)
+                assert got in (current, after), (op, moment)
+                seen.append(got == after)
+                current = got
+        assert len(seen) == 20
