@@ -153,3 +153,24 @@ def test_the_public_imports_of_before_still_work():
     assert DocumentVectorizer is hmde.DocumentVectorizer
     module, _, name = "hmde.st_router.HmdeDocumentModule".rpartition(".")  # the class path saved folders name
     assert isinstance(getattr(importlib.import_module(module), name), type)
+
+
+def test_every_store_provides_the_protocol_and_no_index_module_grows_past_400_lines():
+    """Issue 61: the ranking lives above the stores, each store is a module of its own that provides what
+    hmde.index.store_protocol names (nothing of the ranking), and hmde/index stays small modules with one job."""
+    import inspect
+
+    from hmde.index.local_store import LocalStore
+    from hmde.index.milvus_store import MilvusIndex
+    from hmde.index.store_protocol import DocumentStore
+
+    wanted = {n for n, v in vars(DocumentStore).items() if inspect.isfunction(v) and not n.startswith("_")}
+    wanted |= set(DocumentStore.__annotations__)
+    assert {"nearest_documents", "nearest_sentences", "select", "records", "language_basis"} <= wanted
+    for store in (LocalStore, MilvusIndex):
+        source = inspect.getsource(store)
+        missing = [n for n in wanted if not hasattr(store, n) and f"self.{n} =" not in source and f"self.{n}," not in source]
+        assert not missing, (store.__name__, missing)
+        assert "calibrate(" not in source and "reciprocal_rank_fusion" not in source  # the ranking's, not a store's
+    long = {p.name: n for p in (PACKAGE / "index").glob("*.py") if (n := len(p.read_text().splitlines())) > 410}
+    assert not long, long

@@ -166,3 +166,30 @@ class TestMilvusStore(StoreContract):
         from hmde.index.milvus_client import collection_prefix
 
         return {"store": "milvus", "store_uri": str(path.parent / "milvus.db"), "store_prefix": collection_prefix(path)}
+
+
+def test_collections_written_before_commits_are_refused_in_one_line(hmde_dir, tmp_path, capsys):
+    """Issue 54's collections (the doc id as the primary key, no generations) cannot be read as commits."""
+    from pymilvus import DataType, MilvusClient
+
+    from hmde.index.milvus_client import client_for, release
+
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "A text.", "lang": "eng"}) + "\n")
+    index, db = tmp_path / "idx", tmp_path / "m.db"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(index), "--store", f"milvus:{db}",
+                 "--no-progress"]) == 0
+    client = client_for(str(db))
+    try:  # the documents collection as issue 54 wrote it
+        client.drop_collection("hmde_idx_documents")
+        schema = MilvusClient.create_schema(auto_id=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=100)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=8)
+        client.create_collection("hmde_idx_documents", schema=schema)
+    finally:
+        release(client, str(db))
+    capsys.readouterr()
+    assert main(["search", str(index), "text"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"hmde: error: {index / 'index.json'}: the Milvus collection hmde_idx_documents was written by an hmde before "
+        "Milvus writes were commits (issue 61); rebuild the index (hmde index build ... --store ... --overwrite)")

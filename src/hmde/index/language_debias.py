@@ -102,6 +102,14 @@ class LanguageStats:
         return orthonormal_rows(means - means.mean(0))
 
 
+def recorded_basis(folder: Path, meta) -> np.ndarray:
+    """The basis an index at ``folder`` searches with: from its recorded statistics where it records a mode (every
+    store keeps ``languages.npz`` in the index's folder), else none."""
+    if not meta.language_debias:
+        return np.zeros((0, meta.dim), np.float32)
+    return LanguageStats.load(folder, meta.dim).basis()
+
+
 def orthonormal_rows(m: np.ndarray) -> np.ndarray:
     """An orthonormal basis (rows) of the span of ``m``'s rows; directions under 1e-6 of the largest are dropped."""
     _, s, vt = np.linalg.svd(m, full_matrices=False)

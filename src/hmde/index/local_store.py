@@ -25,6 +25,7 @@ from ..align.similarity import normalize
 from ..errors import HmdeError, InputError
 from ..ground.atomic import through_links
 from ..ground.locks import reading
+from .language_debias import recorded_basis
 from .faiss_files import SENTENCE_INDEX, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .ranking import COMPRESSED_SENTENCE_POOL, SENTENCE_POOL
@@ -108,14 +109,11 @@ class LocalStore:
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
         opened = cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
-        if meta.language_debias:
-            from .language_debias import LanguageStats
-
-            try:
-                opened.language_basis = LanguageStats.load(path, meta.dim).basis()
-            except BaseException:
-                opened.close()
-                raise
+        try:
+            opened.language_basis = recorded_basis(path, meta)
+        except BaseException:
+            opened.close()
+            raise
         return opened
 
     def close(self) -> None:

@@ -30,12 +30,14 @@ import numpy as np
 
 from ..errors import HmdeError, InputError, exception_line
 from .milvus_client import client_for, release
+from .language_debias import recorded_basis
 from .milvus_filters import literal
 from .ranking import COMPRESSED_SENTENCE_POOL, SENTENCE_POOL
 from .store_protocol import Selection
 
 MAX_RESULTS = 16_384  # Milvus answers at most this many rows a search or a query
 CHUNK = 1_000  # ids a query names at once
+QUERIES_PER_CALL = 32  # queries a search call sends (a gRPC message holds at most 256 MB of answers)
 
 
 def quoted(values: Sequence) -> str:
@@ -93,14 +95,11 @@ class MilvusIndex:
             raise InputError(f"the Milvus store {meta.store_uri} holds {held} documents in {index.documents}, and "
                              f"the index's record says {meta.live}: the store was changed outside hmde or damaged; "
                              "rebuild the index", record)
-        if meta.language_debias:
-            from .language_debias import LanguageStats
-
-            try:
-                index.language_basis = LanguageStats.load(path, meta.dim).basis()
-            except BaseException:
-                index.close()
-                raise
+        try:
+            index.language_basis = recorded_basis(path, meta)
+        except BaseException:
+            index.close()
+            raise
         return index
 
     def close(self) -> None:
@@ -242,8 +241,11 @@ class MilvusIndex:
         sims = np.full((len(q), k), -np.inf, np.float32)
         rows = np.full((len(q), k), -1, np.int64)
         owners = np.full((len(q), k), -1, np.int64)
-        found = self._client().search(collection, data=q.tolist(), limit=k, filter=expr,
-                                      output_fields=[owner] if owner else [], search_params={"metric_type": "IP"})
+        found = []
+        for start in range(0, len(q), QUERIES_PER_CALL):  # [] would ask for every field, the texts too
+            found += self._client().search(collection, data=q[start:start + QUERIES_PER_CALL].tolist(), limit=k,
+                                           filter=expr, output_fields=[owner or "row"],
+                                           search_params={"metric_type": "IP"})
         for qi, hits in enumerate(found):
             for j, h in enumerate(hits):
                 sims[qi, j], rows[qi, j] = h["distance"], h["id" if owner else "row"]  # each collection's key

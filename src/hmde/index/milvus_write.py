@@ -100,6 +100,8 @@ def _flush(index: MilvusIndex) -> None:
 def remove_leftovers(index: MilvusIndex) -> None:
     """What a cut-off writer left: rows of uncommitted generations, and retired rows a commit could not yet remove."""
     later = f"generation > {int(index.meta.generation)}"
+    if not index.meta.retired_rows and not any(index.count(later, name) for name in (index.documents, index.sentences)):
+        return  # nothing left: no delete and no flush to pay
     index.client.delete(index.documents, filter=later)
     index.client.delete(index.sentences, filter=later)
     _purge(index, index.meta.retired_rows)
