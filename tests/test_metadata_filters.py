@@ -250,3 +250,36 @@ def test_a_milvus_stored_index_keeps_metadata_and_filters_as_the_own_index(tmp_p
         expected = {d["doc_id"]: {k: v for k, v in d.items() if k not in ("doc_id", "text", "lang")}
                     for d in changed + corpus(12)[1:]}
         assert len(hits) == 3 and hits == {doc_id: expected[doc_id] for doc_id in hits}
+
+
+def test_a_served_milvus_index_filters_writes_and_answers_as_its_own_search(tmp_path, hmde_dir):
+    """`hmde serve` on an index stored in Milvus: the same ranking as Index.search, a filter pushed into Milvus, a
+    write through the server committed and seen by the next search."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("milvus_lite")
+    import httpx
+
+    from hmde.index.search import Index
+    from hmde.serve.options import ServeOptions
+    from hmde.serve.served import load_served
+    from serve_helpers import ThreadServer
+
+    index = tmp_path / "stored"
+    assert main(["index", "build", str(hmde_dir), str(write_jsonl(tmp_path / "d.jsonl", corpus(12))), "-o", str(index),
+                 "--store", f"milvus:{tmp_path / 'm.db'}", "--no-progress"]) == 0
+    expression = 'section in ["sport", "science"] and not (words > 500)'
+    with Index.open(str(index)) as opened:
+        local = opened.search(["Article 4 reports"], top_k=3, query_lang="none", filter=expression)[0]
+    assert local and all(matches(parse(expression), h.doc_id, h.lang, h.metadata) for h in local)
+    with ThreadServer(load_served(None, [str(index)], "cpu"), ServeOptions(writable=True)) as running:
+        r = httpx.post(running.url + "/search", json={"query": "Article 4 reports", "top_k": 3, "query_lang": "none",
+                                                      "filter": expression}, timeout=60)
+        hits = r.json()["results"][0]["hits"]
+        assert [(h["doc_id"], h["metadata"]) for h in hits] == [(h.doc_id, h.metadata) for h in local]
+        assert all(abs(h["score"] - x.score) <= 1e-5 for h, x in zip(hits, local))
+        written = httpx.post(running.url + "/indexes/stored/documents", json={"documents": [
+            {"doc_id": "h1", "text": "Posted over HTTP.", "section": "web"}]}, timeout=60)
+        assert written.status_code == 200, written.text
+        r = httpx.post(running.url + "/search", json={"query": "Posted over HTTP.", "filter": 'section == "web"'},
+                       timeout=60)
+        assert [(h["doc_id"], h["metadata"]) for h in r.json()["results"][0]["hits"]] == [("h1", {"section": "web"})]

@@ -193,3 +193,18 @@ def test_collections_written_before_commits_are_refused_in_one_line(hmde_dir, tm
     assert capsys.readouterr().err.strip() == (
         f"hmde: error: {index / 'index.json'}: the Milvus collection hmde_idx_documents was written by an hmde before "
         "Milvus writes were commits (issue 61); rebuild the index (hmde index build ... --store ... --overwrite)")
+
+
+def test_options_a_milvus_index_cannot_honour_are_refused_before_the_model_loads(hmde_dir, tmp_path, capsys):
+    src = tmp_path / "d.jsonl"
+    src.write_text(json.dumps({"doc_id": "a", "text": "A text.", "lang": "eng"}) + "\n")
+    index = tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(index), "--store", f"milvus:{tmp_path / 'm.db'}",
+                 "--no-progress"]) == 0
+    for flags, message in ((["--ef-search", "64"], "--ef-search and --nprobe tune hmde's own FAISS indexes; "
+                            f"{index} keeps its vectors in milvus, whose index is tuned there"),
+                           (["--hybrid"], f"index {index} is stored in Milvus: BM25 fusion (--hybrid) needs an index "
+                            "of hmde's own")):
+        capsys.readouterr()
+        assert main(["search", str(index), "text", "--model", "no-such-model", *flags]) == 2
+        assert capsys.readouterr().err.strip() == f"hmde: error: {message}"

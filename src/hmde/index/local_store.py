@@ -202,9 +202,6 @@ class LocalStore:
         import faiss
 
         kind = self.meta.index_type
-        if (ef_search and kind != "hnsw") or (nprobe and kind not in ("ivf", "ivfpq")):
-            option = "--ef-search" if ef_search else "--nprobe"
-            raise HmdeError(f"{option} applies to {'HNSW' if ef_search else 'IVF'} indexes; {self.path} is {kind}")
         live = self.live_selector("documents")
         allowed = None if selection is None else selection.rows
         if allowed is None and live is None and not ef_search and not nprobe:

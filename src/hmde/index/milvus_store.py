@@ -235,8 +235,6 @@ class MilvusIndex:
         return Selection(self.count(expr), expression=expr, sentence_expression=" and ".join(f"({x})" for x in sentences))
 
     def _search(self, collection: str, q: np.ndarray, k: int, expr: str, ef_search, nprobe, owner: str | None):
-        if ef_search or nprobe:
-            raise HmdeError("--ef-search and --nprobe tune hmde's own FAISS indexes; a Milvus index is tuned in Milvus")
         k = max(1, min(k, MAX_RESULTS))
         sims = np.full((len(q), k), -np.inf, np.float32)
         rows = np.full((len(q), k), -1, np.int64)
@@ -309,6 +307,4 @@ class MilvusIndex:
         """Hits per query, best first: :func:`hmde.index.ranking.search` over this store, as over hmde's own."""
         from .ranking import search
 
-        if options.get("ef_search") or options.get("nprobe"):
-            raise HmdeError("--ef-search and --nprobe tune hmde's own FAISS indexes; a Milvus index is tuned in Milvus")
         return search(self, query_vectors, top_k, lang, **options)

@@ -46,6 +46,7 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     document vector's cosine; each hit's ``evidence`` lists the sentences that scored. ``candidates``: the nearest
     sentences a multi-vector search scores per query (default: the store's ``sentence_pool``).
     """
+    check_tuning(store, ef_search, nprobe)
     if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
         raise HmdeError(f"candidates must be a whole number >= 1, got {candidates!r}")
     meta = store.meta
@@ -90,6 +91,18 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
         else:
             picked = [[(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0] for qi in range(len(q))]
     return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of) for qi in range(len(q))]
+
+
+def check_tuning(store, ef_search: int | None, nprobe: int | None) -> None:
+    """``ef_search`` and ``nprobe`` where they tune something: hmde's own HNSW and IVF indexes (a Milvus index's
+    parameters are set in Milvus); one line otherwise, checked before any model loads."""
+    kind = store.meta.index_type
+    if (ef_search or nprobe) and store.meta.store:
+        raise HmdeError(f"--ef-search and --nprobe tune hmde's own FAISS indexes; {store.path} keeps its vectors in "
+                        f"{store.meta.store}, whose index is tuned there")
+    if (ef_search and kind != "hnsw") or (nprobe and kind not in ("ivf", "ivfpq")):
+        option = "--ef-search" if ef_search else "--nprobe"
+        raise HmdeError(f"{option} applies to {'HNSW' if ef_search else 'IVF'} indexes; {store.path} is {kind}")
 
 
 def _tree(expression):

@@ -36,9 +36,14 @@ def query_lang_problem(query_lang) -> str | None:
     return f"must be a language code (en, deu, zh-Hant...) or none, got {query_lang!r}"
 
 
-def check_index_request(index, hybrid: bool, multi_vector: bool | None) -> bool | None:
-    """What a search asks of this index (BM25 for ``hybrid``, stored sentences for ``multi_vector``),
-    checked before the model loads; returns the ranking to use (hybrid ranks the document vectors)."""
+def check_index_request(index, hybrid: bool, multi_vector: bool | None, ef_search: int | None = None,
+                        nprobe: int | None = None) -> bool | None:
+    """What a search asks of this index (BM25 for ``hybrid``, stored sentences for ``multi_vector``, an index that
+    ``ef_search`` or ``nprobe`` tunes), checked before the model loads; returns the ranking to use (hybrid ranks the
+    document vectors)."""
+    from .ranking import check_tuning
+
+    check_tuning(index, ef_search, nprobe)
     if hybrid:
         index.require_bm25()
         multi_vector = False if multi_vector is None else multi_vector
@@ -290,7 +295,7 @@ class Index:
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight, query_lang)
         self._current()
-        multi_vector = check_index_request(self.index, hybrid, multi_vector)
+        multi_vector = check_index_request(self.index, hybrid, multi_vector, ef_search, nprobe)
         tree = check_filter(self.index, filter)
         if query_vectors is None:
             warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
@@ -359,7 +364,7 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
     check_request(queries, top_k, top_sentences, doc_weight, query_lang)
     index = DocumentIndex.open(index_dir)
     try:
-        check_index_request(index, hybrid, multi_vector)
+        check_index_request(index, hybrid, multi_vector, ef_search, nprobe)
         check_filter(index, filter)
     except BaseException:
         index.close()
