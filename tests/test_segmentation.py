@@ -213,3 +213,24 @@ def test_a_unit_has_a_word_when_it_holds_two_letters_or_an_unspaced_scripts_char
 
     assert not any(has_word(u) for u in ["Α.", ":212–219", "1.", "[1]", "—", "J."])
     assert all(has_word(u) for u in ["Τζ.", "ok", "猫", "ねこ", "แมว", "고양이", "[citation needed]"])
+
+
+@pytest.mark.parametrize("text, lang, expected", [
+    # a title without a full stop was glued to the article's first sentence (issue 64)
+    ("Hong Kong protests grow\nThousands marched on Sunday. Police used tear gas.", "en",
+     ["Hong Kong protests grow", "Thousands marched on Sunday.", "Police used tear gas."]),
+    ("Σεισμός στην Κρήτη\nΈνας ισχυρός σεισμός έπληξε το νησί.", "el",
+     ["Σεισμός στην Κρήτη", "Ένας ισχυρός σεισμός έπληξε το νησί."]),
+    ("第一章\n他说了。", "zh", ["第一章", "他说了。"]),
+    ("Breaking news\n«Le président a parlé.» Fin.", "fr", ["Breaking news", "«Le président a parlé.»", "Fin."]),
+    # left to the splitter: a line the next one continues in lowercase (text wrapped at a width), a line ending in
+    # punctuation or a note, a next line that starts with a digit ("compressed O" + "2", XQuAD's subscript)
+    ("This line is wrapped at the\nend of a line and continues. Next one.", "en",
+     ["This line is wrapped at the\nend of a line and continues.", "Next one."]),
+    ("Contents:\nIntroduction and more.", "en", ["Contents:\nIntroduction and more."]),
+    ("The huguenots.[citation needed]\nLater they left.", "en", ["The huguenots.[citation needed]", "Later they left."]),
+    ("a mixture of acetylene and compressed O\n2. This method became common.", "en",
+     ["a mixture of acetylene and compressed O\n2.", "This method became common."]),
+])
+def test_a_line_without_final_punctuation_is_a_sentence_when_the_next_line_starts_one(text, lang, expected):
+    assert split_sentences(text, lang) == expected

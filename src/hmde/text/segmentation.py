@@ -57,12 +57,42 @@ def split_sentences(text: str, lang: str | None = None, default_language: str = 
 
     code = splitter_language(lang, default_language)
     if code in SPLITTERS:
-        pieces = SPLITTERS[code](text)
+        split = SPLITTERS[code]
     else:  # imported here: a training run whose units are cached (a GPU pack) segments nothing and lacks it
         from sentencex import segment
 
-        pieces = segment(code, text)
+        def split(block: str) -> list[str]:
+            return segment(code, block)
+    pieces = [p for block in heading_blocks(text) for p in split(block)]
     return join_fragments([p.strip() for p in pieces if p and p.strip() and has_content(p)], text)
+
+
+# what a line may end with and still go on, or end its sentence as the splitter decides: sentence-final marks of many
+# scripts, and marks after which a sentence continues on the next line
+_LINE_GOES_ON = set(".!?…‼⁇⁈⁉。！？｡．؟۔।॥၊။።፧፨჻។៕᙮᠃᠉߹꓿꘎꘏꛳꛷:;,、，；：-‐–—/&+=([]")
+_CLOSERS = "\"'”’»›)}」』〕〉》】"  # not "]": a line that ends in a note ("[citation needed]") goes on
+_OPENERS = "\"'“‘„«‹(「『〔〈《【¿¡"
+
+
+def heading_blocks(text: str) -> list[str]:
+    """``text`` cut at each line break after a line that ends without any punctuation (a title, a heading, a list
+    item) when the next line starts a sentence (with a capital, or a letter of a script without case, after any
+    opening quote or bracket; not a lowercase letter, a digit or a mark: "compressed O" + "2." stays): such a line is a
+    sentence of its own, where a splitter glued it to the next line's first sentence ("Hong Kong protests grow" +
+    "Thousands marched on Sunday."; issue 64). A line that ends in punctuation, or that the next line continues in
+    lowercase (text wrapped at a width), is left to the splitter."""
+    if "\n" not in text:
+        return [text]
+    lines = text.split("\n")
+    blocks, start = [], 0
+    for i, line in enumerate(lines[:-1]):
+        end = line.rstrip().rstrip(_CLOSERS)
+        follow = lines[i + 1].lstrip().lstrip(_OPENERS)
+        if end and end[-1] not in _LINE_GOES_ON and follow[:1].isalpha() and not follow[0].islower() and has_word(end):
+            blocks.append("\n".join(lines[start:i + 1]))
+            start = i + 1
+    blocks.append("\n".join(lines[start:]))
+    return blocks
 
 
 # a piece ending in an initial: one letter of any script ("J.", "Α.", "א."), or a capital and a small letter of

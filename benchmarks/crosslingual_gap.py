@@ -1,0 +1,147 @@
+"""The cross-lingual gap, as a dev table (issue 64): a query finds its document less well across languages than
+within one. The same documents (XQuAD paragraphs, or Bible chapters with their middle verse as the query, left out
+of the chapter) searched three ways by the same queries: all in the query's language (monolingual), all in one other
+language (cross-lingual, per language pair), and mixed over the pool's languages in rotation (hmde's default there:
+the language subspace and the query-language calibration). Ranking: ``hmde search``'s default on a multi-vector
+index (best sentence + 0.5 x the document vector), computed exactly in numpy from the model's sentence vectors
+(benchmarks/language_bias.py's loaders, cache and ranking: the vectors are embedded once into --work).
+
+``--hubness B1,B2,...``: each sentence's score loses B x its hubness, the mean cosine of the sentence with its
+``--hub-k`` nearest sentences of other documents in the collection (CSLS's neighbourhood term, computable when an
+index is built): a short generic sentence close to everything ("CNN reported.") should not win a document for an
+unrelated query. B = 0 is today's ranking.
+
+The gap to close: the mean over the query languages of (monolingual - cross-lingual mean) and (monolingual - mixed).
+
+    python benchmarks/crosslingual_gap.py --data ../shared/data --work runs/bias --unit paragraph
+    python benchmarks/crosslingual_gap.py --unit chapter --pool eng,spa,zho,hye,guj,swh --queries eng,spa,zho
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from language_bias import XQUAD, Cache, apply, bible, mrr, rank, same_language, unit, xquad  # noqa: E402
+
+
+def hubness(sentences: np.ndarray, owners: np.ndarray, k: int) -> np.ndarray:
+    """(N,) each sentence's mean cosine with its k nearest sentences of other documents."""
+    sims = sentences @ sentences.T
+    sims[owners[:, None] == owners[None, :]] = -np.inf
+    k = min(k, max(1, len(sentences) - 1))
+    top = np.partition(sims, -k, axis=1)[:, -k:]
+    return np.where(np.isfinite(top), top, 0.0).mean(1).astype(np.float32)
+
+
+def ranked(q, s, owners, n_docs, doc_langs, qlang, variant: str, beta: float, hub: np.ndarray | None):
+    """The document order of ``variant`` (none, or the default's subspace+same-spread-0.15) with the sentences'
+    scores lowered by ``beta`` x their hubness."""
+    s2, q2 = apply(variant, s, doc_langs[owners], q, qlang)
+    docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
+    if not beta:
+        return rank(q2, s2, owners, docs, doc_langs, "", qlang, None, same_language(variant))
+    # a hub-corrected sentence score: cos(q, s) - beta x hub(s); rank() takes max over a document's sentences of
+    # q.s, so the correction is folded in as an extra dimension: [q, -beta] . [s, hub] = q.s - beta x hub
+    s3 = np.concatenate([s2, hub[:, None]], 1)
+    q3 = np.concatenate([q2, np.full((len(q2), 1), -beta, np.float32)], 1)
+    docs3 = np.concatenate([docs, np.zeros((n_docs, 1), np.float32)], 1)
+    return rank(q3, s3, owners, docs3, doc_langs, "", qlang, None, same_language(variant))
+
+
+def evaluate(args) -> dict:
+    data, cache = Path(args.data), Cache(args.model, Path(args.work))
+    pool, asked = args.pool.split(","), args.queries.split(",")
+    texts, questions = {}, {}
+    if args.unit == "chapter":
+        loaded, answer = bible(data, sorted(set(pool) | set(asked)))
+        for lang, (chapters, verses) in loaded.items():
+            texts[lang], questions[lang] = chapters, verses
+    else:
+        for lang in sorted(set(pool) | set(asked)):
+            texts[lang], questions[lang], answer, _ = xquad(data, lang, args.unit, args.question)
+    answer = np.array(answer)[:args.questions]
+    n_docs = len(texts[pool[0]])
+    langs = sorted(set(pool) | set(asked))
+    per_lang = {x: cache.documents(f"{args.unit}-{x}", texts[x], XQUAD.get(x, x)) for x in langs}
+    starts = {x: np.concatenate([[0], np.cumsum(c)[:-1]]) for x, (_, c) in per_lang.items()}
+
+    def collection(choice):
+        rows, owners = [], []
+        for i, x in enumerate(choice):
+            vectors, counts = per_lang[x]
+            rows.append(vectors[starts[x][i]:starts[x][i] + counts[i]])
+            owners += [i] * counts[i]
+        return np.concatenate(rows), np.array(owners)
+
+    betas = [float(b) for b in args.hubness.split(",")]
+    mixed_choice = [pool[i % len(pool)] for i in range(n_docs)]
+    hubs = {}
+    results = {}
+    for beta in betas:
+        for qlang in asked:
+            q = cache.queries(f"{args.unit}-{qlang}" + (f"-q{args.question}" if args.question else ""),
+                              questions[qlang])[:len(answer)]
+            row = {}
+            for dlang in [qlang] + [x for x in pool if x != qlang]:
+                s, owners = collection([dlang] * n_docs)
+                if beta and ("single", dlang) not in hubs:
+                    hubs[("single", dlang)] = hubness(s, owners, args.hub_k)
+                order = ranked(q, s, owners, n_docs, np.array([dlang] * n_docs), qlang, "none", beta,
+                               hubs.get(("single", dlang)))
+                row[dlang] = mrr(order, answer)
+            s, owners = collection(mixed_choice)
+            if beta and "mixed" not in hubs:
+                hubs["mixed"] = hubness(s, owners, args.hub_k)
+            order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, "subspace+same-spread-0.15", beta,
+                           hubs.get("mixed"))
+            row["mixed"] = mrr(order, answer)
+            results[(beta, qlang)] = row
+    print(f"{'Bible chapters' if args.unit == 'chapter' else 'XQuAD ' + args.unit + 's'} ({n_docs}), {len(answer)} "
+          f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, subspace+calibrate\n")
+    print("| hubness B | query | mono | " + " | ".join(f"-> {x}" for x in pool) + " | cross mean | mixed | "
+          "mono - cross | mono - mixed |")
+    print("|---|---|---|" + "---|" * len(pool) + "---|---|---|---|")
+    summary = {}
+    for beta in betas:
+        gaps = []
+        for qlang in asked:
+            row = results[(beta, qlang)]
+            cross = float(np.mean([row[x] for x in pool if x != qlang]))
+            gaps.append((row[qlang] - cross, row[qlang] - row["mixed"], row[qlang], cross, row["mixed"]))
+            cells = " | ".join("–" if x == qlang else f"{row[x]:.3f}" for x in pool)
+            print(f"| {beta:g} | {qlang} | {row[qlang]:.3f} | {cells} | {cross:.3f} | {row['mixed']:.3f} | "
+                  f"{row[qlang] - cross:+.3f} | {row[qlang] - row['mixed']:+.3f} |")
+        mean = np.mean(gaps, 0)
+        summary[beta] = {"mono": mean[2], "cross": mean[3], "mixed": mean[4], "gap_cross": mean[0],
+                         "gap_mixed": mean[1]}
+        print(f"| {beta:g} | **mean** | {mean[2]:.3f} | " + " | ".join("" for _ in pool) +
+              f" | {mean[3]:.3f} | {mean[4]:.3f} | {mean[0]:+.3f} | {mean[1]:+.3f} |", flush=True)
+    (Path(args.work) / f"gap-{args.unit}.json").write_text(json.dumps(
+        {str(b): {k: float(v) for k, v in x.items()} for b, x in summary.items()}, indent=1))
+    return summary
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default="../shared/data")
+    p.add_argument("--work", default="runs/bias")
+    p.add_argument("--model", default="hmde-e5")
+    p.add_argument("--unit", choices=["paragraph", "article", "chapter"], default="paragraph")
+    p.add_argument("--pool", default="en,el,hi,vi,de,ru")
+    p.add_argument("--queries", default="en,el,de,hi")
+    p.add_argument("--questions", type=int, default=240)
+    p.add_argument("--question", type=int, default=0)
+    p.add_argument("--hubness", default="0", help="comma-separated B values (0: today's ranking)")
+    p.add_argument("--hub-k", type=int, default=10)
+    evaluate(p.parse_args())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
