@@ -1,0 +1,78 @@
+"""The sentence-level alignment stage (issue 64): LaBSE's additive-margin translation ranking, the language-pair
+sampling, and a run that resumes exactly."""
+
+from __future__ import annotations
+
+import gzip
+import math
+
+import pytest
+import torch
+
+from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, sample_pairs,
+                                             translation_ranking_loss)
+
+
+def test_the_loss_is_labses_additive_margin_softmax_in_both_directions_by_hand():
+    eye = torch.eye(2)
+    # true pairs aligned: logits 10 x (1 - 0.3) = 7 on the diagonal, 0 elsewhere; each row -log(e^7 / (e^7 + 1))
+    assert translation_ranking_loss(eye, eye, margin=0.3, scale=10.0).item() == pytest.approx(
+        2 * math.log1p(math.exp(-7)), rel=1e-4)  # float32
+    # each true pair orthogonal, each wrong one identical: logits -3 on the diagonal, 10 off it
+    swapped = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    assert translation_ranking_loss(eye, swapped, margin=0.3, scale=10.0).item() == pytest.approx(
+        2 * math.log1p(math.exp(13)), rel=1e-6)
+    # the margin makes a pair that wins by less than it still cost more than one that wins by more
+    close = torch.tensor([[1.0, 0.0], [0.9, 0.1]])
+    assert translation_ranking_loss(close, eye, margin=0.3).item() > translation_ranking_loss(close, eye, margin=0.0).item()
+    with pytest.raises(Exception, match="at least 2"):
+        translation_ranking_loss(eye[:1], eye[:1])
+
+
+def write_pairs(folder, name, n):
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / f"{name}.tsv.gz", "wt", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(f"{name[:3]} sentence {i}\tEnglish sentence {i} of {name}\n")
+
+
+def test_language_pairs_are_sampled_by_size_to_the_power_alpha_and_held_out_languages_stay_out(tmp_path):
+    tatoeba = tmp_path / "parallel" / "tatoeba"
+    write_pairs(tatoeba, "aaa-eng", 1000)
+    write_pairs(tatoeba, "bbb-eng", 10)
+    write_pairs(tatoeba, "swh-eng", 500)  # Swahili is held out of document training
+    pairs = sample_pairs(tmp_path, SentenceStageConfig(sources=["tatoeba"], pairs=100, alpha=0.3))
+    # 1000 ** 0.3 = 7.94 and 10 ** 0.3 = 1.99: 79 and 20 of 100, the small file capped at its 10 pairs
+    flat = [x for pair in pairs for x in pair]
+    assert sum("of aaa-eng" in x for x in flat) == 79 and sum("of bbb-eng" in x for x in flat) == 10
+    assert not any("swh" in x for x in flat)
+    assert {"aaa", "English"} <= {x.split()[0] for x, _ in pairs}  # both directions drawn
+    assert pairs == sample_pairs(tmp_path, SentenceStageConfig(sources=["tatoeba"], pairs=100, alpha=0.3))
+
+
+def test_a_run_cut_off_after_a_checkpoint_resumes_to_the_same_weights(tmp_path, hmde_dir):
+    from hmde.encoders.model_loading import load_model
+
+    pairs = [(f"Satz Nummer {i} über Flüsse.", f"Sentence number {i} about rivers.") for i in range(16)]
+    config = SentenceStageConfig(batch_size=4, steps=4, checkpoint_every=2, lr=1e-3, warmup=1)
+    weights = []
+    for cut in (None, 2):
+        torch.manual_seed(0)
+        model = load_model(str(hmde_dir), "cpu")[1]
+        trainer = SentenceStageTrainer(model, pairs, config, tmp_path / f"run-{cut}")
+        trainer.train(log=lambda *_: None, stop_at_step=cut)
+        if cut:  # a new process: the model loaded afresh, the run continued from its checkpoint
+            torch.manual_seed(123)
+            model = load_model(str(hmde_dir), "cpu")[1]
+            SentenceStageTrainer(model, pairs, config, tmp_path / f"run-{cut}").train(log=lambda *_: None)
+        weights.append({k: v.clone() for k, v in model.lower.model.state_dict().items()})
+    before = load_model(str(hmde_dir), "cpu")[1].lower.model.state_dict()
+    assert any(not torch.equal(weights[0][k], before[k]) for k in before)  # it trained
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    from hmde.pretraining.sentence_stage import apply_checkpoint
+
+    fresh = load_model(str(hmde_dir), "cpu")[1]  # a run measured from its last checkpoint: the same weights
+    assert apply_checkpoint(fresh, tmp_path / "run-2" / "checkpoint") == 4
+    assert all(torch.equal(v, weights[1][k]) for k, v in fresh.lower.model.state_dict().items())
+    log = (tmp_path / "run-2" / "log.jsonl").read_text().splitlines()
+    assert [int(x.split('"step": ')[1].split(",")[0]) for x in log] == [1, 2, 3, 4]
