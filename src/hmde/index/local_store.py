@@ -28,7 +28,6 @@ from ..ground.locks import reading
 from .language_debias import recorded_basis
 from .faiss_files import SENTENCE_INDEX, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
-from .ranking import COMPRESSED_SENTENCE_POOL, SENTENCE_POOL
 from .row_file import RowFile, spans_to_rows
 from .store_protocol import Selection
 
@@ -309,14 +308,6 @@ class LocalStore:
 
 
     # -- what the ranking asks of a store (hmde.index.store_protocol) ----------------------------------------
-    @property
-    def sentence_pool(self) -> int:
-        return COMPRESSED_SENTENCE_POOL if self.meta.index_type == "ivfpq" else SENTENCE_POOL
-
-    @property
-    def compressed(self) -> bool:
-        return self.meta.index_type == "ivfpq"
-
     def languages(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT lang FROM docs WHERE lang IS NOT NULL ORDER BY 1")]
 

@@ -32,7 +32,6 @@ from ..errors import HmdeError, InputError, exception_line
 from .milvus_client import client_for, release
 from .language_debias import recorded_basis
 from .milvus_filters import literal
-from .ranking import COMPRESSED_SENTENCE_POOL, SENTENCE_POOL
 from .store_protocol import Selection
 
 MAX_RESULTS = 16_384  # Milvus answers at most this many rows a search or a query
@@ -196,14 +195,6 @@ class MilvusIndex:
                 "generation": meta.generation}
 
     # -- what the ranking asks of a store (hmde.index.store_protocol) ----------------------------------------------
-    @property
-    def sentence_pool(self) -> int:
-        return COMPRESSED_SENTENCE_POOL if self.meta.index_type == "ivfpq" else SENTENCE_POOL
-
-    @property
-    def compressed(self) -> bool:
-        return self.meta.index_type == "ivfpq"
-
     def languages(self) -> list[str]:
         return sorted({n for n in self.live_rows_and_languages()[2]})
 

@@ -44,7 +44,7 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     fusion (:mod:`hmde.index.lexical`); a hit's score is then the fused score. ``multi_vector`` (default: the
     index's own kind) scores documents by their best ``top_sentences`` sentences, plus ``doc_weight`` times the
     document vector's cosine; each hit's ``evidence`` lists the sentences that scored. ``candidates``: the nearest
-    sentences a multi-vector search scores per query (default: the store's ``sentence_pool``).
+    sentences a multi-vector search scores per query (default: SENTENCE_POOL, COMPRESSED_SENTENCE_POOL for IVF-PQ).
     """
     check_tuning(store, ef_search, nprobe)
     if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
@@ -209,10 +209,12 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
 
     check_scoring(top_sentences, doc_weight)
     basis = store.language_basis
-    sims, rows, owners = store.nearest_sentences(q, pool or store.sentence_pool, selection, ef_search, nprobe)
+    compressed = store.meta.index_type == "ivfpq"  # approximate codes rank the candidates: re-scored exactly
+    pool = pool or (COMPRESSED_SENTENCE_POOL if compressed else SENTENCE_POOL)
+    sims, rows, owners = store.nearest_sentences(q, pool, selection, ef_search, nprobe)
     # compressed codes find the candidates, and their stored vectors score them exactly; where the index removes
     # its languages' directions, the candidates' cosines with both sides projected need those vectors too
-    if store.compressed or len(basis):
+    if compressed or len(basis):
         sims = exact_scores(store.sentence_vectors_of, rows, q, basis, companion=owners)
     candidates = np.unique(owners[rows >= 0])  # every query's candidate documents, their vectors read once
     doc_vectors = store.document_vectors(candidates) if doc_weight and len(candidates) else None
@@ -230,7 +232,7 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
         if doc_weight and len(unique):
             stored = cosines(doc_vectors[np.searchsorted(candidates, unique)], q[qi], basis)
             total = total + doc_weight * stored
-            if store.compressed:  # the leaders' document vectors exactly, where they can be (codes approximate)
+            if compressed:  # the leaders' document vectors exactly, where they can be (codes approximate)
                 lead = np.argsort(-total, kind="stable")[:max(5 * top_k, EXACT_RESCORE)]
                 exact = store.exact_document_vectors(unique[lead])
                 if exact is not None:

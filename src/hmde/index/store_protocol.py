@@ -34,8 +34,6 @@ class DocumentStore(Protocol):
     path: Path
     meta: object  # hmde.index.meta.IndexMeta: its ``live`` count, dimension, index type, multi_vector
     language_basis: np.ndarray  # (k, dim) directions searches project out (empty: none; hmde.index.language_debias)
-    sentence_pool: int  # sentences a multi-vector search scores per query when not told
-    compressed: bool  # whether the nearest-neighbour search ranks by approximate codes (then re-scored exactly)
 
     def languages(self) -> list[str]:
         """The languages the live documents name, sorted."""
