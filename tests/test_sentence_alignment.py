@@ -245,7 +245,9 @@ def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsy
     src = tmp_path / "en.txt"
     src.write_text("One.\nTwo.\n")
     for flags, message in ((["--length-weight", "-1"], "--length-weight must be between 0 (no length penalty) and "
-                            "100, got -1.0"),):
+                            "100, got -1.0"),
+                           (["--bead-scoring", "neighbours", "--skip-score", "-0.5"],
+                            "--skip-score must be between 0 and 10, got -0.5")):
         assert main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
                      *flags]) == 2
         assert capsys.readouterr().err.strip() == f"hmde: error: {message}"
@@ -253,3 +255,35 @@ def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsy
         main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
               "--max-merge", "1"])
     assert "--max-merge: must be between 2 and 10, got 1" in capsys.readouterr().err
+
+
+def test_the_neighbour_score_by_hand():
+    """Bertalign's kind of score (issue 65): the cosine less the mean of each span's mean cosine with the
+    sentences just around the other span, x log2(1 + shorter / longer) with the target scaled by the document's
+    ratio of characters."""
+    from hmde.align.sentence_alignment import _Costs
+
+    e = np.eye(3, dtype=np.float32)
+    src, tgt = [e], [np.stack([e[0], unit(e[1] + e[2]), e[2]])]
+    plain = _Costs(src, tgt, knn=1, scoring="neighbours")
+    # (1, 1): cos 0.7071; src neighbours s0, s2 against t1: 0 and 0.7071 -> 0.3536; tgt neighbours t0, t2 against
+    # s1: 0 and 0 -> 0; 0.7071 - 0.5 x 0.3536 = 0.5303. (0, 0): cos 1, its only neighbours orthogonal: 1.
+    assert plain.pair_scores(np.array([1, 0]), np.array([1, 0])) == pytest.approx([0.53033, 1.0], abs=1e-4)
+    sized = _Costs(src, tgt, knn=1, scoring="neighbours", src_lengths=[10, 20, 10], tgt_lengths=[10, 40, 10])
+    # characters with a space each: source 11 / 21 / 11 (43), target 11 / 41 / 11 (63); target 41 x 43 / 63 = 27.98
+    # against 21: x log2(1 + 21 / 27.98) = 0.8077
+    assert sized.pair_scores(np.array([1]), np.array([1]))[0] == pytest.approx(0.53033 * 0.80769, abs=1e-4)
+    assert -sized.cost(1, 1, 2, np.array([2]))[0] == pytest.approx(sized.pair_scores(np.array([1]), np.array([1]))[0])
+
+
+def test_neighbour_scoring_aligns_a_weak_encoders_pairs_and_is_one_flag_away():
+    rng = np.random.default_rng(3)
+    dim = 256
+    src = unit(rng.standard_normal((30, dim)))
+    tgt = unit(0.35 * src + unit(rng.standard_normal((30, dim))))  # a translation's cosine ~0.33, others ~0
+    lengths = rng.integers(40, 120, 30)
+    neighbours = align_vectors(spans(src), spans(tgt), AlignmentOptions(scoring="neighbours"), lengths, lengths)
+    assert pairs_of(neighbours) == [([i], [i]) for i in range(30)]
+    assert AlignmentOptions().scoring == "ratio" and AlignmentOptions().skip_score == 0.5  # docs/model.md
+    with pytest.raises(Exception, match="--bead-scoring must be one of ratio, neighbours"):
+        AlignmentOptions(scoring="cosine").check()

@@ -16,6 +16,11 @@ Zhu, 2022); no code of theirs is used.
   ``skip_weight`` times the ``skip_quantile`` of the 1-1 costs of the document's unrelated-looking pairs
   (neither sentence the other's nearest), so that leaving a source and a target sentence both unaligned is
   cheaper than aligning two unrelated sentences, and dearer than a true pair in a document of any length.
+- **Neighbour scoring** (``scoring="neighbours"``, ``--bead-scoring neighbours``; issue 65): the second
+  programme's cost is minus Bertalign's kind of score (:meth:`_Costs.neighbour_cost`, from the paper's text) and a
+  skip costs ``skip_score`` x the median score of the source sentences' nearest 1-1 beads. With a weak encoder it
+  leaves fewer true pairs out; where sentences are deleted it merges them into a neighbour's bead more often
+  (docs/sentence-alignment.md, "Beside Bertalign").
 - **Two steps.** A programme over single sentences (1-1 and skips) finds confident 1-1 anchors
   (:mod:`hmde.align.anchors`); the programme with every bead type then runs only between them, and no
   bead crosses an anchor, so a span across one is never embedded (:mod:`hmde.align.sentence_pairs`).
@@ -39,6 +44,7 @@ SKIPS = ((1, 0), (0, 1))
 # the largest a + b of a bead: 10 gives 45 bead types (the programme's back-pointers are int8), and each step
 # up embeds one more span of every sentence between anchors, i.e. (max_merge - 1) vectors per sentence and side
 MAX_MERGE = 10
+SCORINGS = ("ratio", "neighbours")
 
 
 @dataclass
@@ -59,10 +65,16 @@ class AlignmentOptions:
     anchor_window: int = 8  # an anchor is the cheapest pair of its row and column within this many sentences
     full_cells: int = 4_000_000  # n x m above this: coarse-to-fine
     band: int = 16  # sentences either side of the coarse path searched at the fine level
+    scoring: str = "ratio"  # the second programme's bead cost: "ratio" (hmde's) or "neighbours" (Bertalign's kind)
+    skip_score: float = 0.5  # "neighbours": a skip costs this x the median score of the sentences' nearest pairs
 
     def check(self) -> "AlignmentOptions":
         """Refuse impossible settings in one line, before any work."""
         self.bead_types()
+        if self.scoring not in SCORINGS:
+            raise HmdeError(f"--bead-scoring must be one of {', '.join(SCORINGS)}, got {self.scoring!r}")
+        if not 0 <= self.skip_score <= 10:
+            raise HmdeError(f"--skip-score must be between 0 and 10, got {self.skip_score}")
         if not 0 <= self.length_weight <= 100:
             raise HmdeError(f"--length-weight must be between 0 (no length penalty) and 100, got {self.length_weight}")
         return self
@@ -91,10 +103,13 @@ class _Costs:
 
     def __init__(self, src: list[np.ndarray], tgt: list[np.ndarray], knn: int, pool: int = 2000,
                  src_lengths: np.ndarray | None = None, tgt_lengths: np.ndarray | None = None,
-                 length_weight: float = 0.0, single_norms: tuple[np.ndarray, np.ndarray] | None = None):
+                 length_weight: float = 0.0, single_norms: tuple[np.ndarray, np.ndarray] | None = None,
+                 scoring: str = "ratio"):
         self.src, self.tgt = src, tgt
         self.length_weight = length_weight if src_lengths is not None and tgt_lengths is not None else 0.0
-        if self.length_weight:  # cumulative characters: a span's length in O(1)
+        self.scoring = scoring
+        self.lengths = src_lengths is not None and tgt_lengths is not None  # else no length factor
+        if self.length_weight or (scoring == "neighbours" and self.lengths):  # a span's characters in O(1)
             self.src_chars = np.concatenate([[0], np.cumsum(np.asarray(src_lengths, np.float64) + 1)])
             self.tgt_chars = np.concatenate([[0], np.cumsum(np.asarray(tgt_lengths, np.float64) + 1)])
             self.log_ratio = float(np.log(self.src_chars[-1] / max(self.tgt_chars[-1], 1.0)))
@@ -132,7 +147,59 @@ class _Costs:
         distance = 1.0 - np.einsum("...d,...d->...", self.src[0][i], self.tgt[0][j])
         return distance / (0.5 * (self.src_norm[0][i] + self.tgt_norm[0][j])) + self._length_penalty(1, 1, i + 1, j + 1)
 
+    def neighbour_cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
+        """Minus a bead's score as Bertalign's paper defines it (Liu and Zhu, 2022), written from its text: the
+        cosine of the two spans less the mean of (each span's mean cosine with the single sentences just before
+        and after the other span), times log2(1 + the shorter side's characters / the longer's), the target's
+        characters scaled by the document's ratio."""
+        s_vec, t_vecs = self.src[a - 1][i - a], self.tgt[b - 1][j - b]
+        n, m = len(self.src[0]), len(self.tgt[0])
+        score = t_vecs @ s_vec
+        src_around = [self.src[0][k] @ t_vecs.T for k in (i - a - 1, i) if 0 <= k < n]  # src neighbours vs tgt span
+        src_mean = np.mean(src_around, axis=0) if src_around else 0.0
+        left, right = j - b - 1, j
+        t1 = self.tgt[0]
+        lv = np.where(left >= 0, t1[np.clip(left, 0, m - 1)] @ s_vec, 0.0)
+        rv = np.where(right < m, t1[np.clip(right, 0, m - 1)] @ s_vec, 0.0)
+        count = (left >= 0).astype(np.float64) + (right < m)
+        tgt_mean = (lv + rv) / np.maximum(count, 1)
+        score = score - 0.5 * (src_mean + tgt_mean)
+        return -score * self._length_factor(self.src_chars[i] - self.src_chars[i - a],
+                                            self.tgt_chars[j] - self.tgt_chars[j - b]) if self.lengths else -score
+
+    def _length_factor(self, ls, lt):
+        """log2(1 + the shorter side's characters / the longer's), the target's scaled by the document's ratio:
+        1 for a bead as long as the document's sides are, 0.58 for one twice too long on one side."""
+        lt = lt * np.exp(self.log_ratio)
+        return np.log2(1.0 + np.minimum(ls, lt) / np.maximum(np.maximum(ls, lt), 1e-9))
+
+    def pair_scores(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """:meth:`neighbour_cost`'s score of the 1-1 beads of source sentence ``i`` and target sentence ``j``
+        (0-based arrays of one shape)."""
+        s1, t1 = self.src[0], self.tgt[0]
+        n, m = len(s1), len(t1)
+
+        def around(side, other_vecs, k, size):
+            total, count = np.zeros(len(k)), np.zeros(len(k))
+            for d in (-1, 1):
+                ok = (k + d >= 0) & (k + d < size)
+                total += np.where(ok, np.einsum("nd,nd->n", side[np.clip(k + d, 0, size - 1)], other_vecs), 0.0)
+                count += ok
+            return total / np.maximum(count, 1)
+
+        s_vec, t_vec = s1[i], t1[j]
+        score = np.einsum("nd,nd->n", s_vec, t_vec) - 0.5 * (around(s1, t_vec, i, n) + around(t1, s_vec, j, m))
+        if not self.lengths:
+            return score
+        return score * self._length_factor(self.src_chars[i + 1] - self.src_chars[i],
+                                           self.tgt_chars[j + 1] - self.tgt_chars[j])
+
     def cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
+        if self.scoring == "neighbours":
+            return self.neighbour_cost(a, b, i, j)
+        return self.ratio_cost(a, b, i, j)
+
+    def ratio_cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         distance = 1.0 - self.cosine(a, b, i, j)
         norm = 0.5 * (self.src_norm[a - 1][i - a] + self.tgt_norm[b - 1][j - b])
         return distance / norm * (a * b) + self._length_penalty(a, b, i, j)
@@ -163,13 +230,30 @@ def _skip_cost(costs: _Costs, quantile: float, weight: float, rows: int = 200) -
     return weight * (float(np.quantile(left, quantile)) if left.size else UNRELATED_COST)
 
 
+def _neighbour_skip(costs: _Costs, weight: float, rows: int = 200) -> float:
+    """``weight`` x the median score of (a sample of) the source sentences' nearest 1-1 beads: the scale of a true
+    pair's score in this document and with this encoder (a weak encoder's margins are small), so that a sentence
+    whose translation is missing is left out rather than merged into its neighbour's bead, and a sentence whose
+    translation is there is not. (A skip priced per sentence, by its own best bead, measured worse: issue 65.)"""
+    n = len(costs.src[0])
+    picked = np.unique(np.linspace(0, n - 1, num=min(n, rows)).astype(int))
+    nearest = (costs.src[0][picked] @ costs.tgt[0].T).argmax(1)
+    return weight * max(float(np.median(costs.pair_scores(picked, nearest))), 0.0)
+
+
 UNRELATED_COST = 1.5  # a skip's reference cost where a document has no unrelated pair to measure one
 
 
-def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int,
+def _dp(costs: _Costs, beads: list[tuple[int, int]], skip, n: int, m: int,
         band: list[tuple[int, int]] | None = None, anchors: Anchors | None = None) -> list[tuple[int, int]]:
     """The cheapest monotone path from (0, 0) to (n, m); ``band[i]`` bounds the j of row i; no bead crosses a
-    point of ``anchors``. Returns the bead types along the path (in order)."""
+    point of ``anchors``. ``skip``: one cost for every skip, or (each source sentence's, each target sentence's).
+    Returns the bead types along the path (in order)."""
+    if not isinstance(skip, tuple):
+        skip_src, skip_tgt = np.full(n, float(skip)), np.full(m, float(skip))
+    else:
+        skip_src, skip_tgt = (np.asarray(x, np.float64) for x in skip)
+    through_tgt = np.concatenate([[0.0], np.cumsum(skip_tgt)])  # skipping target sentences 0 .. j-1
     src_ok = {a: anchors.crossing_free("src", a) for a in {a for a, _ in beads}} if anchors else None
     tgt_ok = {b: anchors.crossing_free("tgt", b) for b in {b for _, b in beads}} if anchors else None
     lo = [0] * (n + 1) if band is None else [b[0] for b in band]
@@ -195,16 +279,16 @@ def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int
             if not ok.any():
                 continue
             jj = js[ok]
-            total = rows[i - a][jj - b - lo[i - a]] + (skip if b == 0 else costs.cost(a, b, i, jj))
+            total = rows[i - a][jj - b - lo[i - a]] + (skip_src[i - 1] if b == 0 else costs.cost(a, b, i, jj))
             sel = np.flatnonzero(ok)
             better = total < best[sel]
             best[sel[better]] = total[better]
             arg[sel[better]] = t
-        # 0-1: best[j] = min(best[j], best[j-1] + skip), a running minimum along the row
+        # 0-1: best[j] = min(best[j], best[j-1] + skip of target j-1), a running minimum along the row
         t01 = kinds.index((0, 1))
-        shifted = best - skip * np.arange(width)
-        running = np.minimum.accumulate(shifted)
-        through = running + skip * np.arange(width)
+        cumulative = through_tgt[lo[i]:hi[i] + 1]
+        running = np.minimum.accumulate(best - cumulative)
+        through = running + cumulative
         use = through < best - 1e-12
         best = np.where(use, through, best)
         arg = np.where(use, t01, arg).astype(np.int8)
@@ -310,8 +394,9 @@ def align_vectors(src: list[np.ndarray], tgt: list[np.ndarray], options: Alignme
         return [Bead([i], [], 0.0) for i in range(n)] + [Bead([], [j], 0.0) for j in range(m)]
     plan = plan or first_step(src[0], tgt[0], options, src_lengths, tgt_lengths)
     costs = _Costs(src, tgt, options.knn, src_lengths=src_lengths, tgt_lengths=tgt_lengths,
-                   length_weight=options.length_weight, single_norms=plan.single_norms)
-    path = _dp(costs, beads, plan.skip, n, m, _within(plan.band, plan.anchors), plan.anchors)
+                   length_weight=options.length_weight, single_norms=plan.single_norms, scoring=options.scoring)
+    skip = _neighbour_skip(costs, options.skip_score) if options.scoring == "neighbours" else plan.skip
+    path = _dp(costs, beads, skip, n, m, _within(plan.band, plan.anchors), plan.anchors)
     out, i, j = [], 0, 0
     for a, b in path:
         score = float(costs.cosine(a, b, i + a, np.array([j + b]))[0]) if a and b else 0.0

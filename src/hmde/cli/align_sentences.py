@@ -45,6 +45,13 @@ def add_alignment_arguments(p) -> None:
                    "more span per sentence and side, so memory for span vectors grows as (MAX_MERGE - 1) x sentences)")
     g.add_argument("--length-weight", type=finite_float, default=0.25, help="weight of the length penalty (how far "
                    "a bead's character ratio strays from the document's; default 0.25, issue 45's 1.0, 0: none)")
+    g.add_argument("--bead-scoring", dest="bead_scoring", choices=("ratio", "neighbours"), default="ratio", help="the bead cost: ratio "
+                   "(default: the cosine distance over the spans' neighbourhoods, x a x b, skips priced from unrelated "
+                   "pairs) or neighbours (Bertalign's kind: the cosine less the mean cosine with the sentences around "
+                   "the other span, x a length factor; fewer false skips with a weak encoder, more deletions merged "
+                   "into a neighbour's bead: docs/sentence-alignment.md)")
+    g.add_argument("--skip-score", type=finite_float, default=0.5, help="--bead-scoring neighbours: a skip costs this "
+                   "x the median score of the sentences' nearest pairs (default 0.5)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
                    "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
 
@@ -158,7 +165,8 @@ def alignment_options(args: argparse.Namespace):
     loads)."""
     from ..align.sentence_alignment import AlignmentOptions
 
-    return AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors, length_weight=args.length_weight).check()
+    return AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors, length_weight=args.length_weight,
+                            scoring=args.bead_scoring, skip_score=args.skip_score).check()
 
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
