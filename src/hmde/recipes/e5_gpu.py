@@ -256,20 +256,41 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float, device: str 
         shutil.copy(pack_dir / KEPT_IDS, export / KEPT_IDS)
         shutil.copy(pack_dir / MANIFEST, export / MANIFEST)
         shutil.copy(joint / LOG, output / LOG)
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(export, arcname="model")
-        data = buffer.getvalue()
+        written = write_parts(export, "model", output, RESULT_TAR)
+    return [*written, output / LOG]
+
+
+def write_parts(folder: Path, arcname: str, output: Path, name: str) -> list[Path]:
+    """``folder`` as a tar (named ``arcname`` inside) cut into ``name.00``, ``.01``, ... of at most 15 MiB in
+    ``output``: what a device call brings back."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname=arcname)
+    data = buffer.getvalue()
     parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
     if len(parts) > MAX_PARTS:
-        raise HmdeError(f"the trained model is {len(data) / 2**20:.0f} MiB, more than {MAX_PARTS} parts of 15 MiB "
-                        "come back from a device call: train fewer layers (--lower-trainable top-N)")
+        raise HmdeError(f"the result is {len(data) / 2**20:.0f} MiB, more than {MAX_PARTS} parts of 15 MiB come back "
+                        "from a device call: train fewer layers (--lower-trainable top-N)")
     written = []
     for i, part in enumerate(parts):
-        path = output / f"{RESULT_TAR}.{i:02d}"
+        path = output / f"{name}.{i:02d}"
         path.write_bytes(part)
         written.append(path)
-    return [*written, output / LOG]
+    return written
+
+
+def extract_parts(parts_dir: Path, name: str, into: Path) -> None:
+    """The parts ``name.00``, ``.01``, ... of ``parts_dir`` joined and extracted into ``into`` (plain files only);
+    a missing part or a broken tar is one line naming the folder."""
+    parts = sorted(parts_dir.glob(f"{name}.[0-9][0-9]"))
+    if not parts or [p.name for p in parts] != [f"{name}.{i:02d}" for i in range(len(parts))]:
+        raise InputError(f"expected the parts {name}.00, .01, ... of one run on the GPU", str(parts_dir))
+    data = b"".join(p.read_bytes() for p in parts)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            _extract_plain(tar, into)
+    except tarfile.TarError as exc:
+        raise InputError(f"the parts do not join into a readable tar ({exc}); copy them again", str(parts_dir)) from None
 
 
 def _extract_plain(tar: tarfile.TarFile, into: Path) -> None:
@@ -294,16 +315,8 @@ def unpack(parts_dir: str | Path, output: str | Path) -> Path:
     from ..ground.atomic import atomic_dir
 
     parts_dir = Path(parts_dir)
-    parts = sorted(parts_dir.glob(f"{RESULT_TAR}.[0-9][0-9]"))
-    if not parts or [p.name for p in parts] != [f"{RESULT_TAR}.{i:02d}" for i in range(len(parts))]:
-        raise InputError(f"expected the parts {RESULT_TAR}.00, .01, ... of one `hmde e5-gpu train`", str(parts_dir))
-    data = b"".join(p.read_bytes() for p in parts)
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-                _extract_plain(tar, Path(tmp))
-        except tarfile.TarError as exc:
-            raise InputError(f"the parts do not join into a readable tar ({exc}); copy them again", str(parts_dir)) from None
+        extract_parts(parts_dir, RESULT_TAR, Path(tmp))
         model = Path(tmp) / "model"
         manifest = read_manifest(model)
         wheel = find_resources()

@@ -17,10 +17,8 @@ train there, unpack here, as hmde.recipes.e5_gpu does for the joint stage.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import shutil
-import tarfile
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -28,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HmdeError, InputError
-from .e5_gpu import DEFAULT_BUDGET_MIB, E5_FILE, KEPT_IDS, LOG, MANIFEST, MAX_PARTS, PART_BYTES, SITE, \
-    _carry_packages, _extract_plain, _mib, restricted_e5
+from .e5_gpu import DEFAULT_BUDGET_MIB, E5_FILE, KEPT_IDS, LOG, MANIFEST, SITE, _carry_packages, _mib, \
+    extract_parts, restricted_e5, write_parts
 
 FORMAT = "hmde-sentence-gpu-pack/1"
 START, PAIRS, RESULT_TAR, DELTA = "start", "pairs.json.gz", "sentence.tar", "delta.safetensors"
@@ -140,17 +138,7 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
         shutil.copy(pack_dir / MANIFEST, export / MANIFEST)
         (export / "config.json").write_text(json.dumps(asdict(trainer.config), indent=1), encoding="utf-8")
         shutil.copy(Path(tmp) / "run" / "log.jsonl", output / LOG)
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(export, arcname="result")
-        data = buffer.getvalue()
-    parts = [data[i:i + PART_BYTES] for i in range(0, len(data), PART_BYTES)]
-    if len(parts) > MAX_PARTS:
-        raise HmdeError(f"the change is {len(data) / 2**20:.0f} MiB, more than {MAX_PARTS} parts of 15 MiB")
-    written = []
-    for i, part in enumerate(parts):
-        (output / f"{RESULT_TAR}.{i:02d}").write_bytes(part)
-        written.append(output / f"{RESULT_TAR}.{i:02d}")
+        written = write_parts(export, "result", output, RESULT_TAR)
     return [*written, output / LOG]
 
 
@@ -164,17 +152,8 @@ def unpack(parts_dir: str | Path, output: str | Path) -> Path:
     from ..encoders.model_loading import load_model
     from ..ground.atomic import atomic_dir
 
-    parts_dir = Path(parts_dir)
-    parts = sorted(parts_dir.glob(f"{RESULT_TAR}.[0-9][0-9]"))
-    if not parts or [p.name for p in parts] != [f"{RESULT_TAR}.{i:02d}" for i in range(len(parts))]:
-        raise InputError(f"expected the parts {RESULT_TAR}.00, .01, ... of one sentence-stage run", str(parts_dir))
-    data = b"".join(p.read_bytes() for p in parts)
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-                _extract_plain(tar, Path(tmp))
-        except tarfile.TarError as exc:
-            raise InputError(f"the parts do not join into a readable tar ({exc})", str(parts_dir)) from None
+        extract_parts(Path(parts_dir), RESULT_TAR, Path(tmp))
         result = Path(tmp) / "result"
         manifest = read_manifest(result)
         wheel = find_resources()
