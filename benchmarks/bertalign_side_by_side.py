@@ -119,6 +119,7 @@ def main() -> int:
     p.add_argument("--models", default="hmde-e5,multilingual-e5-small")
     p.add_argument("--pairs", default=",".join(VERSE_PAIRS))
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON of AlignmentOptions fields (hmde rows)")
+    p.add_argument("--cache", help="a folder where each model's vectors of the texts are kept between runs")
     args = p.parse_args()
     sets = tasks_of(Path(args.data), [x for x in args.pairs.split(",") if x])
     if not sets["verses"]:
@@ -129,6 +130,10 @@ def main() -> int:
         kind, model = load_model(name, "cpu")
         lower = model.lower if kind == "hmde" else model
         cache: dict[str, np.ndarray] = {}
+        stored = Path(args.cache) / f"{Path(name).name}.npz" if args.cache else None
+        if stored is not None and stored.exists():
+            with np.load(stored, allow_pickle=False) as z:
+                cache.update(zip(z["texts"].tolist(), z["vectors"]))
 
         def embed(texts):
             new = [t for t in dict.fromkeys(texts) if t not in cache]
@@ -174,6 +179,9 @@ def main() -> int:
                 for x in labels) + " |")
             print("| s per 1,000 sentence pairs (vectors given) | " + " | ".join(
                 f"{1000 * seconds[x] / sentences:.2f}" for x in labels) + " |")
+        if stored is not None:
+            stored.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(stored, texts=np.array(list(cache)), vectors=np.stack(list(cache.values())))
     return 0
 
 
