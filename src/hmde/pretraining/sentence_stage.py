@@ -177,7 +177,7 @@ class SentenceStageTrainer:
 
         if self.teacher is None:  # x as a query, y as a document sentence
             a, b = embed(lower, ids([x for x, _ in batch], "query")), embed(lower, ids([y for _, y in batch], None))
-            return translation_ranking_loss(a, b, cfg.margin, cfg.scale)
+            return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
         role = "query" if step % 2 == 0 else None  # one role a step, in turn
         other, english = ids([x for x, _ in batch], role), ids([y for _, y in batch], role)
         a, b = embed(lower, other), embed(lower, english)
