@@ -176,23 +176,7 @@ class _Costs:
     def pair_scores(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """:meth:`neighbour_cost`'s score of the 1-1 beads of source sentence ``i`` and target sentence ``j``
         (0-based arrays of one shape)."""
-        s1, t1 = self.src[0], self.tgt[0]
-        n, m = len(s1), len(t1)
-
-        def around(side, other_vecs, k, size):
-            total, count = np.zeros(len(k)), np.zeros(len(k))
-            for d in (-1, 1):
-                ok = (k + d >= 0) & (k + d < size)
-                total += np.where(ok, np.einsum("nd,nd->n", side[np.clip(k + d, 0, size - 1)], other_vecs), 0.0)
-                count += ok
-            return total / np.maximum(count, 1)
-
-        s_vec, t_vec = s1[i], t1[j]
-        score = np.einsum("nd,nd->n", s_vec, t_vec) - 0.5 * (around(s1, t_vec, i, n) + around(t1, s_vec, j, m))
-        if not self.lengths:
-            return score
-        return score * self._length_factor(self.src_chars[i + 1] - self.src_chars[i],
-                                           self.tgt_chars[j + 1] - self.tgt_chars[j])
+        return np.array([-self.neighbour_cost(1, 1, int(a) + 1, np.array([int(b) + 1]))[0] for a, b in zip(i, j)])
 
     def cost(self, a: int, b: int, i: int, j: np.ndarray) -> np.ndarray:
         if self.scoring == "neighbours":
@@ -244,16 +228,10 @@ def _neighbour_skip(costs: _Costs, weight: float, rows: int = 200) -> float:
 UNRELATED_COST = 1.5  # a skip's reference cost where a document has no unrelated pair to measure one
 
 
-def _dp(costs: _Costs, beads: list[tuple[int, int]], skip, n: int, m: int,
+def _dp(costs: _Costs, beads: list[tuple[int, int]], skip: float, n: int, m: int,
         band: list[tuple[int, int]] | None = None, anchors: Anchors | None = None) -> list[tuple[int, int]]:
     """The cheapest monotone path from (0, 0) to (n, m); ``band[i]`` bounds the j of row i; no bead crosses a
-    point of ``anchors``. ``skip``: one cost for every skip, or (each source sentence's, each target sentence's).
-    Returns the bead types along the path (in order)."""
-    if not isinstance(skip, tuple):
-        skip_src, skip_tgt = np.full(n, float(skip)), np.full(m, float(skip))
-    else:
-        skip_src, skip_tgt = (np.asarray(x, np.float64) for x in skip)
-    through_tgt = np.concatenate([[0.0], np.cumsum(skip_tgt)])  # skipping target sentences 0 .. j-1
+    point of ``anchors``. Returns the bead types along the path (in order)."""
     src_ok = {a: anchors.crossing_free("src", a) for a in {a for a, _ in beads}} if anchors else None
     tgt_ok = {b: anchors.crossing_free("tgt", b) for b in {b for _, b in beads}} if anchors else None
     lo = [0] * (n + 1) if band is None else [b[0] for b in band]
@@ -279,16 +257,16 @@ def _dp(costs: _Costs, beads: list[tuple[int, int]], skip, n: int, m: int,
             if not ok.any():
                 continue
             jj = js[ok]
-            total = rows[i - a][jj - b - lo[i - a]] + (skip_src[i - 1] if b == 0 else costs.cost(a, b, i, jj))
+            total = rows[i - a][jj - b - lo[i - a]] + (skip if b == 0 else costs.cost(a, b, i, jj))
             sel = np.flatnonzero(ok)
             better = total < best[sel]
             best[sel[better]] = total[better]
             arg[sel[better]] = t
-        # 0-1: best[j] = min(best[j], best[j-1] + skip of target j-1), a running minimum along the row
+        # 0-1: best[j] = min(best[j], best[j-1] + skip), a running minimum along the row
         t01 = kinds.index((0, 1))
-        cumulative = through_tgt[lo[i]:hi[i] + 1]
-        running = np.minimum.accumulate(best - cumulative)
-        through = running + cumulative
+        shifted = best - skip * np.arange(width)
+        running = np.minimum.accumulate(shifted)
+        through = running + skip * np.arange(width)
         use = through < best - 1e-12
         best = np.where(use, through, best)
         arg = np.where(use, t01, arg).astype(np.int8)
