@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from language_bias import XQUAD, Cache, apply, bible, mrr, rank, same_language, unit, xquad  # noqa: E402
+from language_bias import XQUAD, Cache, apply, load_texts, mrr, rank, same_language, unit  # noqa: E402
 
 
 def hubness(sentences: np.ndarray, owners: np.ndarray, k: int) -> np.ndarray:
@@ -57,14 +57,7 @@ def ranked(q, s, owners, n_docs, doc_langs, qlang, variant: str, beta: float, hu
 def evaluate(args) -> dict:
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool, asked = args.pool.split(","), args.queries.split(",")
-    texts, questions = {}, {}
-    if args.unit == "chapter":
-        loaded, answer = bible(data, sorted(set(pool) | set(asked)))
-        for lang, (chapters, verses) in loaded.items():
-            texts[lang], questions[lang] = chapters, verses
-    else:
-        for lang in sorted(set(pool) | set(asked)):
-            texts[lang], questions[lang], answer, _ = xquad(data, lang, args.unit, args.question)
+    texts, questions, answer, _ = load_texts(data, args.unit, pool + asked, args.question)
     answer = np.array(answer)[:args.questions]
     n_docs = len(texts[pool[0]])
     langs = sorted(set(pool) | set(asked))

@@ -309,21 +309,29 @@ def calibration(variant: str) -> str:
         "median" if "calibrate-median" in variant else ""
 
 
+def load_texts(data: Path, unit_kind: str, langs: list[str], question: int = 0):
+    """Every language's documents and questions of a dev pool (Bible chapters, or XQuAD paragraphs or articles),
+    the answers, and the XQuAD articles of the answers (None for the Bible): {lang: texts}, {lang: questions},
+    answers, articles."""
+    texts, questions, articles = {}, {}, None
+    if unit_kind == "chapter":
+        loaded, answer = bible(data, sorted(set(langs)))
+        for lang, (chapters, verses) in loaded.items():
+            texts[lang], questions[lang] = chapters, verses
+        return texts, questions, answer, articles
+    for lang in sorted(set(langs)):
+        texts[lang], questions[lang], answer, articles = xquad(data, lang, unit_kind, question)
+    return texts, questions, answer, articles
+
+
 def evaluate(args) -> None:
     SAMPLE[0] = args.calibration_sample
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool = args.pool.split(",")
     asked = args.queries.split(",")
-    texts, questions, subject = {}, {}, None
-    if args.unit == "chapter":
-        loaded, answer = bible(data, sorted(set(pool) | set(asked)))
-        for lang, (chapters, verses) in loaded.items():
-            texts[lang], questions[lang] = chapters, verses
-    else:
-        for lang in sorted(set(pool) | set(asked)):
-            texts[lang], questions[lang], answer, articles = xquad(data, lang, args.unit, args.question)
-        # a wrong top hit of the answer's own article is a neighbour on the same subject (paragraphs only)
-        subject = np.array(articles) if args.unit == "paragraph" else None
+    texts, questions, answer, articles = load_texts(data, args.unit, pool + asked, args.question)
+    # a wrong top hit of the answer's own article is a neighbour on the same subject (paragraphs only)
+    subject = np.array(articles) if args.unit == "paragraph" else None
     answer = np.array(answer)[:args.questions]
     n_docs = len(texts[pool[0]])
     per_lang = {lang: cache.documents(f"{args.unit}-{lang}", texts[lang], XQUAD.get(lang, lang)) for lang in pool}
