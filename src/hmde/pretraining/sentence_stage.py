@@ -45,8 +45,9 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import HmdeError
+from ..text.coverage import DATA_HELD_OUT, RECIPE_HELD_OUT
 
-HELD_OUT = ("swh", "guj", "est", "ukr", "lav", "lvs", "eus")  # held out of document training: kept out here too
+HELD_OUT = RECIPE_HELD_OUT + DATA_HELD_OUT  # held out of document training: kept out here too
 
 
 @dataclass
