@@ -229,7 +229,7 @@ def test_pairs_of_two_collections_align_in_one_batch_with_or_without_anchors(hmd
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("src_id\ttgt_id\na\ty\nb\tx\n")
 
-    for extra in ([], ["--no-anchors", "--max-merge", "4"]):
+    for extra in ([], ["--no-joins"], ["--join-tolerance", "0.05"], ["--no-anchors", "--max-merge", "4"]):
         out = tmp_path / f"beads{len(extra)}.jsonl"
         assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "--pairs", str(pairs), "-o", str(out),
                      "--no-progress", *extra]) == 0
@@ -247,7 +247,9 @@ def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsy
     for flags, message in ((["--length-weight", "-1"], "--length-weight must be between 0 (no length penalty) and "
                             "100, got -1.0"),
                            (["--bead-scoring", "neighbours", "--skip-score", "-0.5"],
-                            "--skip-score must be between 0 and 10, got -0.5")):
+                            "--skip-score must be between 0 and 10, got -0.5"),
+                           (["--join-tolerance", "3"], "--join-tolerance must be between 0 and 2 (a change of "
+                            "cosine), got 3.0")):
         assert main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
                      *flags]) == 2
         assert capsys.readouterr().err.strip() == f"hmde: error: {message}"

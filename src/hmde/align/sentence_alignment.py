@@ -67,6 +67,9 @@ class AlignmentOptions:
     band: int = 16  # sentences either side of the coarse path searched at the fine level
     scoring: str = "ratio"  # the second programme's bead cost: "ratio" (hmde's) or "neighbours" (Bertalign's kind)
     skip_score: float = 0.5  # "neighbours": a skip costs this x the median score of the sentences' nearest pairs
+    # after the search, a skipped sentence joins the aligned bead next to it where the cosine of the joined texts
+    # falls by at most this (hmde.align.joins; None: no joins, the aligner before issue 65)
+    join_tolerance: float | None = 0.0
 
     def check(self) -> "AlignmentOptions":
         """Refuse impossible settings in one line, before any work."""
@@ -75,6 +78,8 @@ class AlignmentOptions:
             raise HmdeError(f"--bead-scoring must be one of {', '.join(SCORINGS)}, got {self.scoring!r}")
         if not 0 <= self.skip_score <= 10:
             raise HmdeError(f"--skip-score must be between 0 and 10, got {self.skip_score}")
+        if self.join_tolerance is not None and not 0 <= self.join_tolerance <= 2:
+            raise HmdeError(f"--join-tolerance must be between 0 and 2 (a change of cosine), got {self.join_tolerance}")
         if not 0 <= self.length_weight <= 100:
             raise HmdeError(f"--length-weight must be between 0 (no length penalty) and 100, got {self.length_weight}")
         return self

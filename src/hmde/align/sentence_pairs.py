@@ -1,7 +1,8 @@
 """Aligning the sentences of document pairs: the embedding around the search of
 :mod:`hmde.align.sentence_alignment`. Single sentences are embedded (or taken from a document step), the first
 step finds each pair's anchors, and only then are the merged spans embedded that the windowed search can
-reach: each distinct text once, in one call per group of pairs."""
+reach: each distinct text once, in one call per group of pairs. After the search, the skipped sentences' joins
+(:mod:`hmde.align.joins`) embed only the joined texts not embedded already, a round of the group at a time."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .joins import join_skips
 from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, unit_rows
 
 
@@ -92,4 +94,13 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
         results.append(align_vectors(_spans(src, s1, longest, lambda k: plan.anchors.span_starts("src", k), spans),
                                      _spans(tgt, t1, longest, lambda k: plan.anchors.span_starts("tgt", k), spans),
                                      options, *lengths, plan=plan))
-    return results
+    if options.join_tolerance is None:
+        return results
+    known = singles | spans
+
+    def embed_texts(texts: list[str]) -> dict[str, np.ndarray]:  # only what the steps before did not embed
+        known.update(_embed_distinct([t for t in texts if t not in known], embed))
+        return known
+
+    return join_skips([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
+                      options.join_tolerance)

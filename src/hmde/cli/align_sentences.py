@@ -52,6 +52,11 @@ def add_alignment_arguments(p) -> None:
                    "into a neighbour's bead: docs/sentence-alignment.md)")
     g.add_argument("--skip-score", type=finite_float, default=0.5, help="--bead-scoring neighbours: a skip costs this "
                    "x the median score of the sentences' nearest pairs (default 0.5)")
+    g.add_argument("--join-tolerance", type=finite_float, default=0.0, help="after the search, a sentence left "
+                   "out joins the aligned bead next to it where the cosine of the joined texts falls by at most "
+                   "this (default 0: where it does not fall; a deleted sentence's join lowers it)")
+    g.add_argument("--no-joins", dest="joins", action="store_false", help="leave skipped sentences out as the "
+                   "search found them (the aligner before issue 65)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
                    "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
 
@@ -166,7 +171,8 @@ def alignment_options(args: argparse.Namespace):
     from ..align.sentence_alignment import AlignmentOptions
 
     return AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors, length_weight=args.length_weight,
-                            scoring=args.bead_scoring, skip_score=args.skip_score).check()
+                            scoring=args.bead_scoring, skip_score=args.skip_score,
+                            join_tolerance=args.join_tolerance if args.joins else None).check()
 
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:

@@ -1,0 +1,83 @@
+"""Skipped sentences joining the aligned bead next to them (issue 65, :mod:`hmde.align.joins`): the rule on
+hand-checked cosines, rounds for skips in a row, and the whole aligner on a bead longer than ``max_merge``
+allows and on a deletion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hmde.align.joins import candidates, join_round, join_skips
+from hmde.align.sentence_alignment import AlignmentOptions, Bead
+from hmde.align.sentence_pairs import align_many
+
+
+def pairs_of(beads):
+    return [(b.src, b.tgt) for b in beads]
+
+
+def table(cosines):
+    return lambda bead: cosines[(tuple(bead.src), tuple(bead.tgt))]
+
+
+def test_a_skip_joins_the_neighbour_whose_cosine_rises_most_and_never_one_that_falls_past_the_tolerance():
+    beads = [Bead([0], [0], 0.8), Bead([1], [], 0.0), Bead([2], [1], 0.9)]
+    assert [(k, n, pairs_of([j])[0]) for k, n, j in candidates(beads)] == [(1, 0, ([0, 1], [0])),
+                                                                           (1, 2, ([1, 2], [1]))]
+    rises = {((0,), (0,)): 0.80, ((0, 1), (0,)): 0.83, ((2,), (1,)): 0.90, ((1, 2), (1,)): 0.92}
+    joined, changed = join_round(beads, table(rises), tolerance=0.0)
+    # +0.03 before, +0.02 after: the bead before takes it, with the joined texts' cosine as its score
+    assert changed and pairs_of(joined) == [([0, 1], [0]), ([2], [1])] and joined[0].score == 0.83
+    falls = {((0,), (0,)): 0.80, ((0, 1), (0,)): 0.79, ((2,), (1,)): 0.90, ((1, 2), (1,)): 0.88}
+    assert join_round(beads, table(falls), tolerance=0.0) == (beads, False)  # -0.01 and -0.02: a deletion
+    assert pairs_of(join_round(beads, table(falls), tolerance=0.015)[0]) == [([0, 1], [0]), ([2], [1])]
+    assert pairs_of(join_round(beads, table(falls), tolerance=0.025)[0]) == [([0, 1], [0]), ([2], [1])]
+
+
+def test_a_target_skip_joins_on_the_target_side_and_two_skips_in_a_row_join_over_two_rounds():
+    e = np.eye(4)
+    vectors = {"a": e[0], "b": e[1], "x": e[0], "y": e[1] * 0.5 + e[0] * 0.1, "z": e[1]}
+
+    def embed_texts(texts):
+        out = {}
+        for t in texts:
+            v = sum(vectors[w] for w in t.split())
+            out[t] = v / np.linalg.norm(v)
+        return out
+
+    # source "a b" translated by "x y z": the programme found ([0, 1], [0]) then left y and z out
+    beads = [Bead([0, 1], [0], 0.7071), Bead([], [1], 0.0), Bead([], [2], 0.0)]
+    joined = join_skips([(["a", "b"], ["x", "y", "z"], beads)], embed_texts, tolerance=0.0)
+    assert pairs_of(joined[0]) == [([0, 1], [0, 1, 2])]
+    assert joined[0][0].score == pytest.approx(float(embed_texts(["a b"])["a b"] @ embed_texts(["x y z"])["x y z"]))
+
+
+def test_the_aligner_joins_a_bead_longer_than_max_merge_and_leaves_a_deleted_sentence_out():
+    rng = np.random.default_rng(5)
+    dim = 64
+    common = rng.standard_normal(dim)
+    base = {f"s{i}": 2.0 * common + rng.standard_normal(dim) for i in range(20)}
+    parts = [rng.standard_normal(dim) for _ in range(6)]
+    base["s5"] = sum(parts) + 2.0 * common  # one long verse: six target sentences
+
+    def vector(word):
+        if word in base:
+            return base[word]
+        if word.startswith("p"):
+            return parts[int(word[1:])] + 0.3 * common
+        return base["s" + word[1:]] + 0.1 * np.random.default_rng(int(word[1:])).standard_normal(dim)
+
+    def embed(texts):
+        v = np.stack([sum(vector(w) for w in t.split()) for t in texts])
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    src = [f"s{i}" for i in range(20)]
+    tgt = [f"t{i}" for i in range(5)] + [f"p{k}" for k in range(6)] + [f"t{i}" for i in range(6, 20) if i != 12]
+    joined = align_many([(src, tgt, None, None)], embed)[0]
+    before = align_many([(src, tgt, None, None)], embed, AlignmentOptions(join_tolerance=None))[0]
+    assert ([5], list(range(5, 11))) in pairs_of(joined)  # 1-6: past max_merge 5, whole after the joins
+    assert ([5], list(range(5, 11))) not in pairs_of(before)
+    assert ([12], []) in pairs_of(joined) and ([12], []) in pairs_of(before)  # s12's translation is gone
+    assert AlignmentOptions().join_tolerance == 0.0  # docs/model.md
+    with pytest.raises(Exception, match="--join-tolerance must be between 0 and 2"):
+        AlignmentOptions(join_tolerance=-0.1).check()
