@@ -16,7 +16,10 @@ Sets (dev data only):
   gold beads as the verses fall);
 - ``verses-dropped``: the same chapters with 10% of the target's verses removed (seeded) and 10% of the
   source's, as a free translation leaves things out: gold, each sentence of a verse without its translation
-  is a skip.
+  is a skip;
+- ``sentences-deleted``, ``sentences-shuffled`` (``--sets``): the documents and variants of
+  ``benchmarks/sentence_alignment.py --quality`` (WMT and PUD, sentence-parallel; 20% of the target deleted;
+  the target's paragraphs of 5 lines shuffled), the same seeds.
 
 ``--variant NAME='{"length_weight": 0.5}'`` adds hmde rows with other AlignmentOptions (the same vectors).
 """
@@ -34,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sentence_alignment import VERSE_PAIRS, verse_documents  # noqa: E402
+from sentence_alignment import (PUD_LANGS, VERSE_PAIRS, WMT_PAIRS, pud_documents, variants,  # noqa: E402
+                                verse_documents, wmt_documents)
 
 DRIVER = Path(__file__).resolve().parent / "bertalign_driver.py"
 
@@ -62,10 +66,22 @@ def dropped(src, tgt, gold, rng, share=0.1):
     return s2, t2, g2
 
 
-def tasks_of(data: Path, pairs: list[str]) -> dict[str, list]:
+SETS = ("verses", "verses-dropped", "sentences-deleted", "sentences-shuffled")
+
+
+def tasks_of(data: Path, pairs: list[str], sets: list[str]) -> dict[str, list]:
+    """(label, source sentences, target sentences, gold beads) of each set named."""
     rng = np.random.default_rng(0)
     verses = [(p, s, t, g) for p in pairs for _, s, t, g in verse_documents(data, p)]
-    return {"verses": verses, "verses-dropped": [(p, *dropped(s, t, g, rng)) for p, s, t, g in verses]}
+    out = {"verses": verses, "verses-dropped": [(p, *dropped(s, t, g, rng)) for p, s, t, g in verses]}
+    documents = [(f"WMT {p}", d) for p in WMT_PAIRS for d in wmt_documents(data, p)[:1]]
+    documents += [(f"PUD eng-{lang}", d) for lang in PUD_LANGS for d in pud_documents(data, lang)]
+    for label, (src, tgt) in documents:  # the --quality table's documents and variants, the same seed
+        for variant, s, t, g in variants(src, tgt, np.random.default_rng(0)):
+            key = {"20% deleted": "sentences-deleted", "paragraphs shuffled": "sentences-shuffled"}.get(variant)
+            if key:
+                out.setdefault(key, []).append((label, s, t, g))
+    return {name: out.get(name, []) for name in sets}
 
 
 def differences(predicted, gold) -> dict[str, int]:
@@ -119,11 +135,15 @@ def main() -> int:
     p.add_argument("--models", default="hmde-e5,multilingual-e5-small")
     p.add_argument("--pairs", default=",".join(VERSE_PAIRS))
     p.add_argument("--variant", action="append", default=[], help="NAME=JSON of AlignmentOptions fields (hmde rows)")
+    p.add_argument("--sets", default="verses,verses-dropped", help=f"of {', '.join(SETS)}")
     p.add_argument("--cache", help="a folder where each model's vectors of the texts are kept between runs")
     args = p.parse_args()
-    sets = tasks_of(Path(args.data), [x for x in args.pairs.split(",") if x])
-    if not sets["verses"]:
-        print(f"no Bible chapters under {Path(args.data) / 'bible'}")
+    names = [x for x in args.sets.split(",") if x]
+    if unknown := sorted(set(names) - set(SETS)):
+        p.error(f"--sets: unknown {', '.join(unknown)} (known: {', '.join(SETS)})")
+    sets = tasks_of(Path(args.data), [x for x in args.pairs.split(",") if x], names)
+    if not any(sets.values()):
+        print(f"no dev documents under {Path(args.data)}")
         return 0
     variants = {"hmde": {}} | {v.split("=", 1)[0]: json.loads(v.split("=", 1)[1]) for v in args.variant}
     for name in args.models.split(","):
@@ -142,6 +162,8 @@ def main() -> int:
             return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, lower.dim), np.float32)
 
         for set_name, tasks in sets.items():
+            if not tasks:
+                continue
             results, seconds = {}, {}
             for label, fields in variants.items():
                 options = AlignmentOptions(**fields).check()
@@ -152,7 +174,7 @@ def main() -> int:
             if args.bertalign_python:
                 results["Bertalign"], seconds["Bertalign"] = run_bertalign(args.bertalign_python, tasks, embed)
             sentences = sum(len(s) + len(t) for _, s, t, _ in tasks) / 2
-            print(f"\n### {name}, {set_name}: {len(tasks)} chapters, {sentences:.0f} sentence pairs\n")
+            print(f"\n### {name}, {set_name}: {len(tasks)} documents, {sentences:.0f} sentence pairs\n")
             labels = list(results)
             print("| pair | " + " | ".join(f"{x} strict / lax" for x in labels) + " |")
             print("|---|" + "---|" * len(labels))

@@ -261,8 +261,8 @@ def verses(args) -> None:
             for (pair, (_, _, _, gold)), got in zip(tasks, predicted if label != "new, pair by pair" else []):
                 f = beads_f1(got, gold)
                 rows.setdefault(pair, {}).setdefault(label, []).append((f["strict_f1"], f["lax_f1"]))
-            split = f" (single sentences {calls[0] / sentences:.2f}, merged spans {calls[1] / sentences:.2f})" \
-                if label == "new" and len(calls) == 2 else ""
+            split = f" (single sentences {calls[0] / sentences:.2f}, merged spans {calls[1] / sentences:.2f}, " \
+                f"joins {sum(calls[2:]) / sentences:.2f})" if label == "new" and len(calls) >= 2 else ""
             print(f"model {name}, {label} default: {counted[0] / sentences:.2f} texts embedded per sentence pair{split}, "
                   f"{1000 * seconds / sentences:.1f} s per 1,000 sentence pairs")
         print("| pair | old strict / lax | new strict / lax |\n|---|---|---|")
