@@ -17,9 +17,9 @@ Sets (dev data only):
 - ``verses-dropped``: the same chapters with 10% of the target's verses removed (seeded) and 10% of the
   source's, as a free translation leaves things out: gold, each sentence of a verse without its translation
   is a skip;
-- ``sentences-deleted``, ``sentences-shuffled`` (``--sets``): the documents and variants of
-  ``benchmarks/sentence_alignment.py --quality`` (WMT and PUD, sentence-parallel; 20% of the target deleted;
-  the target's paragraphs of 5 lines shuffled), the same seeds.
+- ``sentences``, ``sentences-deleted``, ``sentences-shuffled`` (``--sets``): the documents and variants of
+  ``benchmarks/sentence_alignment.py --quality`` (WMT and PUD, sentence-parallel, as given; 20% of the target
+  deleted; the target's paragraphs of 5 lines shuffled), the same seeds.
 
 ``--variant NAME='{"length_weight": 0.5}'`` adds hmde rows with other AlignmentOptions (the same vectors).
 """
@@ -66,7 +66,7 @@ def dropped(src, tgt, gold, rng, share=0.1):
     return s2, t2, g2
 
 
-SETS = ("verses", "verses-dropped", "sentences-deleted", "sentences-shuffled")
+SETS = ("verses", "verses-dropped", "sentences", "sentences-deleted", "sentences-shuffled")
 
 
 def tasks_of(data: Path, pairs: list[str], sets: list[str]) -> dict[str, list]:
@@ -78,9 +78,9 @@ def tasks_of(data: Path, pairs: list[str], sets: list[str]) -> dict[str, list]:
     documents += [(f"PUD eng-{lang}", d) for lang in PUD_LANGS for d in pud_documents(data, lang)]
     for label, (src, tgt) in documents:  # the --quality table's documents and variants, the same seed
         for variant, s, t, g in variants(src, tgt, np.random.default_rng(0)):
-            key = {"20% deleted": "sentences-deleted", "paragraphs shuffled": "sentences-shuffled"}.get(variant)
-            if key:
-                out.setdefault(key, []).append((label, s, t, g))
+            key = {"as given": "sentences", "20% deleted": "sentences-deleted",
+                   "paragraphs shuffled": "sentences-shuffled"}[variant]
+            out.setdefault(key, []).append((label, s, t, g))
     return {name: out.get(name, []) for name in sets}
 
 
