@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .sentence_alignment import Bead
+from .sentence_alignment import Bead, span_text
 
 
 def _joined(bead: Bead, skip: Bead, after: bool) -> Bead:
@@ -44,9 +44,9 @@ def candidates(beads: Sequence[Bead]) -> list[tuple[int, int, Bead]]:
     return out
 
 
-def span_text(sentences: Sequence[str], indices: Sequence[int]) -> str:
-    """The sentences of one side of a bead as one text (joined by a space, as the search's spans are)."""
-    return " ".join(sentences[i] for i in indices)
+def side_text(sentences: Sequence[str], indices: Sequence[int]) -> str:
+    """One side of a bead (consecutive, non-empty) as the search embeds a span of it (:func:`span_text`)."""
+    return span_text(sentences, indices[0], len(indices))
 
 
 def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: float) -> tuple[list[Bead], bool]:
@@ -80,7 +80,7 @@ def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead
     results = [list(beads) for _, _, beads in documents]
     open_pairs = list(range(len(documents)))
     for _ in range(rounds):
-        texts = [span_text(side, ix) for d in open_pairs for _, n, joined in candidates(results[d])
+        texts = [side_text(side, ix) for d in open_pairs for _, n, joined in candidates(results[d])
                  for bead in (joined, results[d][n])
                  for side, ix in ((documents[d][0], bead.src), (documents[d][1], bead.tgt))]
         if not texts:
@@ -91,7 +91,7 @@ def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead
             src, tgt, _ = documents[d]
 
             def cosine(bead: Bead, src=src, tgt=tgt) -> float:
-                return float(vectors[span_text(src, bead.src)] @ vectors[span_text(tgt, bead.tgt)])
+                return float(vectors[side_text(src, bead.src)] @ vectors[side_text(tgt, bead.tgt)])
 
             results[d], changed = join_round(results[d], cosine, tolerance)
             if changed:

@@ -92,9 +92,15 @@ class AlignmentOptions:
         return [(a, b) for a in range(1, self.max_merge) for b in range(1, self.max_merge) if a + b <= self.max_merge]
 
 
+def span_text(sentences: Sequence[str], start: int, count: int) -> str:
+    """The text of a span, as it is embedded: the sentences ``start .. start+count-1`` joined by a space (one
+    definition, so that a span's text is the same wherever it is asked for and embedded once)."""
+    return " ".join(sentences[start:start + count])
+
+
 def span_texts(sentences: Sequence[str], longest: int) -> list[list[str]]:
-    """``out[k-1][i]``: the sentences ``i .. i+k-1`` joined by a space, for k = 1 .. ``longest``."""
-    return [[" ".join(sentences[i:i + k]) for i in range(len(sentences) - k + 1)] for k in range(1, longest + 1)]
+    """``out[k-1][i]``: :func:`span_text` of the sentences ``i .. i+k-1``, for k = 1 .. ``longest``."""
+    return [[span_text(sentences, i, k) for i in range(len(sentences) - k + 1)] for k in range(1, longest + 1)]
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:

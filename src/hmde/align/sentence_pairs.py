@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .joins import join_skips
-from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, unit_rows
+from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, span_text, unit_rows
 
 
 def align_sentences(src: Sequence[str], tgt: Sequence[str], embed: Callable[[list[str]], np.ndarray],
@@ -34,7 +34,7 @@ def _spans(sentences: Sequence[str], singles: np.ndarray, longest: int, starts: 
     for k in range(2, longest + 1):
         block = np.zeros((max(0, len(sentences) - k + 1), singles.shape[1]), np.float32)
         for i in starts(k):
-            block[i] = vectors[" ".join(sentences[i:i + k])]
+            block[i] = vectors[span_text(sentences, i, k)]
         out.append(block)
     return out
 
@@ -82,7 +82,7 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
         lengths = [len(x) for x in src], [len(x) for x in tgt]
         plan = first_step(s1, t1, options, *lengths) if len(src) and len(tgt) else None
         prepared.append((src, tgt, s1, t1, lengths, plan))
-    wanted = [" ".join(side[i:i + k]) for src, tgt, _, _, _, plan in prepared if plan
+    wanted = [span_text(side, i, k) for src, tgt, _, _, _, plan in prepared if plan
               for name, side in (("src", src), ("tgt", tgt)) for k in range(2, longest + 1)
               for i in plan.anchors.span_starts(name, k)]
     spans = _embed_distinct(wanted, embed)
