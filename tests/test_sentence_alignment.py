@@ -229,7 +229,8 @@ def test_pairs_of_two_collections_align_in_one_batch_with_or_without_anchors(hmd
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("src_id\ttgt_id\na\ty\nb\tx\n")
 
-    for extra in ([], ["--no-joins"], ["--join-tolerance", "0.05"], ["--no-anchors", "--max-merge", "4"]):
+    for extra in ([], ["--no-joins"], ["--join-tolerance", "0.05"], ["--complete-translation"],
+                  ["--no-anchors", "--max-merge", "4"]):
         out = tmp_path / f"beads{len(extra)}.jsonl"
         assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "--pairs", str(pairs), "-o", str(out),
                      "--no-progress", *extra]) == 0

@@ -81,3 +81,29 @@ def test_the_aligner_joins_a_bead_longer_than_max_merge_and_leaves_a_deleted_sen
     assert AlignmentOptions().join_tolerance == 0.0  # docs/model.md
     with pytest.raises(Exception, match="--join-tolerance must be between 0 and 2"):
         AlignmentOptions(join_tolerance=-0.1).check()
+
+
+def test_complete_translation_joins_more_readily_and_explicit_flags_win():
+    """``--complete-translation`` (issue 65): tolerance 0.04 and length weight 0.5 (docs/sentence-alignment.md,
+    measured, not the default); a flag given beside it wins, ``--no-joins`` too."""
+    from hmde.cli.align_sentences import alignment_options
+    from hmde.cli.main import build_parser
+
+    def options(*flags):
+        return alignment_options(build_parser().parse_args(["align-sentences", "m", "a", "b", "-o", "o", *flags]))
+
+    complete = AlignmentOptions.complete_translation()
+    assert (complete.length_weight, complete.join_tolerance) == (0.5, 0.04)
+    assert options() == AlignmentOptions() and (AlignmentOptions().length_weight, AlignmentOptions().join_tolerance) \
+        == (0.25, 0.0)
+    assert options("--complete-translation") == complete
+    assert options("--complete-translation", "--join-tolerance", "0.01") == AlignmentOptions(length_weight=0.5,
+                                                                                            join_tolerance=0.01)
+    assert options("--complete-translation", "--no-joins").join_tolerance is None
+    assert options("--length-weight", "1") == AlignmentOptions(length_weight=1.0)
+    assert options("--complete-translation", "--max-merge", "4").max_merge == 4
+    # a true part whose join lowers the cosine by 0.02 (a weak encoder): left out by default, joined here
+    beads = [Bead([0], [0], 0.0), Bead([], [1], 0.0), Bead([1], [2], 0.0)]
+    cosines = {((0,), (0,)): 0.80, ((0,), (0, 1)): 0.78, ((1,), (2,)): 0.90, ((1,), (1, 2)): 0.85}
+    assert join_round(beads, table(cosines), AlignmentOptions().join_tolerance) == (beads, False)
+    assert pairs_of(join_round(beads, table(cosines), complete.join_tolerance)[0]) == [([0], [0, 1]), ([1], [2])]

@@ -43,8 +43,14 @@ def add_alignment_arguments(p) -> None:
     g.add_argument("--max-merge", type=bounded_int(2, MAX_MERGE), default=5, help="sentences of both sides together in one bead "
                    "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default; 2 to 10: each step up embeds one "
                    "more span per sentence and side, so memory for span vectors grows as (MAX_MERGE - 1) x sentences)")
-    g.add_argument("--length-weight", type=finite_float, default=0.25, help="weight of the length penalty (how far "
-                   "a bead's character ratio strays from the document's; default 0.25, issue 45's 1.0, 0: none)")
+    g.add_argument("--complete-translation", action="store_true", help="the two texts translate each other whole "
+                   "(a book, the Bible, subtitles): skipped sentences join a neighbour's bead more readily and the "
+                   "length penalty weighs more (--join-tolerance 0.04 --length-weight 0.5, unless given); fewer "
+                   "false skips, but a sentence that is really left out is merged more often "
+                   "(docs/sentence-alignment.md)")
+    g.add_argument("--length-weight", type=finite_float, help="weight of the length penalty (how far a bead's "
+                   "character ratio strays from the document's; default 0.25, --complete-translation 0.5, issue 45's "
+                   "1.0, 0: none)")
     g.add_argument("--bead-scoring", dest="bead_scoring", choices=("ratio", "neighbours"), default="ratio", help="the bead cost: ratio "
                    "(default: the cosine distance over the spans' neighbourhoods, x a x b, skips priced from unrelated "
                    "pairs) or neighbours (Bertalign's kind: the cosine less the mean cosine with the sentences around "
@@ -52,9 +58,9 @@ def add_alignment_arguments(p) -> None:
                    "into a neighbour's bead: docs/sentence-alignment.md)")
     g.add_argument("--skip-score", type=finite_float, default=0.5, help="--bead-scoring neighbours: a skip costs this "
                    "x the median score of the sentences' nearest pairs (default 0.5)")
-    g.add_argument("--join-tolerance", type=finite_float, default=0.0, help="after the search, a sentence left "
-                   "out joins the aligned bead next to it where the cosine of the joined texts falls by at most "
-                   "this (default 0: where it does not fall; a deleted sentence's join lowers it)")
+    g.add_argument("--join-tolerance", type=finite_float, help="after the search, a sentence left out joins the "
+                   "aligned bead next to it where the cosine of the joined texts falls by at most this (default 0: "
+                   "where it does not fall, as a deleted sentence's join lowers it; --complete-translation 0.04)")
     g.add_argument("--no-joins", dest="joins", action="store_false", help="leave skipped sentences out as the "
                    "search found them (the aligner before issue 65)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
@@ -170,9 +176,15 @@ def alignment_options(args: argparse.Namespace):
     loads)."""
     from ..align.sentence_alignment import AlignmentOptions
 
-    return AlignmentOptions(max_merge=args.max_merge, anchors=args.anchors, length_weight=args.length_weight,
-                            scoring=args.bead_scoring, skip_score=args.skip_score,
-                            join_tolerance=args.join_tolerance if args.joins else None).check()
+    given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance")
+             if getattr(args, name) is not None}
+    if not args.joins:
+        given["join_tolerance"] = None
+    given.update(max_merge=args.max_merge, anchors=args.anchors, scoring=args.bead_scoring,
+                 skip_score=args.skip_score)
+    if args.complete_translation:
+        return AlignmentOptions.complete_translation(**given).check()
+    return AlignmentOptions(**given).check()
 
 
 def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
