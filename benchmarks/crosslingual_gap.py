@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,29 @@ def ranked(q, s, owners, n_docs, doc_langs, qlang, variant: str, beta: float, hu
     return rank(q3, s3, owners, docs3, doc_langs, "", qlang, None, same_language(variant))
 
 
+class Lexical:
+    """BM25 fused into the table's ranking (``--bm25-fusion W``): each collection's BM25 index built by
+    hmde.index.lexical into a temporary folder, its ranking fused with the multi-vector one by that module's
+    reciprocal rank fusion (weights 1 and W, k = 60). (``hmde search --hybrid`` fuses BM25 with the document-vector
+    ranking instead.)"""
+
+    def __init__(self, weight: float, folder: Path):
+        self.weight, self.folder, self.built = weight, folder, {}
+
+    def fuse(self, order: np.ndarray, key: str, documents: list[str], queries: list[str]) -> np.ndarray:
+        from hmde.index.lexical import bm25_search, build_bm25, load_bm25, reciprocal_rank_fusion
+
+        if not self.weight:
+            return order
+        if key not in self.built:
+            build_bm25(documents, self.folder / key)
+            self.built[key] = load_bm25(self.folder / key, len(documents))
+        hits = bm25_search(self.built[key], queries, len(documents), len(documents))
+        return np.array([[row for row, _ in reciprocal_rank_fusion([dense.tolist(), [r for r, _ in lexical]],
+                                                                   [1.0, self.weight])]
+                         for dense, lexical in zip(order, hits)])
+
+
 def evaluate(args) -> dict:
     data, cache = Path(args.data), Cache(args.model, Path(args.work))
     pool, asked = args.pool.split(","), args.queries.split(",")
@@ -73,6 +97,11 @@ def evaluate(args) -> dict:
         return np.concatenate(rows), np.array(owners)
 
     betas = [float(b) for b in args.hubness.split(",")]
+    tmp = tempfile.TemporaryDirectory()
+    lexical = Lexical(args.bm25_fusion, Path(tmp.name))
+
+    def text(x, i):
+        return " ".join(texts[x][i]) if isinstance(texts[x][i], list) else texts[x][i]
     mixed_choice = [pool[i % len(pool)] for i in range(n_docs)]
     hubs = {}
     results = {}
@@ -87,16 +116,21 @@ def evaluate(args) -> dict:
                     hubs[("single", dlang)] = hubness(s, owners, args.hub_k)
                 order = ranked(q, s, owners, n_docs, np.array([dlang] * n_docs), qlang, "none", beta,
                                hubs.get(("single", dlang)))
+                order = lexical.fuse(order, dlang, [text(dlang, i) for i in range(n_docs)],
+                                     questions[qlang][:len(answer)])
                 row[dlang] = mrr(order, answer)
             s, owners = collection(mixed_choice)
             if beta and "mixed" not in hubs:
                 hubs["mixed"] = hubness(s, owners, args.hub_k)
             order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, "subspace+same-spread-0.15", beta,
                            hubs.get("mixed"))
+            order = lexical.fuse(order, "mixed", [text(x, i) for i, x in enumerate(mixed_choice)],
+                                 questions[qlang][:len(answer)])
             row["mixed"] = mrr(order, answer)
             results[(beta, qlang)] = row
     print(f"{'Bible chapters' if args.unit == 'chapter' else 'XQuAD ' + args.unit + 's'} ({n_docs}), {len(answer)} "
-          f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, subspace+calibrate\n")
+          f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, subspace+calibrate"
+          + (f"; fused with BM25 (RRF, weight {args.bm25_fusion:g})" if args.bm25_fusion else "") + "\n")
     print("| hubness B | query | mono | " + " | ".join(f"-> {x}" for x in pool) + " | cross mean | mixed | "
           "mono - cross | mono - mixed |")
     print("|---|---|---|" + "---|" * len(pool) + "---|---|---|---|")
@@ -132,6 +166,8 @@ def main() -> int:
     p.add_argument("--question", type=int, default=0)
     p.add_argument("--hubness", default="0", help="comma-separated B values (0: today's ranking)")
     p.add_argument("--hub-k", type=int, default=10)
+    p.add_argument("--bm25-fusion", type=float, default=0.0, help="fuse each ranking with BM25's by reciprocal rank "
+                   "fusion, this weight for BM25 (0: dense only)")
     evaluate(p.parse_args())
     return 0
 
