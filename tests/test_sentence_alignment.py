@@ -250,7 +250,9 @@ def test_impossible_settings_are_one_line_before_any_model_loads(tmp_path, capsy
                            (["--bead-scoring", "neighbours", "--skip-score", "-0.5"],
                             "--skip-score must be between 0 and 10, got -0.5"),
                            (["--join-tolerance", "3"], "--join-tolerance must be between 0 and 2 (a change of "
-                            "cosine), got 3.0")):
+                            "cosine), got 3.0"),
+                           (["--join-length-weight", "-0.1"], "--join-length-weight must be between 0 (the cosine "
+                            "alone) and 10, got -0.1")):
         assert main(["align-sentences", str(tmp_path / "no-model"), str(src), str(src), "-o", str(tmp_path / "o"),
                      *flags]) == 2
         assert capsys.readouterr().err.strip() == f"hmde: error: {message}"

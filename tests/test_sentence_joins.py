@@ -107,3 +107,30 @@ def test_complete_translation_joins_more_readily_and_explicit_flags_win():
     cosines = {((0,), (0,)): 0.80, ((0,), (0, 1)): 0.78, ((1,), (2,)): 0.90, ((1,), (1, 2)): 0.85}
     assert join_round(beads, table(cosines), AlignmentOptions().join_tolerance) == (beads, False)
     assert pairs_of(join_round(beads, table(cosines), complete.join_tolerance)[0]) == [([0], [0, 1]), ([1], [2])]
+
+
+def test_the_length_misfit_by_hand_and_its_weight_in_a_join():
+    """A bead's misfit is |log(its source characters / its target characters) - the document's|, a sentence
+    counting one space; weighted beside the cosine's change, it joins a missing part whose cosine fell a little
+    and keeps out a sentence that would pull the bead's lengths apart."""
+    from hmde.align.joins import length_misfit
+
+    src, tgt = ["aaaa", "bbbbbbbbb"], ["cccc", "dddd", "eeeee"]  # 5 + 10 = 15 characters against 5 + 5 + 6 = 16
+    misfit = length_misfit(src, tgt)
+    ratio = np.log(15 / 16)
+    assert misfit(Bead([0], [0], 0.0)) == pytest.approx(abs(0.0 - ratio))
+    assert misfit(Bead([1], [1, 2], 0.0)) == pytest.approx(abs(np.log(10 / 11) - ratio))
+    assert misfit(Bead([0, 1], [0], 0.0)) == pytest.approx(abs(np.log(15 / 5) - ratio))
+    # target sentence 1 left out between two beads; joined before: cosine -0.01, lengths 5:5 -> 5:10 (away from
+    # the document's 15:16); joined after: cosine -0.01, lengths 10:6 -> 10:11 (nearer)
+    beads = [Bead([0], [0], 0.0), Bead([], [1], 0.0), Bead([1], [2], 0.0)]
+    cosines = {((0,), (0,)): 0.80, ((0,), (0, 1)): 0.79, ((1,), (2,)): 0.90, ((1,), (1, 2)): 0.89}
+    assert join_round(beads, table(cosines), 0.0, misfit, 0.0) == (beads, False)
+    gain_after = misfit(Bead([1], [2], 0.0)) - misfit(Bead([1], [1, 2], 0.0))  # 0.575 - 0.031
+    assert gain_after == pytest.approx(abs(np.log(10 / 6) - ratio) - abs(np.log(10 / 11) - ratio))
+    joined, changed = join_round(beads, table(cosines), 0.0, misfit, 0.05)  # -0.01 + 0.05 x 0.544 > 0
+    assert changed and pairs_of(joined) == [([0], [0]), ([1], [1, 2])]
+    assert join_round(beads, table(cosines), 0.0, misfit, 0.015) == (beads, False)  # -0.01 + 0.015 x 0.544 < 0
+    assert AlignmentOptions().join_length_weight == 0.03  # the default (docs/model.md)
+    with pytest.raises(Exception, match="--join-length-weight must be between 0 "):
+        AlignmentOptions(join_length_weight=-1).check()

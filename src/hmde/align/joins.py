@@ -10,6 +10,13 @@ adding a sentence that is part of the gold bead raises it (median +0.030); as a 
 change has an ROC AUC of 0.988 (0.943 with plain multilingual-e5-small), where a sentence's own best margin
 against the other document reaches 0.74.
 
+The length of the texts is a second witness (Gale and Church's): a missing part brings the bead's character
+ratio back towards the document's, a deleted sentence pulls it away. Alone it separates the two about as well as
+the cosine (ROC AUC 0.86 with hmde-e5, 0.88 with plain e5, over both neighbours' candidates, where the cosine's
+change gives 0.85 and 0.81), and the two together better (0.90 and 0.90 at a weight of 0.05): a join's change is
+the cosine's change plus ``join_length_weight`` (0.03) x how much nearer the document's log character ratio it
+brings the bead.
+
 A join is tried on both sides of each skip (the aligned bead just before it and just after it in the
 monotone sequence; they always touch it); the one that changes the cosine most is taken if the change is at
 least ``-tolerance``. Joins repeat, a round at a time (the texts of every candidate of every document pair
@@ -18,6 +25,7 @@ embedded in one call), until none is taken, so that two skips in a row can both 
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
@@ -49,13 +57,27 @@ def side_text(sentences: Sequence[str], indices: Sequence[int]) -> str:
     return span_text(sentences, indices[0], len(indices))
 
 
-def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: float) -> tuple[list[Bead], bool]:
-    """One round: each skip's best join, taken left to right where it changes the cosine by at least
-    ``-tolerance`` and neither bead was changed earlier in the round. Returns the beads and whether any joined."""
+def length_misfit(src: Sequence[str], tgt: Sequence[str]) -> Callable[[Bead], float]:
+    """How far an aligned bead's log character ratio lies from the document's (the search's length penalty
+    without its weight; a sentence counts its characters and one space, as the search counts a span)."""
+    def chars(side, indices):
+        return sum(len(side[i]) + 1 for i in indices)
+
+    ratio = math.log(max(1, chars(src, range(len(src)))) / max(1, chars(tgt, range(len(tgt)))))
+    return lambda bead: abs(math.log(max(1, chars(src, bead.src)) / max(1, chars(tgt, bead.tgt))) - ratio)
+
+
+def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: float,
+               misfit: Callable[[Bead], float] | None = None, length_weight: float = 0.0) -> tuple[list[Bead], bool]:
+    """One round: each skip's best join, taken left to right where it changes the cosine (plus ``length_weight``
+    x how much nearer the document's length ratio it brings the bead, by ``misfit``) by at least ``-tolerance``
+    and neither bead was changed earlier in the round. Returns the beads and whether any joined."""
     best: dict[int, tuple[float, int, Bead]] = {}
     for k, n, joined in candidates(beads):
         joined.score = cosine(joined)
         change = joined.score - cosine(beads[n])  # both from the same embedding of the texts
+        if length_weight and misfit is not None:
+            change += length_weight * (misfit(beads[n]) - misfit(joined))
         if change >= -tolerance and (k not in best or change > best[k][0]):
             best[k] = (change, n, joined)
     if not best:
@@ -74,9 +96,11 @@ def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: fl
 
 def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead]]],
                embed_texts: Callable[[list[str]], dict[str, np.ndarray]], tolerance: float,
-               rounds: int = 20) -> list[list[Bead]]:
+               rounds: int = 20, length_weight: float = 0.0) -> list[list[Bead]]:
     """Every document pair's beads after the joins: ``documents`` holds ``(src, tgt, beads)``;
-    ``embed_texts(texts)`` returns unit vectors by text (each distinct text embedded once per round)."""
+    ``embed_texts(texts)`` returns unit vectors by text (each distinct text embedded once per round);
+    ``length_weight``: the weight of the length ratio's change beside the cosine's (:func:`join_round`)."""
+    misfits = [length_misfit(src, tgt) for src, tgt, _ in documents]
     results = [list(beads) for _, _, beads in documents]
     open_pairs = list(range(len(documents)))
     for _ in range(rounds):
@@ -93,7 +117,7 @@ def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead
             def cosine(bead: Bead, src=src, tgt=tgt) -> float:
                 return float(vectors[side_text(src, bead.src)] @ vectors[side_text(tgt, bead.tgt)])
 
-            results[d], changed = join_round(results[d], cosine, tolerance)
+            results[d], changed = join_round(results[d], cosine, tolerance, misfits[d], length_weight)
             if changed:
                 still.append(d)
         open_pairs = still

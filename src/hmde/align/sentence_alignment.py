@@ -70,6 +70,9 @@ class AlignmentOptions:
     # after the search, a skipped sentence joins the aligned bead next to it where the cosine of the joined texts
     # falls by at most this (hmde.align.joins; None: no joins, the aligner before issue 65)
     join_tolerance: float | None = 0.0
+    # the joins weigh, beside the cosine's change, this x how much nearer the bead's log character ratio comes to
+    # the document's (a deleted sentence's join moves it away, a missing part's brings it back)
+    join_length_weight: float = 0.03
 
     @classmethod
     def complete_translation(cls, **changes) -> "AlignmentOptions":
@@ -86,6 +89,9 @@ class AlignmentOptions:
             raise HmdeError(f"--skip-score must be between 0 and 10, got {self.skip_score}")
         if self.join_tolerance is not None and not 0 <= self.join_tolerance <= 2:
             raise HmdeError(f"--join-tolerance must be between 0 and 2 (a change of cosine), got {self.join_tolerance}")
+        if not 0 <= self.join_length_weight <= 10:
+            raise HmdeError(f"--join-length-weight must be between 0 (the cosine alone) and 10, got "
+                            f"{self.join_length_weight}")
         if not 0 <= self.length_weight <= 100:
             raise HmdeError(f"--length-weight must be between 0 (no length penalty) and 100, got {self.length_weight}")
         return self
@@ -102,7 +108,7 @@ class AlignmentOptions:
 # left out is far more often part of a merge the encoder misjudged than an omission: a skipped sentence joins its
 # neighbour's bead where the joined cosine falls by at most 0.04, and the length penalty weighs 0.5. Measured
 # (docs/sentence-alignment.md, "Joins after the search"): with hmde-e5 at or above Bertalign on every dev set, but
-# 0.06-0.13 strict F1 below the defaults where sentences were deleted, which is why it is not the default.
+# 0.05-0.09 strict F1 below the defaults where sentences were deleted, which is why it is not the default.
 COMPLETE_TRANSLATION = {"length_weight": 0.5, "join_tolerance": 0.04}
 
 

@@ -103,4 +103,4 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
         return known
 
     return join_skips([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
-                      options.join_tolerance)
+                      options.join_tolerance, length_weight=options.join_length_weight)
