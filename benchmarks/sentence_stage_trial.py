@@ -34,6 +34,8 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--unpack", help="the folder of a --gpu-train run's parts: save its model at -o")
     p.add_argument("--budget-mib", type=float, default=60.0)
+    p.add_argument("--title-pairs", type=float, metavar="MONO_SHARE", help="train on docs/ title -> page pairs "
+                   "across languages (this share within one language) instead of the translation pairs")
     args = p.parse_args()
     if args.gpu_train or args.unpack:
         from hmde.recipes import sentence_gpu
@@ -54,7 +56,12 @@ def main() -> None:
         print(f"saved {Path(args.output) / f'model-step{step}'}")
         return
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
-    pairs = sample_pairs(Path(args.data), config)
+    if args.title_pairs is not None:
+        from hmde.pretraining.sentence_stage import sample_title_pairs
+
+        pairs = sample_title_pairs(Path(args.data), args.title_pairs, seed=config.seed)
+    else:
+        pairs = sample_pairs(Path(args.data), config)
     print(f"{len(pairs)} pairs; {config}", flush=True)
     if args.pack:
         from hmde.recipes import sentence_gpu

@@ -4,11 +4,13 @@ sampling, and a run that resumes exactly."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
 
 import pytest
 import torch
 
+from hmde.errors import HmdeError
 from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, distillation_loss,
                                              sample_pairs, translation_ranking_loss)
 
@@ -107,3 +109,28 @@ def test_a_run_cut_off_after_a_checkpoint_resumes_to_the_same_weights(tmp_path, 
     assert all(torch.equal(v, weights[1][k]) for k, v in fresh.lower.model.state_dict().items())
     log = (tmp_path / "run-2" / "log.jsonl").read_text().splitlines()
     assert [int(x.split('"step": ')[1].split(",")[0]) for x in log] == [1, 2, 3, 4]
+
+
+def test_title_pairs_join_a_title_to_another_languages_page_of_its_concept_and_keep_held_out_languages_out(tmp_path):
+    from hmde.pretraining.sentence_stage import sample_title_pairs
+
+    folder = tmp_path / "docs" / "gnome"
+    folder.mkdir(parents=True)
+    pages = {"eng": [("c1", "Printing", "How to print a page."), ("c2", "Only English", "No other language.")],
+             "deu": [("c1", "Drucken", "So drucken Sie eine Seite."), ("c3", "Nur hier", "Sonst nur Estnisch.")],
+             "est": [("c1", "Printimine", "Kuidas lehte printida."), ("c3", "Ainult siin", "Eesti keeles.")]}
+    for lang, rows in pages.items():
+        with gzip.open(folder / f"{lang}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for concept, title, text in rows:
+                f.write(json.dumps({"concept": concept, "lang": lang, "title": title, "text": text}) + "\n")
+    # Estonian is held out of document training: c3 is left in one language and drops, c1 has English and German
+    for seed in range(6):
+        assert sample_title_pairs(tmp_path, 0.0, seed=seed) in ([("Printing", "So drucken Sie eine Seite.")],
+                                                                [("Drucken", "How to print a page.")])
+        assert sample_title_pairs(tmp_path, 1.0, seed=seed) in ([("Printing", "How to print a page.")],
+                                                                [("Drucken", "So drucken Sie eine Seite.")])
+    assert sample_title_pairs(tmp_path, 0.0, max_chars=6, seed=0)[0][1] in ("So dru", "How to")
+    with pytest.raises(HmdeError, match="no concept in two languages"):
+        sample_title_pairs(tmp_path, 0.0, sources=("tldr",))
+    with pytest.raises(HmdeError, match="mono_share must be in"):
+        sample_title_pairs(tmp_path, 1.5)

@@ -142,6 +142,43 @@ def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str
     return [out[i] for i in order]
 
 
+TITLE_SOURCES = ("libreoffice", "gnome", "tldr")  # docs/ sources whose titles are short query-like texts
+
+
+def sample_title_pairs(data: Path, mono_share: float = 0.3, sources=TITLE_SOURCES, seed: int = 0,
+                       max_chars: int = 600) -> list[tuple[str, str]]:
+    """Query-passage pairs across languages from the shared ``docs/`` pages (issue 64's lead, docs/hmde-e5.md): one
+    pair per concept with pages in two or more languages, the title of one of its pages (drawn) as the query and
+    the first ``max_chars`` characters of the text of a page of the same concept in another language as the
+    passage, or in a ``mono_share`` of the pairs the same page's text. The held-out languages stay out. Seeded."""
+    import random
+
+    if not 0 <= mono_share <= 1:
+        raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
+    pages: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for source in sources:
+        for path in sorted((Path(data) / "docs" / source).glob("*.jsonl.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    page = json.loads(line)
+                    title, text, lang = page.get("title") or "", page.get("text") or "", page.get("lang", "")
+                    if len(title.strip()) >= 3 and text.strip() and lang.split("_")[0] not in HELD_OUT:
+                        pages.setdefault((source, page["concept"]), []).append((lang, title, text[:max_chars]))
+    concepts = [c for c, versions in pages.items() if len({lang for lang, _, _ in versions}) >= 2]
+    if not concepts:
+        raise HmdeError(f"no concept in two languages under {Path(data) / 'docs'} ({', '.join(sources)})")
+    rng = random.Random(seed)
+    rng.shuffle(concepts)
+    out = []
+    for concept in concepts:
+        versions = pages[concept]
+        lang, title, text = rng.choice(versions)
+        if rng.random() >= mono_share:
+            text = rng.choice([v for v in versions if v[0] != lang])[2]
+        out.append((title, text))
+    return out
+
+
 class SentenceStageTrainer:
     """Trains ``model.lower`` (a model of :func:`hmde.encoders.model_loading.load_model`) on ``pairs``."""
 
