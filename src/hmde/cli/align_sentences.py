@@ -61,7 +61,7 @@ def add_alignment_arguments(p) -> None:
     g.add_argument("--join-tolerance", type=finite_float, help="after the search, a sentence left out joins the "
                    "aligned bead next to it where the cosine of the joined texts falls by at most this (default 0: "
                    "where it does not fall, as a deleted sentence's join lowers it; --complete-translation 0.04)")
-    g.add_argument("--join-length-weight", type=finite_float, default=0.03, help="the joins add this x how much "
+    g.add_argument("--join-length-weight", type=finite_float, help="the joins add this x how much "
                    "nearer the document's character ratio a join brings the bead to the cosine's change (default "
                    "0.03; 0: the cosine alone, as at issue 65's first joins)")
     g.add_argument("--no-joins", dest="joins", action="store_false", help="leave skipped sentences out as the "
@@ -179,12 +179,12 @@ def alignment_options(args: argparse.Namespace):
     loads)."""
     from ..align.sentence_alignment import AlignmentOptions
 
-    given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance")
-             if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance", "join_length_weight")
+             if getattr(args, name) is not None}  # the rest from AlignmentOptions' defaults or the preset
     if not args.joins:
         given["join_tolerance"] = None
     given.update(max_merge=args.max_merge, anchors=args.anchors, scoring=args.bead_scoring,
-                 skip_score=args.skip_score, join_length_weight=args.join_length_weight)
+                 skip_score=args.skip_score)
     if args.complete_translation:
         return AlignmentOptions.complete_translation(**given).check()
     return AlignmentOptions(**given).check()
