@@ -61,8 +61,8 @@ class Lexical:
     reciprocal rank fusion (weights 1 and W, k = 60). (``hmde search --hybrid`` fuses BM25 with the document-vector
     ranking instead.)"""
 
-    def __init__(self, weight: float, folder: Path):
-        self.weight, self.folder, self.built = weight, folder, {}
+    def __init__(self, weight: float):
+        self.weight, self.folder, self.built = weight, None, {}
 
     def fuse(self, order: np.ndarray, key: str, documents: list[str], queries: list[str]) -> np.ndarray:
         from hmde.index.lexical import bm25_search, build_bm25, load_bm25, reciprocal_rank_fusion
@@ -70,8 +70,9 @@ class Lexical:
         if not self.weight:
             return order
         if key not in self.built:
-            build_bm25(documents, self.folder / key)
-            self.built[key] = load_bm25(self.folder / key, len(documents))
+            self.folder = self.folder or tempfile.TemporaryDirectory()  # removed with this object
+            build_bm25(documents, Path(self.folder.name) / key)
+            self.built[key] = load_bm25(Path(self.folder.name) / key, len(documents))
         hits = bm25_search(self.built[key], queries, len(documents), len(documents))
         return np.array([[row for row, _ in reciprocal_rank_fusion([dense.tolist(), [r for r, _ in lexical]],
                                                                    [1.0, self.weight])]
@@ -97,8 +98,7 @@ def evaluate(args) -> dict:
         return np.concatenate(rows), np.array(owners)
 
     betas = [float(b) for b in args.hubness.split(",")]
-    tmp = tempfile.TemporaryDirectory()
-    lexical = Lexical(args.bm25_fusion, Path(tmp.name))
+    lexical = Lexical(args.bm25_fusion)
 
     def text(x, i):
         return " ".join(texts[x][i]) if isinstance(texts[x][i], list) else texts[x][i]

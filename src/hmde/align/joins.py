@@ -25,12 +25,11 @@ embedded in one call), until none is taken, so that two skips in a row can both 
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .sentence_alignment import Bead, span_text
+from .sentence_alignment import Bead, log_char_ratio, span_text
 
 
 def _joined(bead: Bead, skip: Bead, after: bool) -> Bead:
@@ -63,8 +62,8 @@ def length_misfit(src: Sequence[str], tgt: Sequence[str]) -> Callable[[Bead], fl
     def chars(side, indices):
         return sum(len(side[i]) + 1 for i in indices)
 
-    ratio = math.log(max(1, chars(src, range(len(src)))) / max(1, chars(tgt, range(len(tgt)))))
-    return lambda bead: abs(math.log(max(1, chars(src, bead.src)) / max(1, chars(tgt, bead.tgt))) - ratio)
+    ratio = log_char_ratio(chars(src, range(len(src))), chars(tgt, range(len(tgt))))
+    return lambda bead: float(abs(log_char_ratio(chars(src, bead.src), chars(tgt, bead.tgt)) - ratio))
 
 
 def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: float,

@@ -123,6 +123,12 @@ def span_texts(sentences: Sequence[str], longest: int) -> list[list[str]]:
     return [[span_text(sentences, i, k) for i in range(len(sentences) - k + 1)] for k in range(1, longest + 1)]
 
 
+def log_char_ratio(src_chars, tgt_chars):
+    """log(source characters / target characters), each side at least 1: a bead's or a whole document's, a sentence
+    counting its characters and one space. The length penalty and the joins compare a bead's with the document's."""
+    return np.log(np.maximum(src_chars, 1.0) / np.maximum(tgt_chars, 1.0))
+
+
 def unit_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
@@ -143,7 +149,7 @@ class _Costs:
         if self.length_weight or (scoring == "neighbours" and self.lengths):  # a span's characters in O(1)
             self.src_chars = np.concatenate([[0], np.cumsum(np.asarray(src_lengths, np.float64) + 1)])
             self.tgt_chars = np.concatenate([[0], np.cumsum(np.asarray(tgt_lengths, np.float64) + 1)])
-            self.log_ratio = float(np.log(self.src_chars[-1] / max(self.tgt_chars[-1], 1.0)))
+            self.log_ratio = float(log_char_ratio(self.src_chars[-1], self.tgt_chars[-1]))
         s1, t1 = _sample(src[0], pool), _sample(tgt[0], pool)  # neighbours among at most ``pool`` sentences
         k = max(1, min(knn, len(s1), len(t1)))
         self.k = k
@@ -170,7 +176,7 @@ class _Costs:
             return 0.0
         ls = self.src_chars[i] - self.src_chars[i - a]
         lt = self.tgt_chars[j] - self.tgt_chars[j - b]
-        return self.length_weight * np.abs(np.log(ls / np.maximum(lt, 1.0)) - self.log_ratio)
+        return self.length_weight * np.abs(log_char_ratio(ls, lt) - self.log_ratio)
 
     def pair_costs(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         """The 1-1 cost of source sentence ``i`` against target sentence ``j`` (0-based; arrays of one shape):
