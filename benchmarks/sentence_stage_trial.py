@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
 
 def main() -> None:
     from hmde.encoders.model_loading import load_model
@@ -36,6 +38,9 @@ def main() -> None:
     p.add_argument("--budget-mib", type=float, default=60.0)
     p.add_argument("--title-pairs", type=float, metavar="MONO_SHARE", help="train on docs/ title -> page pairs "
                    "across languages (this share within one language) instead of the translation pairs")
+    p.add_argument("--neighbour-pairs", type=float, metavar="MONO_SHARE", help="train on WMT sentences as queries "
+                   "and the sentence next to them on the other side (this share on their own side) instead of the "
+                   "translation pairs; with --title-pairs, on both (--pairs of these)")
     args = p.parse_args()
     if args.gpu_train or args.unpack:
         from hmde.recipes import sentence_gpu
@@ -56,10 +61,15 @@ def main() -> None:
         print(f"saved {Path(args.output) / f'model-step{step}'}")
         return
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
-    if args.title_pairs is not None:
-        from hmde.pretraining.sentence_stage import sample_title_pairs
+    if args.title_pairs is not None or args.neighbour_pairs is not None:
+        from hmde.pretraining.sentence_stage import sample_neighbour_pairs, sample_title_pairs
 
-        pairs = sample_title_pairs(Path(args.data), args.title_pairs, seed=config.seed)
+        pairs = []
+        if args.title_pairs is not None:
+            pairs += sample_title_pairs(Path(args.data), args.title_pairs, seed=config.seed)
+        if args.neighbour_pairs is not None:
+            pairs += sample_neighbour_pairs(Path(args.data), config.pairs, args.neighbour_pairs, seed=config.seed)
+        pairs = [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
     else:
         pairs = sample_pairs(Path(args.data), config)
     print(f"{len(pairs)} pairs; {config}", flush=True)

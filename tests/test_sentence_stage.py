@@ -134,3 +134,28 @@ def test_title_pairs_join_a_title_to_another_languages_page_of_its_concept_and_k
         sample_title_pairs(tmp_path, 0.0, sources=("tldr",))
     with pytest.raises(HmdeError, match="mono_share must be in"):
         sample_title_pairs(tmp_path, 1.5)
+
+
+def test_neighbour_pairs_join_a_sentence_to_the_line_next_to_it_and_keep_short_lines_and_held_out_languages_out(
+        tmp_path):
+    from hmde.pretraining.sentence_stage import sample_neighbour_pairs
+
+    folder = tmp_path / "parallel" / "wmt"
+    folder.mkdir(parents=True)
+    lines = [("Titel", "Title")] + [(f"Der deutsche Satz Nummer {k}.", f"The English sentence number {k}.")
+                                    for k in range(1, 9)] + [("Ende", "End")]
+    with gzip.open(folder / "deu-eng.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"{x}\t{y}\n" for x, y in lines)
+    with gzip.open(folder / "eng-est.tsv.gz", "wt", encoding="utf-8") as f:  # Estonian: held out
+        f.writelines(f"English line {k} of a held-out file.\tEesti rida {k} heldoutis.\n" for k in range(10))
+    index = {text: (k, side) for k, pair in enumerate(lines) for side, text in enumerate(pair)}
+    for mono in (0.0, 1.0):
+        pairs = sample_neighbour_pairs(tmp_path, pairs=100, mono_share=mono, seed=3)
+        # lines 1..8 are queries, each once; where line 1 or 8 drew the short line 0 or 9 as its passage, it drops
+        assert 6 <= len(pairs) <= 8 and len({q for q, _ in pairs}) == len(pairs)
+        for query, passage in pairs:
+            (k, side), (j, other) = index[query], index[passage]
+            assert abs(k - j) == 1 and 1 <= min(k, j) and max(k, j) <= 8
+            assert (other == side) == (mono == 1.0)
+    with pytest.raises(HmdeError, match="mono_share must be in"):
+        sample_neighbour_pairs(tmp_path, mono_share=-0.1)

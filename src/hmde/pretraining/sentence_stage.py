@@ -179,6 +179,36 @@ def sample_title_pairs(data: Path, mono_share: float = 0.3, sources=TITLE_SOURCE
     return out
 
 
+def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 0.3, sources=("wmt",),
+                           alpha: float = 0.3, seed: int = 0, min_chars: int = 20) -> list[tuple[str, str]]:
+    """Query-sentence pairs of related, not translated, sentences across languages (issue 64): in files whose lines
+    run in document order (WMT's newstest articles), a sentence of one side as the query and the sentence just
+    before or after it (drawn) on the other side as the passage, or in a ``mono_share`` of the pairs on its own
+    side: a sentence query must find the sentences of its topic in another language as it does in its own, not
+    only its translation. Each file's share is proportional to its size ** ``alpha``; lines under ``min_chars``
+    characters (titles, bylines) are neither queries nor passages. The held-out languages stay out. Seeded."""
+    if not 0 <= mono_share <= 1:
+        raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
+    rows = []
+    for path, _, _ in pair_files(data, sources):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            rows.append([tuple(line.rstrip("\n").split("\t")[:2]) for line in f if "\t" in line])
+    rng = np.random.default_rng(seed)
+    sizes = np.array([len(r) for r in rows], np.float64)
+    quota = np.floor(pairs * sizes ** alpha / (sizes ** alpha).sum()).astype(int)
+    out = []
+    for lines, n in zip(rows, quota):
+        usable = [k for k in range(1, len(lines) - 1) if min(len(lines[k][0]), len(lines[k][1])) >= min_chars]
+        for k in rng.choice(usable, min(int(n), len(usable)), replace=False) if usable else []:
+            side = int(rng.integers(2))
+            other = side if rng.random() < mono_share else 1 - side
+            near = int(k) + (1 if rng.random() < 0.5 else -1)
+            if len(lines[near][other]) >= min_chars:
+                out.append((lines[k][side], lines[near][other]))
+    order = rng.permutation(len(out))
+    return [out[i] for i in order]
+
+
 class SentenceStageTrainer:
     """Trains ``model.lower`` (a model of :func:`hmde.encoders.model_loading.load_model`) on ``pairs``."""
 
