@@ -38,6 +38,8 @@ def main() -> None:
     p.add_argument("--budget-mib", type=float, default=60.0)
     p.add_argument("--title-pairs", type=float, metavar="MONO_SHARE", help="train on docs/ title -> page pairs "
                    "across languages (this share within one language) instead of the translation pairs")
+    p.add_argument("--heading-pairs", type=float, metavar="MONO_SHARE", help="train on docs/ help pages' headings "
+                   "as queries and the paragraph under them in another language (this share in the heading's own)")
     p.add_argument("--neighbour-pairs", type=float, metavar="MONO_SHARE", help="train on WMT sentences as queries "
                    "and the sentence next to them on the other side (this share on their own side) instead of the "
                    "translation pairs; with --title-pairs, on both (--pairs of these)")
@@ -61,12 +63,14 @@ def main() -> None:
         print(f"saved {Path(args.output) / f'model-step{step}'}")
         return
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
-    if args.title_pairs is not None or args.neighbour_pairs is not None:
-        from hmde.pretraining.sentence_stage import sample_neighbour_pairs, sample_title_pairs
+    if any(x is not None for x in (args.title_pairs, args.heading_pairs, args.neighbour_pairs)):
+        from hmde.pretraining.sentence_stage import sample_heading_pairs, sample_neighbour_pairs, sample_title_pairs
 
         pairs = []
         if args.title_pairs is not None:
             pairs += sample_title_pairs(Path(args.data), args.title_pairs, seed=config.seed)
+        if args.heading_pairs is not None:
+            pairs += sample_heading_pairs(Path(args.data), args.heading_pairs, seed=config.seed)
         if args.neighbour_pairs is not None:
             pairs += sample_neighbour_pairs(Path(args.data), config.pairs, args.neighbour_pairs, seed=config.seed)
         pairs = [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]

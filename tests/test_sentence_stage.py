@@ -159,3 +159,26 @@ def test_neighbour_pairs_join_a_sentence_to_the_line_next_to_it_and_keep_short_l
             assert (other == side) == (mono == 1.0)
     with pytest.raises(HmdeError, match="mono_share must be in"):
         sample_neighbour_pairs(tmp_path, mono_share=-0.1)
+
+
+def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_language(tmp_path):
+    from hmde.pretraining.sentence_stage import sample_heading_pairs
+
+    folder = tmp_path / "docs" / "gnome"
+    folder.mkdir(parents=True)
+    body_en, body_de = "Back up anything that you cannot bear to lose. " * 2, "Sichern Sie alles, was Ihnen wichtig ist. " * 2
+    pages = {"eng": ["What to back up", body_en, "A short sentence.", body_en + "Twice."],
+             "deu": ["Was gesichert werden sollte", body_de, "Ein kurzer Satz.", body_de + "Zweimal."],
+             "fra": ["Une page d'une autre longueur", body_en],  # other paragraphs: no position to trust
+             "est": ["Mida varundada", body_de, "Lühike lause.", body_de]}  # Estonian: held out
+    with gzip.open(folder / "all.jsonl.gz", "wt", encoding="utf-8") as f:
+        for lang, paragraphs in pages.items():
+            f.write(json.dumps({"concept": "c1", "lang": lang, "paragraphs": paragraphs}) + "\n")
+    # one heading position (0): "A short sentence." ends in a full stop and is not a heading
+    for seed in range(4):
+        pairs = sample_heading_pairs(tmp_path, 0.0, seed=seed, max_chars=50)
+        assert pairs in ([("What to back up", body_de.strip()[:50])], [("Was gesichert werden sollte", body_en[:50])])
+        assert sample_heading_pairs(tmp_path, 1.0, seed=seed, max_chars=50) in (
+            [("What to back up", body_en[:50])], [("Was gesichert werden sollte", body_de[:50])])
+    with pytest.raises(HmdeError, match="no heading in two languages"):
+        sample_heading_pairs(tmp_path, 0.0, min_passage_chars=500)

@@ -179,6 +179,61 @@ def sample_title_pairs(data: Path, mono_share: float = 0.3, sources=TITLE_SOURCE
     return out
 
 
+HEADING_SOURCES = ("libreoffice", "gnome")  # docs/ sources whose pages' paragraphs align across languages
+
+
+def sample_heading_pairs(data: Path, mono_share: float = 0.3, sources=HEADING_SOURCES, seed: int = 0,
+                         max_heading_chars: int = 80, min_passage_chars: int = 80,
+                         max_chars: int = 600) -> list[tuple[str, str]]:
+    """Question-answer-like pairs across languages from the shared ``docs/`` help pages (issue 64): a heading (a
+    paragraph of 3 to ``max_heading_chars`` characters that does not end in a full stop: "What to back up",
+    "Creating a Dialog Handler") of one language's page as the query, and the paragraph under it (at least
+    ``min_passage_chars``, cut at ``max_chars``) in another language's page of the same concept as the passage,
+    or in a ``mono_share`` of the pairs in the heading's own language. A page's translations keep its paragraphs
+    in order, so the paragraph under a heading is found by its position in pages with as many paragraphs as the
+    heading's. One pair per heading position of a concept (the languages drawn); the held-out languages stay out.
+    Seeded."""
+    import random
+
+    if not 0 <= mono_share <= 1:
+        raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
+    pages: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for source in sources:
+        for path in sorted((Path(data) / "docs" / source).glob("*.jsonl.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    page = json.loads(line)
+                    lang, paragraphs = page.get("lang", ""), page.get("paragraphs") or []
+                    if lang.split("_")[0] not in HELD_OUT and len(paragraphs) >= 2:
+                        pages.setdefault((source, page["concept"]), {})[lang] = paragraphs
+
+    def heading(text: str) -> bool:
+        text = text.strip()
+        return 3 <= len(text) <= max_heading_chars and not text.endswith((".", "。", "．"))
+
+    rng = random.Random(seed)
+    out = []
+    for key in sorted(pages):
+        versions = pages[key]
+        for size in sorted({len(p) for p in versions.values()}):
+            langs = sorted(lang for lang, p in versions.items() if len(p) == size)
+            if len(langs) < 2:
+                continue
+            for k in range(size - 1):
+                usable = [lang for lang in langs if heading(versions[lang][k])
+                          and len(versions[lang][k + 1].strip()) >= min_passage_chars]
+                if len(usable) < 2:
+                    continue
+                query_lang = rng.choice(usable)
+                passage_lang = query_lang if rng.random() < mono_share else rng.choice(
+                    [lang for lang in usable if lang != query_lang])
+                out.append((versions[query_lang][k].strip(), versions[passage_lang][k + 1].strip()[:max_chars]))
+    if not out:
+        raise HmdeError(f"no heading in two languages under {Path(data) / 'docs'} ({', '.join(sources)})")
+    rng.shuffle(out)
+    return out
+
+
 def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 0.3, sources=("wmt",),
                            alpha: float = 0.3, seed: int = 0, min_chars: int = 20) -> list[tuple[str, str]]:
     """Query-sentence pairs of related, not translated, sentences across languages (issue 64): in files whose lines
