@@ -42,7 +42,7 @@ def main() -> None:
                    "as queries and the paragraph under them in another language (this share in the heading's own)")
     p.add_argument("--neighbour-pairs", type=float, metavar="MONO_SHARE", help="train on WMT sentences as queries "
                    "and the sentence next to them on the other side (this share on their own side) instead of the "
-                   "translation pairs; with --title-pairs, on both (--pairs of these)")
+                   "translation pairs (--pairs of these); the --*-pairs named are trained on together, shuffled")
     args = p.parse_args()
     if args.gpu_train or args.unpack:
         from hmde.recipes import sentence_gpu

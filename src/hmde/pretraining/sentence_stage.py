@@ -115,6 +115,30 @@ def pair_files(data: Path, sources) -> list[tuple[Path, str, str]]:
     return out
 
 
+def read_pairs(path: Path) -> list[tuple[str, str]]:
+    """A parallel file's lines as (xxx, yyy) text pairs, in file order (lines without a tab left out)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [tuple(line.rstrip("\n").split("\t")[:2]) for line in f if "\t" in line]
+
+
+def file_quotas(sizes, total: int, alpha: float) -> np.ndarray:
+    """How many of ``total`` items each file gives: in proportion to its size ** ``alpha``, at most its size."""
+    sizes = np.asarray(sizes, np.float64)
+    weights = sizes ** alpha
+    return np.minimum(np.floor(total * weights / weights.sum()).astype(int), sizes.astype(int))
+
+
+def docs_pages(data: Path, sources):
+    """``(source, page)`` for every page of the shared ``docs/<source>/`` files whose language is not held out."""
+    for source in sources:
+        for path in sorted((Path(data) / "docs" / source).glob("*.jsonl.gz")):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    page = json.loads(line)
+                    if page.get("lang", "").split("_")[0] not in HELD_OUT:
+                        yield source, page
+
+
 def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str]]:
     """``config.pairs`` translation pairs, each file's share proportional to its size ** alpha, shuffled (seeded)."""
     files = pair_files(data, config.sources)
@@ -122,14 +146,8 @@ def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str
         files = [f for f in files if "eng" in f[1:]]
         if not files:
             raise HmdeError("self-distillation needs pairs with an English side; none among " + ", ".join(config.sources))
-    rows = []
-    for path, _, _ in files:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            pairs = [tuple(line.rstrip("\n").split("\t")[:2]) for line in f if "\t" in line]
-        rows.append([p for p in pairs if p[0].strip() and p[1].strip()])
-    sizes = np.array([len(r) for r in rows], np.float64)
-    weights = sizes ** config.alpha
-    quota = np.minimum(np.floor(config.pairs * weights / weights.sum()).astype(int), sizes.astype(int))
+    rows = [[p for p in read_pairs(path) if p[0].strip() and p[1].strip()] for path, _, _ in files]
+    quota = file_quotas([len(r) for r in rows], config.pairs, config.alpha)
     rng = np.random.default_rng(config.seed)
     out = []
     for (_, x, y), pairs, n in zip(files, rows, quota):
@@ -156,14 +174,10 @@ def sample_title_pairs(data: Path, mono_share: float = 0.3, sources=TITLE_SOURCE
     if not 0 <= mono_share <= 1:
         raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
     pages: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
-    for source in sources:
-        for path in sorted((Path(data) / "docs" / source).glob("*.jsonl.gz")):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    page = json.loads(line)
-                    title, text, lang = page.get("title") or "", page.get("text") or "", page.get("lang", "")
-                    if len(title.strip()) >= 3 and text.strip() and lang.split("_")[0] not in HELD_OUT:
-                        pages.setdefault((source, page["concept"]), []).append((lang, title, text[:max_chars]))
+    for source, page in docs_pages(data, sources):
+        title, text = page.get("title") or "", page.get("text") or ""
+        if len(title.strip()) >= 3 and text.strip():
+            pages.setdefault((source, page["concept"]), []).append((page.get("lang", ""), title, text[:max_chars]))
     concepts = [c for c, versions in pages.items() if len({lang for lang, _, _ in versions}) >= 2]
     if not concepts:
         raise HmdeError(f"no concept in two languages under {Path(data) / 'docs'} ({', '.join(sources)})")
@@ -198,14 +212,9 @@ def sample_heading_pairs(data: Path, mono_share: float = 0.3, sources=HEADING_SO
     if not 0 <= mono_share <= 1:
         raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
     pages: dict[tuple[str, str], dict[str, list[str]]] = {}
-    for source in sources:
-        for path in sorted((Path(data) / "docs" / source).glob("*.jsonl.gz")):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    page = json.loads(line)
-                    lang, paragraphs = page.get("lang", ""), page.get("paragraphs") or []
-                    if lang.split("_")[0] not in HELD_OUT and len(paragraphs) >= 2:
-                        pages.setdefault((source, page["concept"]), {})[lang] = paragraphs
+    for source, page in docs_pages(data, sources):
+        if len(page.get("paragraphs") or []) >= 2:
+            pages.setdefault((source, page["concept"]), {})[page.get("lang", "")] = page["paragraphs"]
 
     def heading(text: str) -> bool:
         text = text.strip()
@@ -244,15 +253,10 @@ def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 
     characters (titles, bylines) are neither queries nor passages. The held-out languages stay out. Seeded."""
     if not 0 <= mono_share <= 1:
         raise HmdeError(f"mono_share must be in [0, 1], got {mono_share}")
-    rows = []
-    for path, _, _ in pair_files(data, sources):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            rows.append([tuple(line.rstrip("\n").split("\t")[:2]) for line in f if "\t" in line])
+    rows = [read_pairs(path) for path, _, _ in pair_files(data, sources)]
     rng = np.random.default_rng(seed)
-    sizes = np.array([len(r) for r in rows], np.float64)
-    quota = np.floor(pairs * sizes ** alpha / (sizes ** alpha).sum()).astype(int)
     out = []
-    for lines, n in zip(rows, quota):
+    for lines, n in zip(rows, file_quotas([len(r) for r in rows], pairs, alpha)):
         usable = [k for k in range(1, len(lines) - 1) if min(len(lines[k][0]), len(lines[k][1])) >= min_chars]
         for k in rng.choice(usable, min(int(n), len(usable)), replace=False) if usable else []:
             side = int(rng.integers(2))
