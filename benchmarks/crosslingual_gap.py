@@ -122,14 +122,14 @@ def evaluate(args) -> dict:
             s, owners = collection(mixed_choice)
             if beta and "mixed" not in hubs:
                 hubs["mixed"] = hubness(s, owners, args.hub_k)
-            order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, "subspace+same-spread-0.15", beta,
+            order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, args.mixed_variant, beta,
                            hubs.get("mixed"))
             order = lexical.fuse(order, "mixed", [text(x, i) for i, x in enumerate(mixed_choice)],
                                  questions[qlang][:len(answer)])
             row["mixed"] = mrr(order, answer)
             results[(beta, qlang)] = row
     print(f"{'Bible chapters' if args.unit == 'chapter' else 'XQuAD ' + args.unit + 's'} ({n_docs}), {len(answer)} "
-          f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, subspace+calibrate"
+          f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, {args.mixed_variant}"
           + (f"; fused with BM25 (RRF, weight {args.bm25_fusion:g})" if args.bm25_fusion else "") + "\n")
     print("| hubness B | query | mono | " + " | ".join(f"-> {x}" for x in pool) + " | cross mean | mixed | "
           "mono - cross | mono - mixed |")
@@ -166,6 +166,8 @@ def main() -> int:
     p.add_argument("--question", type=int, default=0)
     p.add_argument("--hubness", default="0", help="comma-separated B values (0: today's ranking)")
     p.add_argument("--hub-k", type=int, default=10)
+    p.add_argument("--mixed-variant", default="subspace+same-spread-0.15",
+                   help="the mixed pool's debiasing (benchmarks/language_bias.py's variants; default: hmde's)")
     p.add_argument("--bm25-fusion", type=float, default=0.0, help="fuse each ranking with BM25's by reciprocal rank "
                    "fusion, this weight for BM25 (0: dense only)")
     evaluate(p.parse_args())

@@ -255,15 +255,15 @@ def verses(args) -> None:
                 predicted = [old(s, t) for _, (_, s, t, _) in tasks]
             elif label == "new, pair by pair":  # no text shared between pairs: what one pair costs alone
                 predicted = [align_many([(s, t, None, None)], embed)[0] for _, (_, s, t, _) in tasks]
-            else:  # "new, no joins": issue 55's aligner, the same batch (issue 65's joins cost beside it)
-                options = AlignmentOptions(join_tolerance=None) if label == "new, no joins" else None
+            else:  # "new, no joins": issue 55's aligner, the same batch (issue 65's joins and moves cost beside it)
+                options = AlignmentOptions(join_tolerance=None, boundary_gain=None) if label == "new, no joins" else None
                 predicted = align_many([(s, t, None, None) for _, (_, s, t, _) in tasks], embed, options)
             seconds = time.perf_counter() - start
             for (pair, (_, _, _, gold)), got in zip(tasks, predicted if label in ("old", "new") else []):
                 f = beads_f1(got, gold)
                 rows.setdefault(pair, {}).setdefault(label, []).append((f["strict_f1"], f["lax_f1"]))
             split = f" (single sentences {calls[0] / sentences:.2f}, merged spans {calls[1] / sentences:.2f}, " \
-                f"joins {sum(calls[2:]) / sentences:.2f})" if label == "new" and len(calls) >= 2 else ""
+                f"joins and moves {sum(calls[2:]) / sentences:.2f})" if label == "new" and len(calls) >= 2 else ""
             print(f"model {name}, {label} default: {counted[0] / sentences:.2f} texts embedded per sentence pair{split}, "
                   f"{1000 * seconds / sentences:.1f} s per 1,000 sentence pairs")
         print("| pair | old strict / lax | new strict / lax |\n|---|---|---|")

@@ -205,7 +205,8 @@ def test_align_many_embeds_each_reachable_span_once_and_equals_the_full_search()
     del tgt[9]
     beads = align_many([(src, tgt, None, None), (src[:20], tgt[:18], None, None)], embed)
     texts = [t for call in calls for t in call]
-    assert len(calls) == 2 and len(texts) == len(set(texts))  # singles, then spans; each distinct text once
+    # singles, then spans, then the texts of the boundary moves that cross an anchor; each distinct text once
+    assert len(calls) == 3 and len(texts) == len(set(texts)) and calls[2] == ["s9 s10"]
     every_span = sum(max(0, len(side) - k + 1) for side in (src, tgt) for k in (2, 3, 4))
     assert 0 < len(calls[1]) < every_span / 4  # most sentences are locked: few spans are reachable
     assert pairs_of(beads[0])[7:11] == [([7], [7]), ([8, 9], [8]), ([10], [9]), ([11], [10])]

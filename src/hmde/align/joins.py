@@ -93,18 +93,19 @@ def join_round(beads: list[Bead], cosine: Callable[[Bead], float], tolerance: fl
     return [b for b in out if b is not None], True
 
 
-def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead]]],
-               embed_texts: Callable[[list[str]], dict[str, np.ndarray]], tolerance: float,
-               rounds: int = 20, length_weight: float = 0.0) -> list[list[Bead]]:
-    """Every document pair's beads after the joins: ``documents`` holds ``(src, tgt, beads)``;
-    ``embed_texts(texts)`` returns unit vectors by text (each distinct text embedded once per round);
-    ``length_weight``: the weight of the length ratio's change beside the cosine's (:func:`join_round`)."""
-    misfits = [length_misfit(src, tgt) for src, tgt, _ in documents]
+def in_rounds(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead]]],
+              embed_texts: Callable[[list[str]], dict[str, np.ndarray]],
+              beads_read: Callable[[list[Bead]], list[Bead]],
+              one_round: Callable[[int, list[Bead], Callable[[Bead], float]], tuple[list[Bead], bool]],
+              rounds: int) -> list[list[Bead]]:
+    """A pass after the search, a round at a time over every document pair (``(src, tgt, beads)``) until none
+    changes: ``beads_read(beads)`` lists the beads whose cosines a round reads (their texts embedded in one call of
+    ``embed_texts(texts) -> unit vectors by text`` for every open pair), ``one_round(d, beads, cosine)`` returns the
+    pair's new beads and whether they changed."""
     results = [list(beads) for _, _, beads in documents]
     open_pairs = list(range(len(documents)))
     for _ in range(rounds):
-        texts = [side_text(side, ix) for d in open_pairs for _, n, joined in candidates(results[d])
-                 for bead in (joined, results[d][n])
+        texts = [side_text(side, ix) for d in open_pairs for bead in beads_read(results[d])
                  for side, ix in ((documents[d][0], bead.src), (documents[d][1], bead.tgt))]
         if not texts:
             break
@@ -116,10 +117,22 @@ def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead
             def cosine(bead: Bead, src=src, tgt=tgt) -> float:
                 return float(vectors[side_text(src, bead.src)] @ vectors[side_text(tgt, bead.tgt)])
 
-            results[d], changed = join_round(results[d], cosine, tolerance, misfits[d], length_weight)
+            results[d], changed = one_round(d, results[d], cosine)
             if changed:
                 still.append(d)
         open_pairs = still
         if not open_pairs:
             break
     return results
+
+
+def join_skips(documents: Sequence[tuple[Sequence[str], Sequence[str], list[Bead]]],
+               embed_texts: Callable[[list[str]], dict[str, np.ndarray]], tolerance: float,
+               rounds: int = 20, length_weight: float = 0.0) -> list[list[Bead]]:
+    """Every document pair's beads after the joins: ``documents`` holds ``(src, tgt, beads)``;
+    ``embed_texts(texts)`` returns unit vectors by text (each distinct text embedded once per round);
+    ``length_weight``: the weight of the length ratio's change beside the cosine's (:func:`join_round`)."""
+    misfits = [length_misfit(src, tgt) for src, tgt, _ in documents]
+    return in_rounds(documents, embed_texts,
+                     lambda beads: [b for _, n, joined in candidates(beads) for b in (joined, beads[n])],
+                     lambda d, beads, cosine: join_round(beads, cosine, tolerance, misfits[d], length_weight), rounds)

@@ -73,6 +73,9 @@ class AlignmentOptions:
     # the joins weigh, beside the cosine's change, this x how much nearer the bead's log character ratio comes to
     # the document's (a deleted sentence's join moves it away, a missing part's brings it back)
     join_length_weight: float = 0.03
+    # after the joins, the boundary between two aligned beads moves by a sentence where the sum of the two beads'
+    # cosines rises by more than this (hmde.align.boundaries; None: no moves, the aligner of stop 71)
+    boundary_gain: float | None = 0.0
 
     @classmethod
     def complete_translation(cls, **changes) -> "AlignmentOptions":
@@ -92,6 +95,9 @@ class AlignmentOptions:
         if not 0 <= self.join_length_weight <= 10:
             raise HmdeError(f"--join-length-weight must be between 0 (the cosine alone) and 10, got "
                             f"{self.join_length_weight}")
+        if self.boundary_gain is not None and not 0 <= self.boundary_gain <= 2:
+            raise HmdeError(f"--boundary-gain must be between 0 and 2 (a change of two cosines), got "
+                            f"{self.boundary_gain}")
         if not 0 <= self.length_weight <= 100:
             raise HmdeError(f"--length-weight must be between 0 (no length penalty) and 100, got {self.length_weight}")
         return self

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .boundaries import move_boundaries
 from .joins import join_skips
 from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, span_text, unit_rows
 
@@ -94,13 +95,16 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
         results.append(align_vectors(_spans(src, s1, longest, lambda k: plan.anchors.span_starts("src", k), spans),
                                      _spans(tgt, t1, longest, lambda k: plan.anchors.span_starts("tgt", k), spans),
                                      options, *lengths, plan=plan))
-    if options.join_tolerance is None:
-        return results
     known = singles | spans
 
     def embed_texts(texts: list[str]) -> dict[str, np.ndarray]:  # only what the steps before did not embed
         known.update(_embed_distinct([t for t in texts if t not in known], embed))
         return known
 
-    return join_skips([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
-                      options.join_tolerance, length_weight=options.join_length_weight)
+    if options.join_tolerance is not None:
+        results = join_skips([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
+                             options.join_tolerance, length_weight=options.join_length_weight)
+    if options.boundary_gain is not None:
+        results = move_boundaries([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
+                                  options.boundary_gain)
+    return results

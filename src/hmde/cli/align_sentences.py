@@ -66,6 +66,10 @@ def add_alignment_arguments(p) -> None:
                    "0.03; 0: the cosine alone, as at issue 65's first joins)")
     g.add_argument("--no-joins", dest="joins", action="store_false", help="leave skipped sentences out as the "
                    "search found them (the aligner before issue 65)")
+    g.add_argument("--boundary-gain", type=finite_float, help="after the joins, the boundary between two aligned "
+                   "beads moves by a sentence where the sum of their cosines rises by more than this (default 0)")
+    g.add_argument("--no-boundary-moves", dest="boundary_moves", action="store_false", help="keep the boundaries "
+                   "between beads as the search found them (the aligner before stop 72)")
     g.add_argument("--no-anchors", dest="anchors", action="store_false", help="one programme over every span "
                    "(issue 45's aligner), instead of confident 1-1 anchors first and merges only between them")
 
@@ -179,10 +183,13 @@ def alignment_options(args: argparse.Namespace):
     loads)."""
     from ..align.sentence_alignment import AlignmentOptions
 
-    given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance", "join_length_weight")
-             if getattr(args, name) is not None}  # the rest from AlignmentOptions' defaults or the preset
+    given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance", "join_length_weight",
+                                                    "boundary_gain") if getattr(args, name) is not None}
+    # the rest from AlignmentOptions' defaults or the preset
     if not args.joins:
         given["join_tolerance"] = None
+    if not args.boundary_moves:
+        given["boundary_gain"] = None
     given.update(max_merge=args.max_merge, anchors=args.anchors, scoring=args.bead_scoring,
                  skip_score=args.skip_score)
     if args.complete_translation:
