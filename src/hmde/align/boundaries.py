@@ -17,6 +17,7 @@ changed nothing or less.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -37,10 +38,8 @@ def moves(beads: Sequence[Bead]) -> list[tuple[int, Bead, Bead]]:
             left, right = getattr(a, side), getattr(b, side)
             for new_left, new_right in ((left[:-1], left[-1:] + right), (left + right[:1], right[1:])):
                 if new_left and new_right:
-                    x = {"src": a.src, "tgt": a.tgt, side: new_left}
-                    y = {"src": b.src, "tgt": b.tgt, side: new_right}
-                    out.append((k, Bead(list(x["src"]), list(x["tgt"]), 0.0),
-                                Bead(list(y["src"]), list(y["tgt"]), 0.0)))
+                    out.append((k, replace(a, score=0.0, **{side: new_left}),
+                                replace(b, score=0.0, **{side: new_right})))
     return out
 
 

@@ -101,10 +101,12 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
         known.update(_embed_distinct([t for t in texts if t not in known], embed))
         return known
 
+    def documents(results):
+        return [(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)]
+
     if options.join_tolerance is not None:
-        results = join_skips([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
-                             options.join_tolerance, length_weight=options.join_length_weight)
+        results = join_skips(documents(results), embed_texts, options.join_tolerance,
+                             length_weight=options.join_length_weight)
     if options.boundary_gain is not None:
-        results = move_boundaries([(src, tgt, beads) for (src, tgt, *_), beads in zip(pairs, results)], embed_texts,
-                                  options.boundary_gain)
+        results = move_boundaries(documents(results), embed_texts, options.boundary_gain)
     return results
