@@ -182,3 +182,60 @@ def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_langu
             [("What to back up", body_en[:50])], [("Was gesichert werden sollte", body_de[:50])])
     with pytest.raises(HmdeError, match="no heading in two languages"):
         sample_heading_pairs(tmp_path, 0.0, min_passage_chars=500)
+
+
+def _gradients(trainer):
+    out = {n: p.grad.clone() for n, p in trainer.module.named_parameters() if p.grad is not None}
+    trainer.module.zero_grad(set_to_none=True)
+    return out
+
+
+def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_path, hmde_dir):
+    """``ranking_chunk`` (issue 64: a batch of 128 on CPUs): the loss over the whole batch, the encoder run two
+    texts at a time. Without dropout its gradient is the single pass's; with dropout each chunk's draws are
+    replayed, so it is the gradient of the loss on the chunks' own vectors (a replay with other draws would differ)."""
+    from hmde.encoders.model_loading import load_model
+
+    pairs = [(f"Satz Nummer {i} über Flüsse und Berge.", f"Sentence {i} about rivers.") for i in range(6)]
+    model = load_model(str(hmde_dir), "cpu")[1]
+    plain = SentenceStageTrainer(model, pairs, SentenceStageConfig(batch_size=6), tmp_path / "a")
+    cached = SentenceStageTrainer(model, pairs, SentenceStageConfig(batch_size=6, ranking_chunk=2), tmp_path / "b")
+    batch = plain.batch(0)
+    lower = plain.lower
+
+    plain.module.eval()
+    reference_loss = plain.loss(batch)
+    reference_loss.backward()
+    reference = _gradients(plain)
+    loss = cached.cached_backward(batch)
+    assert loss.item() == pytest.approx(reference_loss.item(), rel=1e-5)
+    got = _gradients(cached)
+    assert set(got) == set(reference) and len(got) > 0
+    for name, grad in reference.items():
+        assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-3), name
+
+    plain.module.train()  # dropout on: two passes of one text differ
+    ids = [lower.token_ids(["Satz Nummer 1 über Flüsse und Berge."], prompt=None)[0]]
+    with torch.no_grad():
+        assert not torch.equal(lower.embed_ids(ids), lower.embed_ids(ids))
+
+    def chunked(x):  # the chunks' order: every query chunk, then every passage chunk
+        vectors = []
+        for texts, role in (([q for q, _ in batch], "query"), ([p for _, p in batch], None)):
+            token_ids = lower.token_ids(texts, prompt=lower.prompt_for(role))
+            vectors.append(torch.cat([lower.embed_ids(token_ids[k:k + 2], normalized=True).float()
+                                      for k in range(0, len(batch), 2)]))
+        return translation_ranking_loss(*vectors, margin=0.3, scale=20.0)
+
+    torch.manual_seed(7)
+    chunked(None).backward()
+    reference = _gradients(plain)
+    torch.manual_seed(7)
+    cached.cached_backward(batch)
+    got = _gradients(cached)
+    for name, grad in reference.items():
+        assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-3), name
+    with pytest.raises(HmdeError, match="ranking_chunk"):
+        SentenceStageConfig(ranking_chunk=-1).check()
+    with pytest.raises(HmdeError, match="distill_weight 0"):
+        SentenceStageConfig(ranking_chunk=8, distill_weight=1.0).check()

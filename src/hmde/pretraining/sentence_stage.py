@@ -67,11 +67,19 @@ class SentenceStageConfig:
     max_tokens: int = 64
     seed: int = 0
     checkpoint_every: int = 50
+    # gradient caching (Gao et al., 2021, "Scaling Deep Contrastive Learning Batch Size under Memory Limited
+    # Setup"): the ranking loss over the whole batch, the encoder run this many texts at a time (0: all at once),
+    # so a CPU or a small GPU trains with the in-batch negatives of a large batch; the same gradient as one pass
+    ranking_chunk: int = 0
 
     def check(self) -> None:
         for name in ("pairs", "batch_size", "steps", "max_tokens", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise HmdeError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.ranking_chunk < 0:
+            raise HmdeError(f"ranking_chunk must be >= 0 (0: the whole batch in one pass), got {self.ranking_chunk}")
+        if self.ranking_chunk and self.distill_weight > 0:
+            raise HmdeError("ranking_chunk (gradient caching) is for the ranking loss alone: set distill_weight 0")
         if self.batch_size < 2:
             raise HmdeError("batch_size must be >= 2: a pair needs another pair of the batch to rank against")
         if not 0 <= self.alpha <= 1:
@@ -315,6 +323,35 @@ class SentenceStageTrainer:
             loss = loss + cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
         return loss
 
+    def cached_backward(self, batch) -> torch.Tensor:
+        """The ranking loss's gradient over the whole batch with the encoder run ``ranking_chunk`` texts at a time
+        (gradient caching): every vector first without a graph, the loss's gradient with respect to the vectors,
+        then each chunk again with its graph, its vectors' gradients pushed through it. Each chunk's random state
+        (dropout) is replayed, so the gradient is the one a single pass would give. Returns the loss."""
+        lower, cfg = self.lower, self.config
+        dtype = torch.bfloat16 if lower.device.type == "cuda" else None
+        cuda = lower.device.type == "cuda"
+        sides = [[i[:cfg.max_tokens] for i in lower.token_ids(texts, prompt=lower.prompt_for(role))]
+                 for texts, role in (([x for x, _ in batch], "query"), ([y for _, y in batch], None))]
+        chunks = [(s, k) for s in range(2) for k in range(0, len(batch), cfg.ranking_chunk)]
+        states, vectors = [], [[], []]
+        with torch.no_grad():
+            for s, k in chunks:
+                states.append((torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None))
+                vectors[s].append(lower.embed_ids(sides[s][k:k + cfg.ranking_chunk], normalized=True,
+                                                  autocast_dtype=dtype).float())
+        a, b = (torch.cat(v).requires_grad_(True) for v in vectors)
+        loss = cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
+        loss.backward()
+        grads = (a.grad, b.grad)
+        for (s, k), (cpu_state, cuda_state) in zip(chunks, states):
+            torch.set_rng_state(cpu_state)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state)
+            again = lower.embed_ids(sides[s][k:k + cfg.ranking_chunk], normalized=True, autocast_dtype=dtype).float()
+            (again * grads[s][k:k + cfg.ranking_chunk]).sum().backward()
+        return loss.detach()
+
     def train(self, resume: bool = True, log=print, stop_at_step: int | None = None, minutes: float | None = None):
         """Train to ``config.steps`` (from the last checkpoint where ``resume``); ``stop_at_step``: stop there, as a
         run cut off after a checkpoint would (the schedule stays the whole run's). ``minutes``: a time budget (a
@@ -353,10 +390,12 @@ class SentenceStageTrainer:
         step, cap = start, cfg.steps
         while step < min(cfg.steps, stop_at_step or cfg.steps):
             optimizer.zero_grad(set_to_none=True)
-            loss = self.loss(self.batch(step), step)
+            cached = 0 < cfg.ranking_chunk < cfg.batch_size
+            loss = self.cached_backward(self.batch(step)) if cached else self.loss(self.batch(step), step)
             if not math.isfinite(loss.item()):
                 raise HmdeError(f"the loss is {loss.item()} at step {step + 1}")
-            loss.backward()
+            if not cached:
+                loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             schedule.step()
