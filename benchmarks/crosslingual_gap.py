@@ -1,6 +1,6 @@
 """The cross-lingual gap, as a dev table (issue 64): a query finds its document less well across languages than
-within one. The same documents (XQuAD paragraphs, or Bible chapters with their middle verse as the query, left out
-of the chapter) searched three ways by the same queries: all in the query's language (monolingual), all in one other
+within one. The same documents (XQuAD paragraphs, or Bible chapters or PUD's news and Wikipedia documents with their
+middle verse or sentence as the query, left out of the document in every language) searched three ways by the same queries: all in the query's language (monolingual), all in one other
 language (cross-lingual, per language pair), and mixed over the pool's languages in rotation (hmde's default there:
 the language subspace and the query-language calibration). Ranking: ``hmde search``'s default on a multi-vector
 index (best sentence + 0.5 x the document vector), computed exactly in numpy from the model's sentence vectors
@@ -15,6 +15,7 @@ The gap to close: the mean over the query languages of (monolingual - cross-ling
 
     python benchmarks/crosslingual_gap.py --data ../shared/data --work runs/bias --unit paragraph
     python benchmarks/crosslingual_gap.py --unit chapter --pool eng,spa,zho,hye,guj,swh --queries eng,spa,zho
+    python benchmarks/crosslingual_gap.py --unit pud --pool eng,deu,rus,zho,ara,hin --queries eng,deu,zho,ara
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ def evaluate(args) -> dict:
                                  questions[qlang][:len(answer)])
             row["mixed"] = mrr(order, answer)
             results[(beta, qlang)] = row
-    print(f"{'Bible chapters' if args.unit == 'chapter' else 'XQuAD ' + args.unit + 's'} ({n_docs}), {len(answer)} "
+    name = {"chapter": "Bible chapters", "pud": "PUD documents, the query left out",
+            "pud-in": "PUD documents, the query in its document"}.get(args.unit, f"XQuAD {args.unit}s")
+    print(f"{name} ({n_docs}), {len(answer)} "
           f"queries a language, {args.model}; MRR@10; mixed: {'/'.join(pool)} in rotation, {args.mixed_variant}"
           + (f"; fused with BM25 (RRF, weight {args.bm25_fusion:g})" if args.bm25_fusion else "") + "\n")
     print("| hubness B | query | mono | " + " | ".join(f"-> {x}" for x in pool) + " | cross mean | mixed | "
@@ -159,7 +162,7 @@ def main() -> int:
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--work", default="runs/bias")
     p.add_argument("--model", default="hmde-e5")
-    p.add_argument("--unit", choices=["paragraph", "article", "chapter"], default="paragraph")
+    p.add_argument("--unit", choices=["paragraph", "article", "chapter", "pud", "pud-in"], default="paragraph")
     p.add_argument("--pool", default="en,el,hi,vi,de,ru")
     p.add_argument("--queries", default="en,el,de,hi")
     p.add_argument("--questions", type=int, default=240)

@@ -98,6 +98,28 @@ def bible(data: Path, langs: list[str]):
     return out, list(range(len(chapters)))
 
 
+def pud(data: Path, langs: list[str], leave_out: bool = True):
+    """PUD pools (issue 64; news and Wikipedia, as the held-out news table): the documents of at least 3 sentences
+    that every one of ``langs`` has with as many; a document's middle sentence is the query (in the query's language)
+    and is left out of the document in every language, as :func:`bible` does with a chapter's middle verse.
+    Returns {lang: (documents as sentence lists, queries)} and the answers (query i -> document i)."""
+    import gzip
+
+    docs = {}
+    for lang in langs:
+        with gzip.open(data / "eval" / "pud" / f"{lang}.jsonl.gz", "rt", encoding="utf-8") as f:
+            docs[lang] = {r["concept"]: r["sentences"] for r in map(json.loads, f)}
+    first = docs[langs[0]]
+    concepts = [c for c in first if all(c in docs[x] and len(docs[x][c]) == len(first[c]) >= 3 for x in langs)]
+    out = {}
+    for lang in langs:
+        sentences = [docs[lang][c] for c in concepts]
+        mid = [len(v) // 2 for v in sentences]
+        kept = [v[:k] + v[k + 1:] if leave_out else v for v, k in zip(sentences, mid)]
+        out[lang] = (kept, [v[k] for v, k in zip(sentences, mid)])
+    return out, list(range(len(concepts)))
+
+
 class Cache:
     """Sentence vectors of each (language, unit kind) collection and query vectors, embedded once."""
 
@@ -314,8 +336,9 @@ def load_texts(data: Path, unit_kind: str, langs: list[str], question: int = 0):
     the answers, and the XQuAD articles of the answers (None for the Bible): {lang: texts}, {lang: questions},
     answers, articles."""
     texts, questions, articles = {}, {}, None
-    if unit_kind == "chapter":
-        loaded, answer = bible(data, sorted(set(langs)))
+    if unit_kind in ("chapter", "pud", "pud-in"):
+        loaded, answer = (bible(data, sorted(set(langs))) if unit_kind == "chapter"
+                          else pud(data, sorted(set(langs)), leave_out=unit_kind == "pud"))
         for lang, (chapters, verses) in loaded.items():
             texts[lang], questions[lang] = chapters, verses
         return texts, questions, answer, articles
@@ -396,7 +419,7 @@ def main() -> int:
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--work", default="runs/bias")
     p.add_argument("--model", default="hmde-e5")
-    p.add_argument("--unit", choices=["paragraph", "article", "chapter"], default="paragraph",
+    p.add_argument("--unit", choices=["paragraph", "article", "chapter", "pud", "pud-in"], default="paragraph",
                    help="chapter: Bible pools (--pool eng,spa,zho,hye,guj,swh --queries ...,por: ISO 639-3)")
     p.add_argument("--pool", default="en,el,hi,vi,de,ru")
     p.add_argument("--queries", default="en,el,hi,vi,de,ru,zh")
