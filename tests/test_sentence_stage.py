@@ -184,6 +184,10 @@ def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_langu
         sample_heading_pairs(tmp_path, 0.0, min_passage_chars=500)
 
 
+def _close(a, b, rel=1e-3):  # a gradient within ``rel`` of the other's norm (or both about zero)
+    return float((a - b).norm()) <= rel * float(b.norm()) + 1e-9
+
+
 def _gradients(trainer):
     out = {n: p.grad.clone() for n, p in trainer.module.named_parameters() if p.grad is not None}
     trainer.module.zero_grad(set_to_none=True)
@@ -203,7 +207,9 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
     batch = plain.batch(0)
     lower = plain.lower
 
-    plain.module.eval()
+    # in float64: the tiny random encoder's vectors lie so close together that the loss's gradient is a small
+    # difference of large terms, and float32's other order of summation moves it by up to 1%
+    plain.module.eval().double()
     reference_loss = plain.loss(batch)
     reference_loss.backward()
     reference = _gradients(plain)
@@ -212,7 +218,8 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
     got = _gradients(cached)
     assert set(got) == set(reference) and len(got) > 0
     for name, grad in reference.items():
-        assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-3), name
+        assert _close(got[name], grad, rel=1e-4), name
+    plain.module.float()
 
     plain.module.train()  # dropout on: two passes of one text differ
     ids = [lower.token_ids(["Satz Nummer 1 über Flüsse und Berge."], prompt=None)[0]]
@@ -234,7 +241,7 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
     cached.cached_backward(batch)
     got = _gradients(cached)
     for name, grad in reference.items():
-        assert torch.allclose(got[name], grad, atol=1e-6, rtol=1e-3), name
+        assert _close(got[name], grad), name
     with pytest.raises(HmdeError, match="ranking_chunk"):
         SentenceStageConfig(ranking_chunk=-1).check()
     with pytest.raises(HmdeError, match="distill_weight 0"):
