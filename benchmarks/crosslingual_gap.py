@@ -1,8 +1,9 @@
 """The cross-lingual gap, as a dev table (issue 64): a query finds its document less well across languages than
 within one. The same documents (XQuAD paragraphs, or Bible chapters or PUD's news and Wikipedia documents with their
-middle verse or sentence as the query, left out of the document in every language) searched three ways by the same queries: all in the query's language (monolingual), all in one other
-language (cross-lingual, per language pair), and mixed over the pool's languages in rotation (hmde's default there:
-the language subspace and the query-language calibration). Ranking: ``hmde search``'s default on a multi-vector
+middle verse or sentence as the query, left out of the document in every language) searched three ways by the same
+queries: all in the query's language (monolingual), all in one other language (cross-lingual, per language pair),
+and mixed over the pool's languages in rotation (hmde's default there: the language subspace and the query-language
+calibration). Ranking: ``hmde search``'s default on a multi-vector
 index (best sentence + 0.5 x the document vector), computed exactly in numpy from the model's sentence vectors
 (benchmarks/language_bias.py's loaders, cache and ranking: the vectors are embedded once into --work).
 

@@ -90,12 +90,14 @@ def bible(data: Path, langs: list[str]):
     first = books[langs[0]]
     chapters = [c for c in first if all(c in books[x] and len(books[x][c]) == len(first[c]) >= 5 for x in langs)]
     chapters = chapters[:BIBLE_CHAPTERS]
-    out = {}
-    for lang in langs:
-        verses = [books[lang][c] for c in chapters]
-        mid = [len(v) // 2 for v in verses]
-        out[lang] = ([v[:k] + v[k + 1:] for v, k in zip(verses, mid)], [v[k] for v, k in zip(verses, mid)])
-    return out, list(range(len(chapters)))
+    return {lang: middle_as_query([books[lang][c] for c in chapters]) for lang in langs}, list(range(len(chapters)))
+
+
+def middle_as_query(units: list[list[str]], leave_out: bool = True) -> tuple[list[list[str]], list[str]]:
+    """Each unit's middle sentence as its query, left out of the unit (``leave_out``) or kept in: (units, queries)."""
+    mid = [len(u) // 2 for u in units]
+    kept = [u[:k] + u[k + 1:] if leave_out else u for u, k in zip(units, mid)]
+    return kept, [u[k] for u, k in zip(units, mid)]
 
 
 def pud(data: Path, langs: list[str], leave_out: bool = True):
@@ -111,13 +113,8 @@ def pud(data: Path, langs: list[str], leave_out: bool = True):
             docs[lang] = {r["concept"]: r["sentences"] for r in map(json.loads, f)}
     first = docs[langs[0]]
     concepts = [c for c in first if all(c in docs[x] and len(docs[x][c]) == len(first[c]) >= 3 for x in langs)]
-    out = {}
-    for lang in langs:
-        sentences = [docs[lang][c] for c in concepts]
-        mid = [len(v) // 2 for v in sentences]
-        kept = [v[:k] + v[k + 1:] if leave_out else v for v, k in zip(sentences, mid)]
-        out[lang] = (kept, [v[k] for v, k in zip(sentences, mid)])
-    return out, list(range(len(concepts)))
+    return ({lang: middle_as_query([docs[lang][c] for c in concepts], leave_out) for lang in langs},
+            list(range(len(concepts))))
 
 
 class Cache:

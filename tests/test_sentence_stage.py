@@ -226,7 +226,7 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
     with torch.no_grad():
         assert not torch.equal(lower.embed_ids(ids), lower.embed_ids(ids))
 
-    def chunked(x):  # the chunks' order: every query chunk, then every passage chunk
+    def chunked():  # the chunks' order: every query chunk, then every passage chunk
         vectors = []
         for texts, role in (([q for q, _ in batch], "query"), ([p for _, p in batch], None)):
             token_ids = lower.token_ids(texts, prompt=lower.prompt_for(role))
@@ -235,7 +235,7 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
         return translation_ranking_loss(*vectors, margin=0.3, scale=20.0)
 
     torch.manual_seed(7)
-    chunked(None).backward()
+    chunked().backward()
     reference = _gradients(plain)
     torch.manual_seed(7)
     cached.cached_backward(batch)

@@ -299,17 +299,18 @@ class SentenceStageTrainer:
         start = (step * size) % (n - n % size or n)
         return self.pairs[start:start + size]
 
+    def _ids(self, texts, role) -> list:
+        """``texts`` tokenised with ``role``'s prompt, cut to ``max_tokens``."""
+        lower = self.lower
+        return [i[:self.config.max_tokens] for i in lower.token_ids(texts, prompt=lower.prompt_for(role))]
+
+    def _embed(self, encoder, token_ids) -> torch.Tensor:
+        """Unit vectors of ``token_ids`` in float32 (computed in bfloat16 on a GPU, for its speed)."""
+        dtype = torch.bfloat16 if encoder.device.type == "cuda" else None
+        return encoder.embed_ids(token_ids, normalized=True, autocast_dtype=dtype).float()
+
     def loss(self, batch, step: int = 0) -> torch.Tensor:
-        lower, cfg = self.lower, self.config
-
-        dtype = torch.bfloat16 if lower.device.type == "cuda" else None  # a GPU's speed; CPUs in float32
-
-        def ids(texts, role):
-            return [i[:cfg.max_tokens] for i in lower.token_ids(texts, prompt=lower.prompt_for(role))]
-
-        def embed(encoder, token_ids):
-            return encoder.embed_ids(token_ids, normalized=True, autocast_dtype=dtype).float()
-
+        lower, cfg, ids, embed = self.lower, self.config, self._ids, self._embed
         if self.teacher is None:  # x as a query, y as a document sentence
             a, b = embed(lower, ids([x for x, _ in batch], "query")), embed(lower, ids([y for _, y in batch], None))
             return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
@@ -328,18 +329,15 @@ class SentenceStageTrainer:
         (gradient caching): every vector first without a graph, the loss's gradient with respect to the vectors,
         then each chunk again with its graph, its vectors' gradients pushed through it. Each chunk's random state
         (dropout) is replayed, so the gradient is the one a single pass would give. Returns the loss."""
-        lower, cfg = self.lower, self.config
-        dtype = torch.bfloat16 if lower.device.type == "cuda" else None
+        lower, cfg, size = self.lower, self.config, self.config.ranking_chunk
         cuda = lower.device.type == "cuda"
-        sides = [[i[:cfg.max_tokens] for i in lower.token_ids(texts, prompt=lower.prompt_for(role))]
-                 for texts, role in (([x for x, _ in batch], "query"), ([y for _, y in batch], None))]
-        chunks = [(s, k) for s in range(2) for k in range(0, len(batch), cfg.ranking_chunk)]
+        sides = [self._ids([x for x, _ in batch], "query"), self._ids([y for _, y in batch], None)]
+        chunks = [(s, k) for s in range(2) for k in range(0, len(batch), size)]
         states, vectors = [], [[], []]
         with torch.no_grad():
             for s, k in chunks:
                 states.append((torch.get_rng_state(), torch.cuda.get_rng_state() if cuda else None))
-                vectors[s].append(lower.embed_ids(sides[s][k:k + cfg.ranking_chunk], normalized=True,
-                                                  autocast_dtype=dtype).float())
+                vectors[s].append(self._embed(lower, sides[s][k:k + size]))
         a, b = (torch.cat(v).requires_grad_(True) for v in vectors)
         loss = cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
         loss.backward()
@@ -348,8 +346,7 @@ class SentenceStageTrainer:
             torch.set_rng_state(cpu_state)
             if cuda_state is not None:
                 torch.cuda.set_rng_state(cuda_state)
-            again = lower.embed_ids(sides[s][k:k + cfg.ranking_chunk], normalized=True, autocast_dtype=dtype).float()
-            (again * grads[s][k:k + cfg.ranking_chunk]).sum().backward()
+            (self._embed(lower, sides[s][k:k + size]) * grads[s][k:k + size]).sum().backward()
         return loss.detach()
 
     def train(self, resume: bool = True, log=print, stop_at_step: int | None = None, minutes: float | None = None):
@@ -388,9 +385,9 @@ class SentenceStageTrainer:
         started = time.perf_counter()
         probe = BudgetProbe(minutes, start, time.time(), warmup=10, probe=20) if minutes else None
         step, cap = start, cfg.steps
+        cached = 0 < cfg.ranking_chunk < cfg.batch_size  # gradient caching: cached_backward runs the backward pass
         while step < min(cfg.steps, stop_at_step or cfg.steps):
             optimizer.zero_grad(set_to_none=True)
-            cached = 0 < cfg.ranking_chunk < cfg.batch_size
             loss = self.cached_backward(self.batch(step)) if cached else self.loss(self.batch(step), step)
             if not math.isfinite(loss.item()):
                 raise HmdeError(f"the loss is {loss.item()} at step {step + 1}")
