@@ -5,8 +5,9 @@ sentence-query retrieval over long documents (``hmde sentence-queries``: each se
 an English chapter or news document a query, the other language's documents the collection):
 Bible chapters (in hmde-use's training data) and 30-line WMT news documents with every
 document sharing a sentence with hmde-use's training news left out (held out); and keyword queries:
-English help-page titles (LibreOffice, GNOME: ../shared/data/docs, in no shipped model's training)
-against the bodies of the same pages in another language.
+English help-page titles (LibreOffice, GNOME: ../shared/data/docs) against the bodies of the same pages in another
+language, the queries from the development third of the concepts (``hmde.pretraining.sentence_stage.dev_concept``),
+whose pages hmde-e5's sentence stage never trained on; every page of the language is in the collection.
 Columns: hmde's document vector, mean, first, seg, lawdr, plain sentence vectors scored by
 their best sentence (``--multi-vector lower``), and HMDE's contextualised sentence vectors
 (``--multi-vector context``), the latter also mixed with the document vector.
@@ -52,10 +53,13 @@ KEYWORD_ROWS = (("libreoffice", "jpn"), ("libreoffice", "rus"), ("gnome", "deu")
 
 
 def keyword_queries(data: Path, source: str, lang: str, folder: Path) -> None:
-    """Keyword queries from docs/: each English help page's title (2-5 words, the titles unique in English)
-    a query; the relevant document the same page in ``lang``, whose own title paragraph is removed, so the
-    query must match the page's body, as keywords match a text that does not repeat them."""
+    """Keyword queries from docs/: each English help page's title (the titles unique in English) of the
+    development concepts a query; the relevant document the same page in ``lang``, whose own title paragraph is
+    removed, so the query must match the page's body, as keywords match a text that does not repeat them. Every
+    page in ``lang`` is a document (the other concepts' pages are the distractors)."""
     import gzip
+
+    from hmde.pretraining.sentence_stage import dev_concept
 
     def pages(code: str) -> list[dict]:
         with gzip.open(data / "docs" / source / f"{code}.jsonl.gz", "rt", encoding="utf-8") as f:
@@ -75,7 +79,7 @@ def keyword_queries(data: Path, source: str, lang: str, folder: Path) -> None:
             if not body:
                 continue
             docs.write(json.dumps({"doc_id": page["doc_id"], "text": "\n".join(body)}, ensure_ascii=False) + "\n")
-            if page["concept"] in titles:
+            if page["concept"] in titles and dev_concept(source, page["concept"]):
                 qid = f"q{page['concept']}"
                 topics.write(f"{qid}\t{titles[page['concept']]}\n")
                 qrels.write(f"{qid} 0 {page['doc_id']} 1\n")
@@ -114,7 +118,7 @@ def tasks(data: Path, work: Path) -> dict[str, list[str]]:
             "--topics", str(folder / "topics.tsv"), "--qrels", str(folder / "qrels.txt"),
             "--documents", str(folder / "documents.jsonl"), "--query-lang", src, "--doc-lang", tgt]
     for source, lang in KEYWORD_ROWS:  # keyword queries (issue 42): English page titles -> the page's body
-        folder = work / f"kw-{source}-eng-{lang}"
+        folder = work / f"kw-dev-{source}-eng-{lang}"  # the development concepts (before stop 74: all)
         if not (folder / "topics.tsv").exists():
             keyword_queries(data, source, lang, folder)
         out[f"{source} titles eng->{lang} keyword queries"] = [

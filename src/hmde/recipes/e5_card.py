@@ -208,6 +208,29 @@ def logged_seconds(records: list[dict]) -> float:
     return total + previous
 
 
+def sentence_stage_note(run: Path) -> str:
+    """The card's line for stage 3 (``hmde sentence-stage``; not in the paper), from its run folder; none without it."""
+    config_file, log_file = run / "config.json", run / "log.jsonl"
+    if not config_file.exists():
+        return ""
+    cfg = json.loads(config_file.read_text(encoding="utf-8"))
+    records = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()] \
+        if log_file.exists() else []
+    minutes = round(sum(r["seconds"] for r, after in zip(records, records[1:] + [None])
+                        if after is None or after["seconds"] < r["seconds"]) / 60, 1)
+    pairs_file = run / "pairs.json"  # written by hmde sentence-stage: the kinds of pairs and their share in one language
+    pairs = json.loads(pairs_file.read_text(encoding="utf-8")) if pairs_file.exists() else {}
+    kinds = ", ".join(f"{kind} ({share} in one language)" if kind != "translations" else kind
+                      for kind, share in (pairs.get("kinds") or {}).items()) or "not recorded"
+    return (f"- Stage 3 (the sentence stage, not in the paper; `hmde sentence-stage`): the lower encoder ranked "
+            f"query-like sentences against passages across languages, in-batch; pairs: {kinds}, "
+            f"{pairs.get('pairs', '?')} of them; scale {cfg['scale']} and margin {cfg['margin']}; lr {cfg['lr']}, warm-up "
+            f"{cfg['warmup']}, batch {cfg['batch_size']}, {cfg['max_tokens']} tokens, e5 weights updated: "
+            f"{cfg['lower_trainable']}; {len(records)} steps of {cfg['steps']}, {minutes} minutes (logged). A third "
+            f"of the help pages' concepts is kept out of its titles and headings, for the keyword rows of hmde's "
+            f"README.\n")
+
+
 def write_model_card(export: Path, out: Path, trained_on: str) -> None:
     from ..ground.atomic import write_text_atomic
 
@@ -240,7 +263,7 @@ pretraining; document-level training saw {pairs_note(out, stage2.get('pairs'))}.
 - Control (the paper's Table 3 frozen row): stage 1 continued with e5 frozen, stage 2's pairs,
   steps, batch and learning rate, from stage 1's sentence vectors (`--frozen-vectors`):
   {control.get('steps')} steps, {control.get('minutes')} minutes, {control.get('precision')}.
-- Data: {data_note(out, stage2.get('pairs'))}
+{sentence_stage_note(out / 'hmde-sentences')}- Data: {data_note(out, stage2.get('pairs'))}
   Held out of document-level training: {', '.join(HELD_OUT)} (Swahili, Gujarati, Estonian).
   No evaluation data is used for training.
 

@@ -1,0 +1,100 @@
+"""``hmde sentence-stage``: a model's lower encoder trained on sentence pairs across languages, the last stage of
+the bundled hmde-e5 (issue 64; :mod:`hmde.pretraining.sentence_stage`, docs/hmde-e5.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import HmdeError
+from .common import add_device_argument
+
+# the stage's settings a user may change; the rest of SentenceStageConfig (the translation files) keep theirs
+SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_tokens", "lower_trainable", "seed",
+            "checkpoint_every", "ranking_chunk", "pairs", "alpha", "ranking_weight", "distill_weight")
+
+
+def register(sub) -> None:
+    from ..pretraining.sentence_stage import PAIR_KINDS, SentenceStageConfig
+
+    p = sub.add_parser(
+        "sentence-stage", help="train a model's lower encoder on query-like sentence pairs across languages "
+        "(hmde-e5's last stage)",
+        description="Trains the lower encoder of MODEL with the in-batch ranking loss on pairs "
+        "from the shared data: help-page titles and headings as queries, the page's text or the paragraph under "
+        "the heading in another language (or, in --mono-share of them, the same language) as passages. The "
+        "defaults are the stage that made the bundled hmde-e5 from its joint stage's model (docs/hmde-e5.md); "
+        "a rerun with the same OUTPUT resumes from its last checkpoint. The trained model is OUTPUT/model.")
+    p.add_argument("model", metavar="MODEL", help="a model name or folder: hmde recipe e5's stage-2 model "
+                   "(RUN/hmde-joint) to reproduce the bundled hmde-e5, which has had this stage already")
+    p.add_argument("--data", required=True, help="the shared data folder (docs/ for titles and headings, "
+                   "parallel/ for neighbours and translations)")
+    p.add_argument("--output", "-o", required=True, help="the run's folder: checkpoint/, log.jsonl, config.json, "
+                   "and the trained model in OUTPUT/model")
+    p.add_argument("--pairs-from", default="titles,headings", help="comma-separated kinds of pairs, trained on "
+                   f"together: {', '.join(PAIR_KINDS)} (default titles,headings)")
+    p.add_argument("--mono-share", type=float, default=0.3, help="the share of titles, headings and neighbours "
+                   "paired within one language (default 0.3)")
+    defaults = SentenceStageConfig()
+    for name in SETTINGS:
+        value = getattr(defaults, name)
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value,
+                       help=f"default {value}")
+    add_device_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..encoders.devices import pick_device
+    from ..pretraining.sentence_stage import PAIR_KINDS, SentenceStageConfig, sample_stage_pairs
+
+    data = Path(args.data)
+    if not data.is_dir():
+        raise HmdeError(f"{data}: no such folder (--data: the shared data folder, with docs/ and parallel/)")
+    kinds = [k.strip() for k in args.pairs_from.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in PAIR_KINDS]
+    if unknown or not kinds:
+        raise HmdeError(f"--pairs-from: {', '.join(unknown) or 'nothing named'}; the kinds are "
+                        f"{', '.join(PAIR_KINDS)}")
+    if not 0 <= args.mono_share <= 1:
+        raise HmdeError(f"--mono-share must be in [0, 1], got {args.mono_share}")
+    config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
+    config.check()
+    pairs = sample_stage_pairs(data, config, {kind: args.mono_share for kind in kinds})  # errors before the model
+    if len(pairs) < config.batch_size:
+        raise HmdeError(f"{data}: {len(pairs)} pairs for batches of {config.batch_size}")
+    check_run_pairs(Path(args.output), {"kinds": {kind: args.mono_share for kind in kinds}, "pairs": len(pairs)})
+    print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
+
+    from ..encoders.model_loading import load_model
+    from ..pretraining.sentence_stage import SentenceStageTrainer
+
+    model = load_model(args.model, pick_device(args.device))[1]
+    SentenceStageTrainer(model, pairs, config, args.output).train()
+    out = Path(args.output) / "model"
+    model.save_pretrained(out)
+    print(f"saved {out}")
+    return 0
+
+
+PAIRS_FILE = "pairs.json"
+
+
+def check_run_pairs(output: Path, record: dict) -> None:
+    """A run's pairs (the kinds, their share in one language, how many) are recorded in OUTPUT/pairs.json; a rerun
+    that would resume on other pairs is refused (the checkpoint checks the other settings)."""
+    from ..ground.atomic import write_text_atomic
+
+    path = output / PAIRS_FILE
+    if path.exists():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise HmdeError(f"{path}: unreadable ({e}); remove it or choose another --output") from None
+        if before != record:
+            raise HmdeError(f"{path}: this run trained on {before}, not {record}; train with those or choose "
+                            "another --output")
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(record, indent=1))
