@@ -265,7 +265,7 @@ def test_gradient_caching_gives_the_whole_batchs_gradient_a_chunk_at_a_time(tmp_
         SentenceStageConfig(ranking_chunk=8, distill_weight=1.0).check()
 
 
-def test_the_stages_defaults_are_hmde_e5s_shipped_stage_titles_and_headings_shuffled_together(tmp_path):
+def test_the_stages_defaults_are_hmde_e5s_shipped_stage_titles_headings_and_translations_shuffled_together(tmp_path):
     from hmde.pretraining.sentence_stage import sample_stage_pairs, sample_title_pairs
 
     folder = tmp_path / "docs" / "gnome"
@@ -275,12 +275,17 @@ def test_the_stages_defaults_are_hmde_e5s_shipped_stage_titles_and_headings_shuf
         for lang, title, body in (("eng", "What to back up", body_en), ("deu", "Was gesichert werden sollte", body_de)):
             f.write(json.dumps({"concept": "c1", "lang": lang, "title": title, "text": body,
                                 "paragraphs": [title, body]}) + "\n")
+    write_pairs(tmp_path / "parallel" / "tatoeba", "aaa-eng", 3)
     config = SentenceStageConfig()
-    assert (config.scale, config.margin, config.lower_trainable, config.steps, config.max_tokens) == (
-        100.0, 0.0, "no-embeddings", 160, 96)
-    pairs = sample_stage_pairs(tmp_path, config)  # one title pair and one heading pair, both across languages
-    assert len(pairs) == 2 and {p[0] for p in pairs} <= {"What to back up", "Was gesichert werden sollte"}
+    assert (config.scale, config.margin, config.lower_trainable, config.steps, config.max_tokens, config.pairs) == (
+        100.0, 0.0, "no-embeddings", 160, 96, 8000)
+    # one title pair and one heading pair, both across languages, and the 3 translation pairs there are
+    pairs = sample_stage_pairs(tmp_path, config)
+    assert len(pairs) == 5 and sum("of aaa-eng" in x + y for x, y in pairs) == 3
+    queries = [x for x, y in pairs if "of aaa-eng" not in x + y]
+    assert len(queries) == 2 and set(queries) <= {"What to back up", "Was gesichert werden sollte"}
     assert sample_title_pairs(tmp_path, 0.3, seed=0)[0] in pairs
+    assert pairs == sample_stage_pairs(tmp_path, config)  # seeded
     assert sample_stage_pairs(tmp_path, config, {"titles": 0.3}) == sample_title_pairs(tmp_path, 0.3, seed=0)
     with pytest.raises(HmdeError, match="pair kinds must be some of titles, headings, neighbours, translations; "
                                         "got sentences"):

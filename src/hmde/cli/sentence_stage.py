@@ -16,7 +16,7 @@ SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_token
 
 
 def register(sub) -> None:
-    from ..pretraining.sentence_stage import PAIR_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
 
     p = sub.add_parser(
         "sentence-stage", help="train a model's lower encoder on query-like sentence pairs across languages "
@@ -24,7 +24,8 @@ def register(sub) -> None:
         description="Trains the lower encoder of MODEL with the in-batch ranking loss on pairs "
         "from the shared data: help-page titles and headings as queries, the page's text or the paragraph under "
         "the heading in another language (or, in --mono-share of them, the same language) as passages. The "
-        "defaults are the stage that made the bundled hmde-e5 from its joint stage's model (docs/hmde-e5.md); "
+        "defaults are the stage that made the bundled hmde-e5 from its joint stage's model, with a third as many "
+        "translation pairs of parallel/ (docs/hmde-e5.md); "
         "a rerun with the same OUTPUT resumes from its last checkpoint. The trained model is OUTPUT/model.")
     p.add_argument("model", metavar="MODEL", help="a model name or folder: hmde recipe e5's stage-2 model "
                    "(RUN/hmde-joint) to reproduce the bundled hmde-e5, which has had this stage already")
@@ -32,8 +33,9 @@ def register(sub) -> None:
                    "parallel/ for neighbours and translations)")
     p.add_argument("--output", "-o", required=True, help="the run's folder: checkpoint/, log.jsonl, config.json, "
                    "and the trained model in OUTPUT/model")
-    p.add_argument("--pairs-from", default="titles,headings", help="comma-separated kinds of pairs, trained on "
-                   f"together: {', '.join(PAIR_KINDS)} (default titles,headings)")
+    p.add_argument("--pairs-from", default=",".join(SHIPPED_KINDS), help="comma-separated kinds of pairs, trained "
+                   f"on together: {', '.join(PAIR_KINDS)} (default {','.join(SHIPPED_KINDS)}; --pairs translation "
+                   "pairs)")
     p.add_argument("--mono-share", type=float, default=0.3, help="the share of titles, headings and neighbours "
                    "paired within one language (default 0.3)")
     defaults = SentenceStageConfig()
