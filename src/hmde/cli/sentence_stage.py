@@ -16,7 +16,7 @@ SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_token
 
 
 def register(sub) -> None:
-    from ..pretraining.sentence_stage import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage_config import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
 
     p = sub.add_parser(
         "sentence-stage", help="train a model's lower encoder on query-like sentence pairs across languages "
@@ -49,7 +49,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..encoders.devices import pick_device
-    from ..pretraining.sentence_stage import PAIR_KINDS, SentenceStageConfig, sample_stage_pairs
+    from ..pretraining.sentence_stage import sample_stage_pairs
+    from ..pretraining.sentence_stage_config import PAIR_KINDS, SentenceStageConfig
 
     data = Path(args.data)
     if not data.is_dir():

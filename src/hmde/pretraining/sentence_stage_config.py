@@ -1,0 +1,53 @@
+"""The sentence stage's settings (:mod:`hmde.pretraining.sentence_stage`), apart from the stage itself so that the
+command line can name them without importing torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import HmdeError
+
+PAIR_KINDS = ("titles", "headings", "neighbours", "translations")
+# hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
+# third as many translation pairs, which keep Tatoeba and PUD alignment up where titles and headings alone fell a hair
+SHIPPED_KINDS = {"titles": 0.3, "headings": 0.3, "translations": 0.3}
+
+
+@dataclass
+class SentenceStageConfig:
+    sources: list = field(default_factory=lambda: ["tatoeba", "wmt", "multi30k"])
+    pairs: int = 8_000  # translation (or neighbour) pairs drawn for the run (without replacement within a file)
+    alpha: float = 0.3  # a file's share is proportional to its size ** alpha
+    batch_size: int = 32
+    steps: int = 160
+    lr: float = 1e-5
+    warmup: int = 10
+    # e5's own temperature (0.01) and no margin: LaBSE's 0.3 at a scale of 20 pulled every score apart (run A)
+    margin: float = 0.0
+    scale: float = 100.0
+    ranking_weight: float = 1.0
+    distill_weight: float = 0.0
+    lower_trainable: str = "no-embeddings"  # e5's token table frozen: as good, and 42 MB of changes instead of 120
+    max_tokens: int = 96
+    seed: int = 0
+    checkpoint_every: int = 50
+    # gradient caching (Gao et al., 2021, "Scaling Deep Contrastive Learning Batch Size under Memory Limited
+    # Setup"): the ranking loss over the whole batch, the encoder run this many texts at a time (0: all at once),
+    # so a CPU or a small GPU trains with the in-batch negatives of a large batch; the same gradient as one pass
+    ranking_chunk: int = 0
+
+    def check(self) -> None:
+        for name in ("pairs", "batch_size", "steps", "max_tokens", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise HmdeError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.ranking_chunk < 0:
+            raise HmdeError(f"ranking_chunk must be >= 0 (0: the whole batch in one pass), got {self.ranking_chunk}")
+        if self.ranking_chunk and self.distill_weight > 0:
+            raise HmdeError("ranking_chunk (gradient caching) is for the ranking loss alone: set distill_weight 0")
+        if self.batch_size < 2:
+            raise HmdeError("batch_size must be >= 2: a pair needs another pair of the batch to rank against")
+        if not 0 <= self.alpha <= 1:
+            raise HmdeError(f"alpha must be in [0, 1], got {self.alpha}")
+        if min(self.ranking_weight, self.distill_weight) < 0 or self.ranking_weight + self.distill_weight == 0:
+            raise HmdeError(f"ranking_weight and distill_weight must be >= 0, one of them > 0; got "
+                            f"{self.ranking_weight} and {self.distill_weight}")
