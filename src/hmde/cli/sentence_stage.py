@@ -4,7 +4,6 @@ the bundled hmde-e5 (issue 64; :mod:`hmde.pretraining.sentence_stage`, docs/hmde
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..errors import HmdeError
@@ -49,7 +48,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..encoders.devices import pick_device
-    from ..pretraining.sentence_stage import sample_stage_pairs
+    from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs
     from ..pretraining.sentence_stage_config import PAIR_KINDS, SentenceStageConfig
 
     data = Path(args.data)
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     pairs = sample_stage_pairs(data, config, {kind: args.mono_share for kind in kinds})  # errors before the model
     if len(pairs) < config.batch_size:
         raise HmdeError(f"{data}: {len(pairs)} pairs for batches of {config.batch_size}")
-    check_run_pairs(Path(args.output), {"kinds": {kind: args.mono_share for kind in kinds}, "pairs": len(pairs)})
+    record_run_pairs(Path(args.output), {"kinds": {kind: args.mono_share for kind in kinds}, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
 
     from ..encoders.model_loading import load_model
@@ -80,24 +79,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"saved {out}")
     return 0
 
-
-PAIRS_FILE = "pairs.json"
-
-
-def check_run_pairs(output: Path, record: dict) -> None:
-    """A run's pairs (the kinds, their share in one language, how many) are recorded in OUTPUT/pairs.json; a rerun
-    that would resume on other pairs is refused (the checkpoint checks the other settings)."""
-    from ..ground.atomic import write_text_atomic
-
-    path = output / PAIRS_FILE
-    if path.exists():
-        try:
-            before = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise HmdeError(f"{path}: unreadable ({e}); remove it or choose another --output") from None
-        if before != record:
-            raise HmdeError(f"{path}: this run trained on {before}, not {record}; train with those or choose "
-                            "another --output")
-        return
-    output.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(record, indent=1))

@@ -274,6 +274,28 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
     return [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
 
 
+PAIRS_FILE = "pairs.json"
+
+
+def record_run_pairs(output: Path, record: dict) -> None:
+    """A run's pairs (the kinds, their share in one language, how many) are recorded in OUTPUT/pairs.json; a rerun
+    that would resume on other pairs is refused (the checkpoint checks the other settings). Call before training."""
+    from ..ground.atomic import write_text_atomic
+
+    path = output / PAIRS_FILE
+    if path.exists():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise HmdeError(f"{path}: unreadable ({e}); remove it or choose another --output") from None
+        if before != record:
+            raise HmdeError(f"{path}: this run trained on {before}, not {record}; train with those or choose "
+                            "another --output")
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(record, indent=1))
+
+
 class SentenceStageTrainer:
     """Trains ``model.lower`` (a model of :func:`hmde.encoders.model_loading.load_model`) on ``pairs``."""
 
