@@ -114,7 +114,7 @@ FILTERS = [None, 'section == "sport"', 'year > 2018 and not (section == "politic
            'year in [2016, "2020", 2023]', 'not (breaking == false)', 'doc_id in ["d001", "d004", "d030"]']
 
 CHILD = textwrap.dedent("""
-    import sys, time
+    import json, sys, time
     sys.path.insert(0, {tests!r})
     from store_contract import world, batch, meta_for
     from hmde.index.mutations import delete_documents
@@ -123,9 +123,10 @@ CHILD = textwrap.dedent("""
     docs = world(n, seed=version, version=version)
     print("ready", flush=True)
     started = time.perf_counter()
-    if op == "upsert":
+    if op in ("upsert", "overwrite"):
         batches = [batch(docs[i:i + 500]) for i in range(0, n, 500)]
-        DocumentIndex.write_batches(path, meta_for("subspace+calibrate"), iter(batches), add=True, replace=True).close()
+        meta = meta_for("subspace+calibrate", **json.loads(sys.argv[5]))
+        DocumentIndex.write_batches(path, meta, iter(batches), add=op == "upsert", replace=True).close()
     else:
         delete_documents(path, [d["doc_id"] for d in docs[::version]], ignore_missing=True)
     print(f"done {{time.perf_counter() - started:.4f}}", flush=True)
@@ -226,7 +227,8 @@ class StoreContract:
         child = [sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))]
 
         def run(op, version, kill_after=None):
-            proc = subprocess.Popen(child + [op, str(path), str(version), str(n)], stdout=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(child + [op, str(path), str(version), str(n), "{}"], stdout=subprocess.PIPE,
+                                    text=True)
             assert proc.stdout.readline().strip() == "ready"
             if kill_after is None:
                 line = proc.stdout.readline()
@@ -261,3 +263,47 @@ class StoreContract:
                 seen.append(got == after)
                 current = got
         assert len(seen) == 20
+
+    def litter(self, path) -> list:
+        """What the store holds for the index at ``path`` beyond its current version (a subclass names it)."""
+        return []
+
+    def test_an_overwrite_killed_at_any_moment_leaves_the_old_index_or_the_new(self, tmp_path):
+        """``index build --overwrite`` killed at 10 random moments: the index opens as the old version or the new one,
+        never neither (issue 77: Milvus lost both); a finished overwrite leaves nothing of the old versions."""
+        n = 1000
+        path = tmp_path / "idx"
+        store = self.store_meta(path)
+        DocumentIndex.write_batches(path, meta_for("subspace+calibrate", **store),
+                                    [batch(world(n, seed=1, version=1))]).close()
+        child = [sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))]
+
+        def run(version, kill_after=None):
+            proc = subprocess.Popen(child + ["overwrite", str(path), str(version), str(n), json.dumps(store)],
+                                    stdout=subprocess.PIPE, text=True)
+            assert proc.stdout.readline().strip() == "ready"
+            if kill_after is None:
+                line = proc.stdout.readline()
+                assert proc.wait(timeout=300) == 0
+                return float(line.split()[1])
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+
+        def version(v):
+            return {d["doc_id"]: (d["text"], json.dumps(d["metadata"], sort_keys=True), tuple(d["sentences"]))
+                    for d in world(n, seed=v, version=v)}
+
+        took = run(2)
+        current = self.state(path)
+        assert current == version(2) and self.litter(path) == []
+        seen = []
+        for i, moment in enumerate(np.random.default_rng(1).uniform(0.0, took * 1.1, 10)):
+            run(3 + i, kill_after=moment)
+            got = self.state(path)
+            assert got in (current, version(3 + i)), moment
+            seen.append(got == current)
+            current = got
+        run(20)
+        assert self.state(path) == version(20) and self.litter(path) == []
+        assert len(seen) == 10

@@ -167,6 +167,100 @@ class TestMilvusStore(StoreContract):
 
         return {"store": "milvus", "store_uri": str(path.parent / "milvus.db"), "store_prefix": collection_prefix(path)}
 
+    def litter(self, path) -> list:
+        from hmde.index.meta import read_index_meta
+        from hmde.index.milvus_client import client_for, release
+
+        meta = read_index_meta(path / "index.json")
+        client = client_for(meta.store_uri)
+        try:
+            return sorted(x for x in client.list_collections() if not x.startswith(meta.store_prefix + "_")
+                          or x[len(meta.store_prefix) + 1:] not in ("documents", "sentences"))
+        finally:
+            release(client, meta.store_uri)
+
+
+def _synthetic(path, n, version, add=False, **store):
+    """Write ``n`` synthetic documents of ``version`` into the Milvus index at ``path`` (a new one, or ``add``)."""
+    from store_contract import batch, meta_for, world
+
+    from hmde.index.store import DocumentIndex
+
+    docs = world(n, seed=version, version=version)
+    for d in docs:
+        d["doc_id"] += f"-v{version}"
+    DocumentIndex.write_batches(path, meta_for("subspace+calibrate", **store), [batch(docs)], add=add).close()
+
+
+def _live_ids(path) -> list:
+    from hmde.index.store import DocumentIndex
+
+    with DocumentIndex.open(path) as index:
+        return sorted(index.doc_ids())
+
+
+def test_a_copied_folder_or_an_older_record_put_back_is_refused_and_deletes_nothing(tmp_path):
+    """Issue 77: a copy of the folder, or an older index.json put back, named a generation the store had passed, and
+    the next write through it deleted the later generations' committed documents; until then it answered from the old
+    version silently. Now both are refused in one line, searches and writes alike, and nothing committed is lost."""
+    import shutil
+
+    from hmde.index.milvus_client import collection_prefix
+    from hmde.index.mutations import delete_documents
+
+    path = tmp_path / "idx"
+    store = {"store": "milvus", "store_uri": str(tmp_path / "milvus.db"), "store_prefix": collection_prefix(path)}
+    _synthetic(path, 20, 1, **store)
+    copy = tmp_path / "copy" / "idx"
+    shutil.copytree(path, copy)
+    assert _live_ids(copy) == _live_ids(path)  # the same version: both read it
+    _synthetic(path, 20, 2, add=True, **store)  # the original moves on
+    before = _live_ids(path)
+    assert len(before) == 40
+    for attempt in (lambda: _live_ids(copy), lambda: _synthetic(copy, 5, 3, add=True, **store),
+                    lambda: delete_documents(copy, ["d000-v1"])):
+        with pytest.raises(Exception, match=r"copy/idx/index.json: this record is behind the Milvus store .* names "
+                                            r"generation 1, and the store has committed generation 2 since, through "
+                                            f"{path}"):
+            attempt()
+    assert _live_ids(path) == before
+
+    older = (path / "index.json").read_text()  # an older record put back
+    _synthetic(path, 50, 4, add=True, **store)
+    newer = (path / "index.json").read_text()
+    (path / "index.json").write_text(older)
+    for attempt in (lambda: _live_ids(path), lambda: _synthetic(path, 5, 5, add=True, **store)):
+        with pytest.raises(Exception, match="names generation 2, and the store has committed generation 3 since"):
+            attempt()
+    (path / "index.json").write_text(newer)
+    assert len(_live_ids(path)) == 90  # nothing committed was deleted
+
+    shutil.rmtree(copy)
+    shutil.copytree(path, copy)  # a copy written through, then the original: the original is behind now
+    _synthetic(copy, 3, 6, add=True, **store)
+    assert len(_live_ids(copy)) == 93
+    with pytest.raises(Exception, match=f"through {copy}"):
+        _synthetic(path, 3, 7, add=True, **store)
+    assert len(_live_ids(copy)) == 93
+
+
+def test_an_overwrite_through_a_copy_leaves_the_other_folders_collections(tmp_path):
+    """A copy that is behind the store, rebuilt with --overwrite, gets collections of its own and drops none of the
+    folder that wrote the store (they are that index's)."""
+    import shutil
+
+    from hmde.index.milvus_client import collection_prefix
+
+    path = tmp_path / "idx"
+    store = {"store": "milvus", "store_uri": str(tmp_path / "milvus.db"), "store_prefix": collection_prefix(path)}
+    _synthetic(path, 10, 1, **store)
+    copy = tmp_path / "copy" / "idx"
+    shutil.copytree(path, copy)
+    _synthetic(path, 10, 2, add=True, **store)
+    _synthetic(copy, 7, 3, **store)  # --overwrite
+    assert len(_live_ids(copy)) == 7 and len(_live_ids(path)) == 20
+    assert json.loads((copy / "index.json").read_text())["store_prefix"] == "hmde_idx_v2"
+
 
 def test_collections_written_before_commits_are_refused_in_one_line(hmde_dir, tmp_path, capsys):
     """Issue 54's collections (the doc id as the primary key, no generations) cannot be read as commits."""

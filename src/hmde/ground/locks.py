@@ -91,6 +91,24 @@ def exclusive_writer(path: str | os.PathLike) -> Iterator[None]:
         lock.release()
 
 
+def writer_alive(path: str | os.PathLike) -> bool:
+    """Whether a process holds the writer lock of folder ``path`` now (one of another folder: this one's own lock is
+    re-entrant and would answer False)."""
+    from filelock import FileLock, Timeout
+
+    if not path or not lock_file(path, "write").is_file():
+        return False
+    lock = FileLock(lock_file(path, "write"), is_singleton=False)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        return True
+    except OSError:  # a folder nobody may lock in: nobody writes there
+        return False
+    lock.release()
+    return False
+
+
 def _read_write_lock(path: Path):
     from filelock import ReadWriteLock
 

@@ -61,6 +61,11 @@ class IndexMeta:
     next_sentence_row: int = 0
     retired_rows: list = field(default_factory=list)
     metadata_keys: list = field(default_factory=list)
+    # the commit this record is (a Milvus store keeps the id of its last commit: hmde.index.milvus_commits), and the
+    # collection prefixes in the store that are this index's but not this version's (an --overwrite build's old
+    # collections, or a cut-off one's new ones): the next writer drops them
+    commit_id: str = ""
+    stale_prefixes: list = field(default_factory=list)
 
     @property
     def live(self) -> int:
@@ -105,10 +110,10 @@ def read_index_meta(path: Path) -> IndexMeta:
                  "next_sentence_row"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
-    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix", "language_debias"):
+    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix", "language_debias", "commit_id"):
         if name in raw and not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
-    for name, kind in (("retired_rows", int), ("metadata_keys", str)):
+    for name, kind in (("retired_rows", int), ("metadata_keys", str), ("stale_prefixes", str)):
         value = raw.get(name, [])
         if not isinstance(value, list) or any(not isinstance(x, kind) or isinstance(x, bool) for x in value):
             raise InputError(f"must be a list of {'whole numbers' if kind is int else 'strings'}", path=str(path),

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import HmdeError, InputError, exception_line
 from .milvus_client import client_for, release
+from .milvus_commits import check_current
 from .language_debias import recorded_basis
 from .milvus_filters import literal
 from .store_protocol import Selection
@@ -81,6 +82,7 @@ class MilvusIndex:
                                      "commits (issue 61); rebuild the index (hmde index build ... --store ... "
                                      "--overwrite)", record)
                 client.load_collection(name)
+            check_current(client, index.documents, path, meta.generation, meta.commit_id, meta.store_uri)
             held = index.count()
         except HmdeError:
             index.close()

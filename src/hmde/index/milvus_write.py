@@ -19,6 +19,8 @@ step 4 removes rows such a reader may still have listed (it then misses those do
 
 from __future__ import annotations
 
+import re
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -26,10 +28,12 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..align.similarity import normalize
-from ..errors import HmdeError
+from ..errors import HmdeError, InputError
 from ..ground.atomic import atomic_dir
+from ..ground.locks import writer_alive
 from .meta import IndexMeta, finish_version, read_index_meta
-from .milvus_client import MAX_VARCHAR, client_for, text_too_long
+from .milvus_client import MAX_VARCHAR, client_for, release, text_too_long
+from .milvus_commits import check_current, committed_marker, mark_committed, mark_writing, new_commit_id
 from .milvus_store import MilvusIndex, chunks, quoted
 
 INDEX_TYPES = {"flat": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
@@ -65,23 +69,104 @@ def collection_schema(meta, sentences: bool):
     return schema
 
 
-def create_collections(index: MilvusIndex, overwrite: bool) -> None:
+def create_collections(index: MilvusIndex) -> None:
+    """The index's two collections, new (:func:`fresh_index` chose names that no collection has)."""
     kind, params = INDEX_TYPES[index.meta.index_type]
     client = index.client
     for name, sentences in ((index.documents, False), (index.sentences, True)):
-        if client.has_collection(name):
-            if not overwrite:  # --overwrite replaces only the collections this folder's own index.json names
-                raise HmdeError(f"the Milvus store {index.meta.store_uri} holds a collection {name} already, "
-                                "made by another index folder of the same name: name this index's folder "
-                                "otherwise (its collections are named for it), or drop that index's "
-                                "collections from Milvus first")
-            client.drop_collection(name)
         schema = collection_schema(index.meta, sentences)
         index_params = client.prepare_index_params()
         index_params.add_index(field_name="vector", index_type=kind, metric_type="IP", params=params)
         index_params.add_index(field_name="doc_row" if sentences else "doc_id", index_type="INVERTED")
         client.create_collection(name, schema=schema, index_params=index_params, description=schema.description)
         client.load_collection(name)  # left loaded: the store's own users query it directly
+
+
+def _collections(prefix: str) -> tuple[str, str]:
+    return f"{prefix}_documents", f"{prefix}_sentences"
+
+
+def _drop_prefixes(client, prefixes: Sequence[str]) -> None:
+    for prefix in prefixes:
+        for name in _collections(prefix):
+            if client.has_collection(name):
+                client.drop_collection(name)
+
+
+def _family(prefix: str, base: str) -> bool:
+    """Whether ``prefix`` names a version of the index whose collections are named for ``base`` (its folder)."""
+    return prefix == base or re.fullmatch(re.escape(base) + r"_v\d+", prefix) is not None
+
+
+def _free_prefix(client, base: str, taken: set[str]) -> str:
+    """The first of ``base``, ``base_v2``, ``base_v3``... that no collection of the store (nor ``taken``) has."""
+    n = 1
+    while True:
+        prefix = base if n == 1 else f"{base}_v{n}"
+        if prefix not in taken and not any(client.has_collection(x) for x in _collections(prefix)):
+            return prefix
+        n += 1
+
+
+def _recommit(path: Path, meta: IndexMeta) -> None:
+    """The folder's version as it is, its record changed (an --overwrite build announcing its new collections)."""
+    with atomic_dir(path) as tmp:
+        if (path / "languages.npz").is_file():
+            shutil.copy2(path / "languages.npz", tmp / "languages.npz")
+        finish_version(path, tmp, meta)
+
+
+def fresh_index(path: Path, meta: IndexMeta) -> MilvusIndex:
+    """A new index's collections, made empty. Where the folder holds an index of this store already (``--overwrite``),
+    its collections stay, and answer its searches, until the new version commits: the new one gets collections of
+    another name (``PREFIX_v2``...), which the old record names as stale first, so that a build cut off at any
+    moment leaves the old index and its next writer drops the new collections; the commit names the old ones stale
+    in turn. Collections of the folder's name that another folder's index holds are refused; collections left by a
+    cut-off first build of this very folder (the store's ``hmde.writing`` names it) are dropped."""
+    client = client_for(meta.store_uri)
+    try:
+        base = meta.store_prefix
+        old = read_index_meta(path / "index.json") if (path / "index.json").is_file() else None
+        ours = old is not None and old.store == "milvus" and old.store_uri == meta.store_uri and \
+            _family(old.store_prefix, base)
+        stale: list[str] = []
+        if ours:
+            current = True
+            if client.has_collection(_collections(old.store_prefix)[0]):
+                try:
+                    check_current(client, _collections(old.store_prefix)[0], path, old.generation, old.commit_id,
+                                  meta.store_uri)
+                except InputError:  # a copy behind the store: the collections are the other folder's index
+                    current = False
+            prefix = _free_prefix(client, base, {old.store_prefix, *old.stale_prefixes})
+            stale = [x for x in old.stale_prefixes if x != prefix] + ([old.store_prefix] if current else [])
+            old.stale_prefixes = sorted({*old.stale_prefixes, prefix})
+            _recommit(path, old)
+        else:
+            prefix = base
+            documents = _collections(base)[0]
+            if any(client.has_collection(x) for x in _collections(base)):
+                committed, pending = committed_marker(client, documents) if client.has_collection(documents) \
+                    else (None, None)
+                if committed is not None or not pending or pending.get("folder") != str(path.absolute()):
+                    raise HmdeError(f"the Milvus store {meta.store_uri} holds a collection {documents} already, "
+                                    "made by another index folder of the same name: name this index's folder "
+                                    "otherwise (its collections are named for it), or drop that index's "
+                                    "collections from Milvus first")
+                _drop_prefixes(client, [base])  # this folder's own first build, cut off before its commit
+    except BaseException:
+        release(client, meta.store_uri)
+        raise
+    meta = IndexMeta(**{**asdict(meta), "generation": 0, "next_row": 0, "next_sentence_row": 0, "retired_rows": [],
+                        "metadata_keys": [], "count": 0, "deleted": 0, "store_prefix": prefix,
+                        "stale_prefixes": stale})
+    index = MilvusIndex(path, meta, client)
+    try:
+        create_collections(index)
+    except BaseException:
+        index.close()
+        raise
+    return index
 
 
 def _text(value: str) -> str:
@@ -98,13 +183,37 @@ def _flush(index: MilvusIndex) -> None:
 
 
 def remove_leftovers(index: MilvusIndex) -> None:
-    """What a cut-off writer left: rows of uncommitted generations, and retired rows a commit could not yet remove."""
+    """What a cut-off writer left: rows of uncommitted generations, retired rows a commit could not yet remove, and
+    the collections of stale prefixes (an --overwrite build's, old or cut off). The caller has checked that the record
+    is the store's current one (:meth:`MilvusIndex.open`): rows of later generations are no other folder's commits.
+    The write's commit records that the stale prefixes are gone."""
+    _drop_prefixes(index.client, index.meta.stale_prefixes)
+    index.meta.stale_prefixes = []
     later = f"generation > {int(index.meta.generation)}"
     if not index.meta.retired_rows and not any(index.count(later, name) for name in (index.documents, index.sentences)):
         return  # nothing left: no delete and no flush to pay
     index.client.delete(index.documents, filter=later)
     index.client.delete(index.sentences, filter=later)
     _purge(index, index.meta.retired_rows)
+
+
+def _begin(index: MilvusIndex, fresh: bool) -> IndexMeta:
+    """A write's first steps (``fresh``: into new collections): no other folder's write in flight, leftovers removed,
+    the store told which generation this write makes (:mod:`hmde.index.milvus_commits`); returns the record to
+    fill."""
+    if not fresh:
+        pending = check_current(index.client, index.documents, index.path, index.meta.generation,
+                                index.meta.commit_id, index.meta.store_uri)
+        if pending and pending.get("folder") != str(index.path.absolute()) and writer_alive(pending["folder"]):
+            raise HmdeError(f"the Milvus store {index.meta.store_uri} is being written through another folder "
+                            f"naming the same collections ({pending['folder']}): wait for that write, and write "
+                            "through one folder")
+        remove_leftovers(index)
+    meta = IndexMeta(**asdict(index.meta))
+    meta.generation += 1
+    meta.commit_id = new_commit_id()
+    mark_writing(index.client, index.documents, index.path.absolute(), meta.generation, meta.commit_id)
+    return meta
 
 
 def _purge(index: MilvusIndex, rows: Sequence[int]) -> None:
@@ -114,22 +223,25 @@ def _purge(index: MilvusIndex, rows: Sequence[int]) -> None:
     _flush(index)
 
 
-def _commit(path: Path, meta: IndexMeta, stats) -> None:
-    """One atomic swap of the index folder: ``index.json`` and the language statistics of this version."""
+def _commit(index: MilvusIndex, path: Path, meta: IndexMeta, stats) -> None:
+    """One atomic swap of the index folder (``index.json`` and the language statistics of this version), then the
+    store told that this generation is committed."""
     with atomic_dir(path) as tmp:
         if stats is not None:  # an index without language debiasing keeps none
             stats.save(tmp)
         finish_version(path, tmp, meta)
+    mark_committed(index.client, index.documents, path.absolute(), meta.generation, meta.commit_id)
 
 
 def _commit_and_purge(index: MilvusIndex, path: Path, meta: IndexMeta, stats, retired: list[int]) -> None:
     meta.retired_rows = sorted(set(meta.retired_rows) | set(retired))
-    _commit(path, meta, stats)
-    if meta.retired_rows:  # committed: the old versions leave Milvus, then the record forgets them
+    _commit(index, path, meta, stats)
+    if meta.retired_rows or meta.stale_prefixes:  # committed: the old versions leave Milvus, then the record forgets
         index.meta = meta
         _purge(index, meta.retired_rows)
-        meta.retired_rows = []
-        _commit(path, meta, stats)
+        _drop_prefixes(index.client, meta.stale_prefixes)
+        meta.retired_rows, meta.stale_prefixes = [], []
+        _commit(index, path, meta, stats)
 
 
 def _stats(path: Path, meta: IndexMeta, add: bool):
@@ -171,23 +283,12 @@ def write_milvus(path: Path, meta: IndexMeta, batches: Iterable, add: bool, repl
     """Create (or, ``add``, extend; ``replace``, upsert into) the Milvus collections of the index at ``path`` as one
     commit (the caller holds the writer's lock); returns the index, open."""
     if add:
-        meta = read_index_meta(path / "index.json")
-        index = MilvusIndex.open(path, meta)
-    else:  # a new index replaces collections only where they are this folder's own (its index.json names them)
-        ours = False
-        if (path / "index.json").is_file():
-            old = read_index_meta(path / "index.json")
-            ours = (old.store_uri, old.store_prefix) == (meta.store_uri, meta.store_prefix)
-        meta = IndexMeta(**{**asdict(meta), "generation": 0, "next_row": 0, "next_sentence_row": 0,
-                            "retired_rows": [], "metadata_keys": [], "count": 0, "deleted": 0})
-        index = MilvusIndex(path, meta, client_for(meta.store_uri))
+        index = MilvusIndex.open(path, read_index_meta(path / "index.json"))
+    else:  # new collections; an old index of this folder stays until the commit (fresh_index)
+        index = fresh_index(path, meta)
     try:
-        if add:
-            remove_leftovers(index)
-        else:
-            create_collections(index, overwrite=ours)
-        meta = IndexMeta(**asdict(index.meta))
-        generation, stats = meta.generation + 1, _stats(path, meta, add)
+        meta = _begin(index, fresh=not add)
+        generation, stats = meta.generation, _stats(path, meta, add)
         row, sentence_row = meta.next_row, meta.next_sentence_row
         written: dict[str, tuple[int, str]] = {}  # this write's documents: id -> (row, lang)
         retired, replaced, keys = [], 0, set(meta.metadata_keys)
@@ -217,7 +318,7 @@ def write_milvus(path: Path, meta: IndexMeta, batches: Iterable, add: bool, repl
             keys |= {k for m in batch.metadata or [] for k in (m or {})}
         _flush(index)
         meta.count, meta.deleted = meta.count - replaced + len(written), 0  # written: each id's last version
-        meta.generation, meta.next_row, meta.next_sentence_row = generation, row, sentence_row
+        meta.next_row, meta.next_sentence_row = row, sentence_row
         meta.metadata_keys = sorted(keys)
         _commit_and_purge(index, path, meta, stats, retired)
     finally:
@@ -238,14 +339,12 @@ def delete_milvus(path: Path, meta: IndexMeta, doc_ids: Sequence[str], ignore_mi
             raise UnknownIds(missing, path)
         if not rows:
             return 0
-        remove_leftovers(index)
-        meta = IndexMeta(**asdict(index.meta))
+        meta = _begin(index, fresh=False)
         stats = _stats(path, meta, add=True)
         leaving = list(rows.values())
         if stats is not None:
             vectors, starts, counts = index.sentences_of_documents([r for r, _ in leaving])
             stats.update([lang for _, lang in leaving], np.split(vectors, np.cumsum(counts)[:-1]), sign=-1)
-        meta.generation += 1
         meta.count -= len(leaving)
         _commit_and_purge(index, path, meta, stats, [r for r, _ in leaving])
         return len(rows)
