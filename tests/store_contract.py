@@ -48,6 +48,9 @@ def world(n: int = 36, seed: int = 0, version: int = 0) -> list[dict]:
             meta["breaking"] = i % 8 == 0
         if i % 7 == 0:
             del meta["section"]
+        if i % 3 == 0:  # true beside 1, false beside 0: Milvus took true for 1 (issue 77)
+            meta["flag"] = (True, 1, False, 0, 1.0)[i // 3 % 5]
+        meta["score"] = (5, -1.7e308, 2.5, "5", 1e308, -3)[i % 6]  # a number below -1e308 was lost by != on Milvus
         docs.append({"doc_id": f"d{i:03d}", "lang": lang, "metadata": meta,
                      "sentences": [f"v{version} sentence {j} of d{i:03d}" for j in range(count)],
                      "text": " ".join(f"v{version} sentence {j} of d{i:03d}" for j in range(count)),
@@ -111,7 +114,11 @@ def reference(docs, q, top_k, debias, multi, top_sentences=1, doc_weight=0.5, qu
 
 FILTERS = [None, 'section == "sport"', 'year > 2018 and not (section == "politics")', 'breaking != true',
            'section not in ["sport", "science"] or lang == "fra"', 'date >= "2024-06-01"', 'year != 2019',
-           'year in [2016, "2020", 2023]', 'not (breaking == false)', 'doc_id in ["d001", "d004", "d030"]']
+           'year in [2016, "2020", 2023]', 'not (breaking == false)', 'doc_id in ["d001", "d004", "d030"]',
+           'flag == true', 'not flag == false', 'flag != 1', 'flag > 0', 'score != 5', 'score < 0 or score == "5"',
+           # as deep as a filter may nest (32 levels), alternating or / and / not
+           "(" * 10 + "".join(f'year != {2000 + i} and (section == "sport" or (not ' for i in range(7))
+           + "flag == true" + ")" * 14 + ")" * 10 + ' or score > 2']
 
 CHILD = textwrap.dedent("""
     import json, sys, time
@@ -202,8 +209,37 @@ class StoreContract:
         from hmde.index.filters import FilterError
 
         with self.build(tmp_path / "idx", world()) as index:
-            with pytest.raises(FilterError, match="no document has the field 'sectoin'"):
+            with pytest.raises(FilterError, match="no document has the field 'sectoin' \\(did you mean 'section'\\? "
+                                                  "fields: breaking, date, doc_id, flag, lang, score, section, year\\)$"):
                 index.search(np.ones((1, DIM), np.float32), filter='sectoin == "sport"')
+
+    REFUSED = [  # issue 77: each one line, the same on every store, before any search
+        ("(" * 33 + "year > 1" + ")" * 33, "nested deeper than 32 levels of parentheses and 'not' at character 33"),
+        ("not " * 2400 + "year > 1", "nested deeper than 32 levels of parentheses and 'not' at character 129"),
+        ("score == 1e999", "1e999 at character 10 is not a finite number"),
+        ("year == 99999999999999999999", "beyond a 64-bit integer"),
+        ('section == "\\ud800"', "the string at character 12 holds a lone surrogate \\(U\\+D800\\)"),
+        ('section == "\ud800x"', "a lone surrogate \\(U\\+D800\\) at character 13"),
+        ('date == 2024', "date == 2024: the field 'date' holds strings, never numbers, so this compares with no "
+                         'document: compare it with a value of its kind \\(e.g. date == "2024"\\)'),
+        ('section in ["sport", true]', "section in true: the field 'section' holds strings, never true/false"),
+        ('breaking == 1', "the field 'breaking' holds true/false, never numbers"),
+        ('lang == 5', "the field 'lang' holds strings, never numbers"),
+    ]
+
+    def test_filters_no_store_can_answer_are_one_line_alike(self, tmp_path):
+        from hmde.index.filters import FilterError
+
+        docs = world()
+        for d in docs:
+            d["metadata"]["year"] = int(d["metadata"]["year"])
+        with self.build(tmp_path / "idx", docs) as index:
+            for expression, message in self.REFUSED:
+                with pytest.raises(FilterError, match=message):
+                    index.search(np.ones((1, DIM), np.float32), filter=expression)
+            with pytest.raises(FilterError, match="the field 'year' holds numbers, never strings, .*"
+                                                  "\\(e.g. year == 2019\\)"):
+                index.search(np.ones((1, DIM), np.float32), filter='year == "2019"')
 
     # -- commits ----------------------------------------------------------------------------------------------
     def state(self, path) -> dict:

@@ -125,8 +125,9 @@ def test_a_filtered_search_equals_filter_then_rank_by_brute_force(news, kind):
 def test_a_filter_is_checked_before_the_model_loads_and_matches_nothing_quietly(news, capsys):
     queries = ["topic 3"]
     assert main(["search", str(news / "multi"), *queries, "--model", "no-such-model", "--filter", 'sectoin == "x"']) == 2
-    assert capsys.readouterr().err.strip() == ("hmde: error: filter: no document has the field 'sectoin' (fields: "
-                                               "breaking, date, doc_id, lang, section, title, words)")
+    assert capsys.readouterr().err.strip() == ("hmde: error: filter: no document has the field 'sectoin' (did you "
+                                               "mean 'section'? fields: breaking, date, doc_id, lang, section, title, "
+                                               "words)")
     assert main(["search", str(news / "multi"), *queries, "--filter", 'section == "weather"']) == 0
     assert "(no hits)" in capsys.readouterr().out
 

@@ -12,6 +12,12 @@ The subset of Milvus's boolean expressions that users of vector stores know::
 - ``and``, ``or``, ``not``, parentheses (``&&``, ``||`` and ``!`` too);
 - fields: the metadata's keys, ``lang`` and ``doc_id``.
 
+An expression is refused in one line, before any search, where it is malformed, longer than 10,000 characters,
+nested deeper than 32 levels of parentheses and ``not`` (a deeper one crashed Python's and Milvus's parsers), not
+valid Unicode (a lone surrogate), or holds a number no store can compare (``1e999``, an integer beyond 64 bits); and
+where it names a field no document has, or compares a field with a value of a type the field never holds
+(``year == "2019"`` where every year is a number: it would match nothing, silently) (:func:`check_fields`).
+
 hmde parses an expression into a tree (:func:`parse`) and each store translates the tree, never the text: the
 local index into a DuckDB ``WHERE`` clause whose every value is a parameter (:func:`to_duckdb`), Milvus into its own
 boolean expression (:func:`hmde.index.milvus_filters.to_milvus`). A document
@@ -21,7 +27,9 @@ whose field is missing or of another type matches no comparison (SQL's unknown: 
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -31,6 +39,8 @@ from ..errors import HmdeError
 BUILT_IN = ("doc_id", "lang")  # fields every document has; the others are its metadata's keys
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
 MAX_LENGTH = 10_000  # characters of an expression
+MAX_DEPTH = 32  # nested parentheses and nots (Milvus Lite's parser failed at about 60 of its own levels)
+INT64 = (-2 ** 63, 2 ** 63 - 1)  # what Milvus's JSON and DuckDB's BIGINT hold
 
 
 class FilterError(HmdeError):
@@ -74,6 +84,22 @@ _KEYWORDS = {"and": "and", "or": "or", "not": "not", "in": "in", "AND": "and", "
              "&&": "and", "||": "or", "!": "not"}
 
 
+def _lone_surrogate(text: str) -> int | None:
+    return next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+
+
+def _check_value(value, at: int, raw: str) -> None:
+    if isinstance(value, str):
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            raise FilterError(f"filter: the string at character {at + 1} holds a lone surrogate "
+                              f"(U+{ord(value[bad]):04X}), which is not text: a filter must be valid Unicode")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise FilterError(f"filter: {raw} at character {at + 1} is not a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+        raise FilterError(f"filter: {raw} at character {at + 1} is beyond a 64-bit integer, which no store compares")
+
+
 def _tokens(text: str) -> list[tuple[str, Any, int]]:
     out, pos = [], 0
     while pos < len(text):
@@ -87,12 +113,16 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
             raw = m.group("string")
             body = raw[1:-1] if raw[0] == '"' else raw[1:-1].replace('\\"', '"').replace("\\'", "'").replace('"', '\\"')
             try:
-                out.append(("value", json.loads('"' + body + '"'), at))
+                value = json.loads('"' + body + '"')
             except json.JSONDecodeError:
                 raise FilterError(f"filter: bad escape in the string at character {at + 1}") from None
+            _check_value(value, at, raw)
+            out.append(("value", value, at))
         elif m.group("number") is not None:
             number = m.group("number")
-            out.append(("value", float(number) if any(c in number for c in ".eE") else int(number), at))
+            value = float(number) if any(c in number for c in ".eE") else int(number)
+            _check_value(value, at, number)
+            out.append(("value", value, at))
         elif m.group("op") is not None:
             op = m.group("op")
             out.append(("keyword", _KEYWORDS[op], at) if op in _KEYWORDS else ("op", op, at))
@@ -110,7 +140,7 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
 
 class _Parser:
     def __init__(self, text: str):
-        self.text, self.tokens, self.i = text, _tokens(text), 0
+        self.text, self.tokens, self.i, self.depth = text, _tokens(text), 0, 0
 
     def peek(self):
         return self.tokens[self.i] if self.i < len(self.tokens) else ("end", None, len(self.text))
@@ -139,15 +169,21 @@ class _Parser:
         return parts[0] if len(parts) == 1 else And(tuple(parts))
 
     def negation(self):
-        if self.peek()[:2] == ("keyword", "not"):
-            self.i += 1
-            return Not(self.negation())
-        if self.peek()[:2] == ("op", "("):
-            self.i += 1
+        token = self.peek()
+        if token[:2] not in (("keyword", "not"), ("op", "(")):
+            return self.condition()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise FilterError(f"filter: nested deeper than {MAX_DEPTH} levels of parentheses and 'not' at character "
+                              f"{token[2] + 1}: write it flatter (a or b or c needs no parentheses)")
+        self.i += 1
+        if token[1] == "not":
+            inner = Not(self.negation())
+        else:
             inner = self.expression()
             self.take("op", ")")
-            return inner
-        return self.condition()
+        self.depth -= 1
+        return inner
 
     def condition(self):
         name = self.take("name")[1]
@@ -189,6 +225,10 @@ def parse(text: str):
         raise FilterError("filter: an empty expression (e.g. section == \"sport\")")
     if len(text) > MAX_LENGTH:
         raise FilterError(f"filter: {len(text):,} characters; at most {MAX_LENGTH:,}")
+    bad = _lone_surrogate(text)
+    if bad is not None:
+        raise FilterError(f"filter: a lone surrogate (U+{ord(text[bad]):04X}) at character {bad + 1}, which is not "
+                          "text: a filter must be valid Unicode")
     parser = _Parser(text)
     tree = parser.expression()
     if parser.peek()[0] != "end":
@@ -206,12 +246,89 @@ def fields(tree) -> set[str]:
     return set().union(*(fields(p) for p in tree.parts))
 
 
-def check_fields(tree, known: Sequence[str]) -> None:
-    """Refuse a field that no document has (a typo would match nothing, silently)."""
+# what a metadata value is, as the stores tell (JSON's types; integers and decimals are one kind: numbers)
+KIND_NAMES = {"string": "strings", "number": "numbers", "boolean": "true/false", "list": "lists",
+              "object": "objects", "null": "nulls"}
+_DUCKDB_KINDS = {"VARCHAR": "string", "BIGINT": "number", "UBIGINT": "number", "DOUBLE": "number",
+                 "BOOLEAN": "boolean", "ARRAY": "list", "OBJECT": "object", "NULL": "null"}
+
+
+def value_kind(value) -> str:
+    """The kind of a metadata value (or a filter's literal)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if value is None:
+        return "null"
+    return "list" if isinstance(value, (list, tuple)) else "object"
+
+
+def duckdb_kind(json_type: str) -> str:
+    return _DUCKDB_KINDS.get(json_type, "object")
+
+
+def _literal_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else json.dumps(value, ensure_ascii=False)
+
+
+def _leaves(tree):
+    if isinstance(tree, Compare):
+        yield tree.field, tree.op, tree.value
+    elif isinstance(tree, In):
+        for value in tree.values:
+            yield tree.field, "not in" if tree.negated else "in", value
+    elif isinstance(tree, Not):
+        yield from _leaves(tree.part)
+    else:
+        for part in tree.parts:
+            yield from _leaves(part)
+
+
+def _unknown_field(name: str, known: Sequence[str]) -> FilterError:
+    """One line naming the field, the nearest names, and at most 20 of the others (an index may have 10,000 keys)."""
+    names = sorted(set(BUILT_IN) | set(known))
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {' or '.join(repr(x) for x in close)}? " if close else ""
+    shown = ", ".join(names[:20]) + (f" and {len(names) - 20:,} more" if len(names) > 20 else "")
+    return FilterError(f"filter: no document has the field '{name}' ({hint}fields: {shown})")
+
+
+def check_fields(tree, known) -> None:
+    """Refuse a field that no document has (a typo would match nothing, silently), and, where ``known`` maps each
+    metadata key to the kinds of value it holds (:func:`value_kind`), a comparison with a value of a kind the field
+    never holds (``year == "2019"`` where every year is a number matched nothing, silently): one line naming the
+    field and both kinds. ``doc_id`` and ``lang`` hold strings."""
+    kinds = {name: {"string"} for name in BUILT_IN}
+    if isinstance(known, dict):
+        kinds.update((k, set(v)) for k, v in known.items())
     unknown = sorted(fields(tree) - set(BUILT_IN) - set(known))
     if unknown:
-        listed = ", ".join(sorted(set(BUILT_IN) | set(known)))
-        raise FilterError(f"filter: no document has the field '{unknown[0]}' (fields: {listed})")
+        raise _unknown_field(unknown[0], list(known))
+    for name, op, value in _leaves(tree):
+        held = kinds.get(name)
+        kind = value_kind(value)
+        if held is None or kind in held:
+            continue
+        text = _literal_text(value)
+        comparable = sorted(held & {"string", "number", "boolean"})
+        if not comparable:
+            raise FilterError(f"filter: {name} {op} {text}: the field '{name}' holds "
+                              f"{' and '.join(KIND_NAMES[k] for k in sorted(held))}, which a filter does not compare")
+        hint = ""
+        if comparable == ["number"] and kind == "string":
+            try:
+                hint = f" (e.g. {name} {op} {_literal_text(json.loads(value))})" if value_kind(json.loads(value)) == \
+                    "number" else ""
+            except (TypeError, ValueError):
+                hint = ""
+        elif comparable == ["string"] and kind != "string":
+            hint = f" (e.g. {name} {op} {json.dumps(_literal_text(value))})"
+        raise FilterError(f"filter: {name} {op} {text}: the field '{name}' holds "
+                          f"{' and '.join(KIND_NAMES[k] for k in comparable)}, never {KIND_NAMES[kind]}, so this "
+                          f"compares with no document: compare it with a value of its kind{hint}")
 
 
 # -- evaluation in Python (SQL's three-valued logic: None is unknown) ---------------------------------------
@@ -294,7 +411,8 @@ def to_duckdb(tree) -> tuple[str, list]:
 
 
 # -- what a filter may name ---------------------------------------------------------------------------------
-def metadata_keys(index) -> list[str]:
-    """The metadata keys any document of an open index has (each store answers, once per snapshot): every filtered
-    search checks its fields against them before any model or query work."""
-    return index.metadata_keys()
+def metadata_fields(index) -> dict[str, list[str]]:
+    """The metadata keys any document of an open index has, each with the kinds of value it holds (each store
+    answers, once per snapshot): every filtered search checks its fields against them before any model or query
+    work."""
+    return index.metadata_fields()

@@ -163,12 +163,17 @@ class LocalStore:
                                                   "AND column_name = 'metadata'")[0][0])
         return self._has_metadata
 
-    def metadata_keys(self) -> list[str]:
-        """The metadata keys any document has, read once per open snapshot (one scan of the documents table)."""
-        if getattr(self, "_metadata_keys", None) is None:
-            self._metadata_keys = [] if not self.has_metadata else [r[0] for r in self._query(
-                "SELECT DISTINCT unnest(json_keys(metadata)) FROM docs WHERE metadata IS NOT NULL ORDER BY 1")]
-        return self._metadata_keys
+    def metadata_fields(self) -> dict[str, list[str]]:
+        """The metadata keys any document has and the kinds of value each holds (:func:`hmde.index.filters.
+        value_kind`), read once per open snapshot (one scan of the documents table)."""
+        if getattr(self, "_metadata_fields", None) is None:
+            from .filters import duckdb_kind
+
+            self._metadata_fields = {} if not self.has_metadata else {
+                key: sorted({duckdb_kind(t) for t in types}) for key, types in self._query(
+                    "SELECT key, list(DISTINCT json_type(value)) FROM docs, json_each(metadata) "
+                    "WHERE metadata IS NOT NULL GROUP BY key ORDER BY key")}
+        return self._metadata_fields
 
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
@@ -321,9 +326,9 @@ class LocalStore:
             where.append("lang IN (SELECT unnest(?::VARCHAR[]))")
             params.append(list(langs))
         if tree is not None:
-            from .filters import check_fields, metadata_keys, to_duckdb
+            from .filters import check_fields, metadata_fields, to_duckdb
 
-            check_fields(tree, metadata_keys(self))
+            check_fields(tree, metadata_fields(self))
             sql, values = to_duckdb(tree)  # an index without metadata: check_fields let doc_id and lang alone through
             where.append(sql)
             params.extend(values)

@@ -66,6 +66,9 @@ class IndexMeta:
     # collections, or a cut-off one's new ones): the next writer drops them
     commit_id: str = ""
     stale_prefixes: list = field(default_factory=list)
+    # a Milvus-stored index's metadata keys with the kinds of value each holds (hmde.index.filters.value_kind), so
+    # that a filter comparing a field with a value of a kind it never holds is refused (hmde's own files ask DuckDB)
+    metadata_types: dict = field(default_factory=dict)
 
     @property
     def live(self) -> int:
@@ -110,7 +113,8 @@ def read_index_meta(path: Path) -> IndexMeta:
                  "next_sentence_row"):
         if name in raw and (not isinstance(raw[name], int) or isinstance(raw[name], bool) or raw[name] < 0):
             raise InputError(f"must be a whole number >= 0, got {raw[name]!r}", path=str(path), field=name)
-    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix", "language_debias", "commit_id"):
+    for name in ("model", "method", "index_type", "store", "store_uri", "store_prefix", "language_debias",
+                 "commit_id"):
         if name in raw and not isinstance(raw[name], str):
             raise InputError(f"must be a string, got {raw[name]!r}", path=str(path), field=name)
     for name, kind in (("retired_rows", int), ("metadata_keys", str), ("stale_prefixes", str)):
@@ -118,6 +122,10 @@ def read_index_meta(path: Path) -> IndexMeta:
         if not isinstance(value, list) or any(not isinstance(x, kind) or isinstance(x, bool) for x in value):
             raise InputError(f"must be a list of {'whole numbers' if kind is int else 'strings'}", path=str(path),
                              field=name)
+    types = raw.get("metadata_types", {})
+    if not isinstance(types, dict) or any(not isinstance(v, list) or any(not isinstance(x, str) for x in v)
+                                          for v in types.values()):
+        raise InputError("must map each metadata key to a list of kinds", path=str(path), field="metadata_types")
     for name in ("bm25", "multi_vector"):
         if name in raw and not isinstance(raw[name], bool):
             raise InputError(f"must be true or false, got {raw[name]!r}", path=str(path), field=name)

@@ -118,18 +118,44 @@ def text_too_long(value) -> str | None:
             "(Milvus's VARCHAR): split the document, or keep the index in hmde's own files (no --store)")
 
 
-def check_texts_fit(records, where: str) -> None:
-    """Refuse, before anything is written, a document whose text Milvus would have to cut (records with ``text``,
-    ``doc_id`` and ``line``); it was stored cut, silently."""
+def _wide_integer(value, key: str) -> str | None:
+    """The first integer beyond 64 bits inside a metadata value, as ``key.path``, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return key if not -2 ** 63 <= value <= 2 ** 63 - 1 else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    return next((found for k, v in items if (found := _wide_integer(v, f"{key}.{k}"))), None)
+
+
+def metadata_problem(metadata) -> tuple[str, str] | None:
+    """(field, why) where Milvus's JSON cannot keep a document's metadata (an integer beyond 64 bits: a
+    DataNotMatchException traceback, a 500 from the server), or None."""
+    for key, value in (metadata or {}).items():
+        found = _wide_integer(value, str(key))
+        if found:
+            return str(key), (f"{found} is an integer beyond 64 bits, which Milvus's JSON cannot hold: write it as a "
+                              "string, or keep the index in hmde's own files (no --store)")
+    return None
+
+
+def record_problem(text, metadata) -> tuple[str, str] | None:
+    """(field, why) where a document cannot be kept whole in Milvus, or None."""
+    problem = text_too_long(text)
+    return ("text", problem) if problem else metadata_problem(metadata)
+
+
+def check_records_fit(records, where: str) -> None:
+    """Refuse, before anything is written, a document that Milvus would have to cut (its text; it was stored cut,
+    silently) or could not take (metadata: an integer beyond 64 bits); records with ``text``, ``extra``, ``doc_id``
+    and ``line``."""
     for i, record in enumerate(records):
-        problem = text_too_long(record.text)
+        problem = record_problem(record.text, record.extra)
         if problem:
             at = where if record.line is not None else f"{where}[{i}]"
-            raise InputError(f"document '{record.doc_id}': {problem}", at, record.line, "text")
+            raise InputError(f"document '{record.doc_id}': {problem[1]}", at, record.line, problem[0])
 
 
 def fitting(records, path):
-    """The records of a file as they stream by, each refused in one line where Milvus would have to cut its text."""
+    """The records of a file as they stream by, each refused in one line where Milvus could not keep it whole."""
     for record in records:
-        check_texts_fit([record], str(path))
+        check_records_fit([record], str(path))
         yield record

@@ -16,7 +16,7 @@ a search sees the rows of committed generations only, less the rows of replaced 
 
 Vectors are stored L2-normalised and searched by inner product, i.e. cosine, as in hmde's FAISS indexes. Milvus's
 VARCHAR holds at most 65,535 bytes: a document whose text is longer is refused in one line before anything is written
-(:func:`check_texts_fit`), as is a sentence that long. Each document's metadata is a JSON field of both collections
+(:func:`check_records_fit`), as is a sentence that long, or an integer in its metadata beyond 64 bits. Each document's metadata is a JSON field of both collections
 (a sentence carries its document's, so that a filter runs inside the sentence search).
 """
 
@@ -32,7 +32,7 @@ from ..errors import HmdeError, InputError, exception_line
 from .milvus_client import client_for, release
 from .milvus_commits import check_current
 from .language_debias import recorded_basis
-from .milvus_filters import literal
+from .milvus_filters import BOOL_KEYS, literal
 from .store_protocol import Selection
 
 MAX_RESULTS = 16_384  # Milvus answers at most this many rows a search or a query
@@ -61,6 +61,7 @@ class MilvusIndex:
         self._calibration = None
         self._languages = None
         self.replaced = 0
+        self.typed = True  # rows carry bool_keys (collections written before it existed: False, set by open)
 
     @classmethod
     def open(cls, path: Path, meta) -> "MilvusIndex":
@@ -77,6 +78,8 @@ class MilvusIndex:
                     raise InputError(f"the Milvus store {meta.store_uri} has no collection {name}; rebuild the index",
                                      record)
                 fields = {f.get("name") for f in client.describe_collection(name).get("fields", [])}
+                if name == index.documents:
+                    index.typed = BOOL_KEYS in fields
                 if "generation" not in fields:
                     raise InputError(f"the Milvus collection {name} was written by an hmde before Milvus writes were "
                                      "commits (issue 61); rebuild the index (hmde index build ... --store ... "
@@ -173,7 +176,10 @@ class MilvusIndex:
     def require_bm25(self):
         raise HmdeError(f"index {self.path} is stored in Milvus: BM25 fusion (--hybrid) needs an index of hmde's own")
 
-    def metadata_keys(self) -> list[str]:
+    def metadata_fields(self) -> dict[str, list[str]] | list[str]:
+        """The keys and kinds the record keeps (a record written before kinds were kept: the keys alone)."""
+        if self.meta.metadata_types or not self.meta.metadata_keys:
+            return {k: list(v) for k, v in self.meta.metadata_types.items()}
         return list(self.meta.metadata_keys)
 
     @property
@@ -221,8 +227,8 @@ class MilvusIndex:
             from .filters import check_fields
             from .milvus_filters import to_milvus
 
-            check_fields(tree, self.metadata_keys())
-            docs.append(to_milvus(tree))
+            check_fields(tree, self.metadata_fields())
+            docs.append(to_milvus(tree, self.typed))
             sentences.append(docs[-1])
         expr = " and ".join(f"({x})" for x in docs)
         return Selection(self.count(expr), expression=expr, sentence_expression=" and ".join(f"({x})" for x in sentences))

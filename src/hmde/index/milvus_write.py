@@ -32,8 +32,10 @@ from ..errors import HmdeError, InputError
 from ..ground.atomic import atomic_dir
 from ..ground.locks import writer_alive
 from .meta import IndexMeta, finish_version, read_index_meta
-from .milvus_client import MAX_VARCHAR, client_for, release, text_too_long
+from .filters import value_kind
+from .milvus_client import MAX_VARCHAR, client_for, metadata_problem, release, text_too_long
 from .milvus_commits import check_current, committed_marker, mark_committed, mark_writing, new_commit_id
+from .milvus_filters import BOOL_KEYS
 from .milvus_store import MilvusIndex, chunks, quoted
 
 INDEX_TYPES = {"flat": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
@@ -60,6 +62,8 @@ def collection_schema(meta, sentences: bool):
     schema.add_field("generation", DataType.INT64, description="the write that made the row (visible once committed)")
     schema.add_field("lang", DataType.VARCHAR, max_length=64, description="the document's language ('': unknown)")
     schema.add_field("metadata", DataType.JSON, description="the document's other fields (title, url, date...)")
+    schema.add_field(BOOL_KEYS, DataType.JSON, description="the metadata keys whose values are true or false (Milvus "
+                     "compares true as 1: a filter tells the two kinds apart by this list)")
     if sentences:
         schema.add_field("position", DataType.INT32, description="the sentence's place in its document (0-based)")
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, description=(
@@ -158,7 +162,7 @@ def fresh_index(path: Path, meta: IndexMeta) -> MilvusIndex:
         release(client, meta.store_uri)
         raise
     meta = IndexMeta(**{**asdict(meta), "generation": 0, "next_row": 0, "next_sentence_row": 0, "retired_rows": [],
-                        "metadata_keys": [], "count": 0, "deleted": 0, "store_prefix": prefix,
+                        "metadata_keys": [], "metadata_types": {}, "count": 0, "deleted": 0, "store_prefix": prefix,
                         "stale_prefixes": stale})
     index = MilvusIndex(path, meta, client)
     try:
@@ -175,6 +179,19 @@ def _text(value: str) -> str:
     if problem:
         raise HmdeError(problem)
     return value or ""
+
+
+def _metadata(value: dict | None, doc_id: str) -> dict:
+    """The metadata as stored (what Milvus cannot hold was refused before the write began)."""
+    problem = metadata_problem(value)
+    if problem:
+        raise HmdeError(f"document '{doc_id}', field '{problem[0]}': {problem[1]}")
+    return value or {}
+
+
+def _typed_fields(index: MilvusIndex, metadata: dict) -> dict:
+    """The row's ``bool_keys`` (a collection written before it existed has none)."""
+    return {BOOL_KEYS: sorted(k for k, v in metadata.items() if isinstance(v, bool))} if index.typed else {}
 
 
 def _flush(index: MilvusIndex) -> None:
@@ -258,19 +275,21 @@ def _insert(index: MilvusIndex, batch, generation: int, row: int, sentence_row: 
     vectors = normalize(np.asarray(batch.doc_vectors, np.float32).reshape(len(batch.doc_ids), -1))
     if vectors.shape[1] != dim:
         raise HmdeError(f"vectors have dimension {vectors.shape[1]}, the index {dim}")
-    metadata = batch.metadata or [{}] * len(batch.doc_ids)
+    metadata = [_metadata(m, x) for m, x in zip(batch.metadata or [{}] * len(batch.doc_ids), batch.doc_ids)]
     docs, sentences = [], []
     for i, (doc_id, lang, text, vector) in enumerate(zip(batch.doc_ids, batch.langs, batch.texts, vectors)):
         docs.append({"row": row + i, "doc_id": doc_id, "generation": generation, "lang": lang or "",
-                     "metadata": metadata[i] or {}, "text": _text(text), "vector": vector.tolist()})
+                     "metadata": metadata[i], **_typed_fields(index, metadata[i]), "text": _text(text),
+                     "vector": vector.tolist()})
     for i, units in enumerate(batch.sentences or []):
         if not len(units):
             continue
         sv = normalize(np.asarray(batch.sentence_vectors[i], np.float32).reshape(-1, dim))
         for p, (unit, v) in enumerate(zip(units, sv)):
             sentences.append({"id": sentence_row, "doc_row": row + i, "doc_id": batch.doc_ids[i],
-                              "generation": generation, "lang": batch.langs[i] or "", "metadata": metadata[i] or {},
-                              "position": p, "text": _text(unit), "vector": v.tolist()})
+                              "generation": generation, "lang": batch.langs[i] or "", "metadata": metadata[i],
+                              **_typed_fields(index, metadata[i]), "position": p, "text": _text(unit),
+                              "vector": v.tolist()})
             sentence_row += 1
     for start in range(0, len(docs), INSERT_ROWS):
         index.client.insert(index.documents, docs[start:start + INSERT_ROWS])
@@ -291,7 +310,9 @@ def write_milvus(path: Path, meta: IndexMeta, batches: Iterable, add: bool, repl
         generation, stats = meta.generation, _stats(path, meta, add)
         row, sentence_row = meta.next_row, meta.next_sentence_row
         written: dict[str, tuple[int, str]] = {}  # this write's documents: id -> (row, lang)
-        retired, replaced, keys = [], 0, set(meta.metadata_keys)
+        retired, replaced = [], 0
+        kinds = {k: set(v) for k, v in meta.metadata_types.items()} | {k: {"unknown"} for k in meta.metadata_keys
+                                                                         if k not in meta.metadata_types}
         for batch in batches:
             old = {r["doc_id"]: (r["row"], r.get("lang") or None) for r in index.rows_of(batch.doc_ids)}
             seen = set()
@@ -315,11 +336,16 @@ def write_milvus(path: Path, meta: IndexMeta, batches: Iterable, add: bool, repl
             if stats is not None and batch.sentence_vectors:
                 stats.update(batch.langs, [normalize(np.asarray(v, np.float32).reshape(-1, meta.dim)) if len(v) else
                                            np.zeros((0, meta.dim), np.float32) for v in batch.sentence_vectors])
-            keys |= {k for m in batch.metadata or [] for k in (m or {})}
+            for m in batch.metadata or []:
+                for k, v in (m or {}).items():
+                    kinds.setdefault(k, set()).add(value_kind(v))
         _flush(index)
         meta.count, meta.deleted = meta.count - replaced + len(written), 0  # written: each id's last version
         meta.next_row, meta.next_sentence_row = row, sentence_row
-        meta.metadata_keys = sorted(keys)
+        meta.metadata_keys = sorted(kinds)
+        # the kinds are kept where every key's are known (a record from before kinds were kept: after a rebuild)
+        meta.metadata_types = {} if any("unknown" in v for v in kinds.values()) else \
+            {k: sorted(v) for k, v in sorted(kinds.items())}
         _commit_and_purge(index, path, meta, stats, retired)
     finally:
         index.close()

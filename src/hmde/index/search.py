@@ -57,10 +57,10 @@ def check_filter(index, expression):
     model or query work); the tree, or None without one."""
     if expression is None:
         return None
-    from .filters import check_fields, metadata_keys, parse
+    from .filters import check_fields, metadata_fields, parse
 
     tree = parse(expression)
-    check_fields(tree, metadata_keys(index))
+    check_fields(tree, metadata_fields(index))
     return tree
 
 
@@ -114,9 +114,9 @@ class Index:
         set_threads(threads)
         records = records_from(documents)
         if chosen.store:
-            from .milvus_client import check_texts_fit
+            from .milvus_client import check_records_fit
 
-            check_texts_fit(records, "documents")
+            check_records_fit(records, "documents")
         check_writable_parent(path)
         check_replaceable(path, "hmde index", is_hmde_index, overwrite)
         if chosen.index_type in ("ivf", "ivfpq"):
@@ -182,9 +182,9 @@ class Index:
             return 0
         meta = self._current().meta
         if meta.store == "milvus":
-            from .milvus_client import check_texts_fit
+            from .milvus_client import check_records_fit
 
-            check_texts_fit(records, "documents")
+            check_records_fit(records, "documents")
         written = write_records(self.index.path, _vectorizer(self.model, meta.method, batch_size), meta,
                                 chunked(records, batch_size), mode)
         self._swap(written)

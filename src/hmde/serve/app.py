@@ -234,12 +234,13 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
         records = documents_of(body, options.max_inputs, options.max_text_chars)
         meta = target.meta
         if meta.store == "milvus":
-            from ..index.milvus_client import text_too_long
+            from ..index.milvus_client import record_problem
 
             for i, record in enumerate(records):
-                problem = text_too_long(record.text)
+                problem = record_problem(record.text, record.extra)
                 if problem:
-                    raise RequestError(f"documents[{i}].text: {problem}", f"documents[{i}].text")
+                    where = f"documents[{i}].{problem[0]}"
+                    raise RequestError(f"{where}: {problem[1]}", where)
         rows = await embed((INDEX_WRITE, meta.method, contextual(meta)), [r.text for r in records],
                            [r.lang for r in records])
 
