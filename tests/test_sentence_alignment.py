@@ -97,7 +97,36 @@ def test_the_command_writes_every_format_and_refuses_bad_input(hmde_dir, tmp_pat
     assert [line.rsplit(":", 1)[0] for line in lines] == [f"{r['src']}:{r['tgt']}" for r in rows]
     assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "b.tsv"), "--format",
                  "tsv", "--min-score", "2"]) == 0
-    assert (tmp_path / "b.tsv").read_text() == "src_text\ttgt_text\tscore\tsrc_doc\ttgt_doc\n"  # no cosine reaches 2
+    assert (tmp_path / "b.tsv").read_text() == ""  # no cosine reaches 2
+    both = [r for r in rows if r["src"] and r["tgt"]]
+    # issue 77: tsv is exactly the bitext (two columns, no header); the scored table has its own name
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "c.tsv"), "--format",
+                 "tsv"]) == 0
+    assert (tmp_path / "c.tsv").read_text() == "".join(f"{r['src_text']}\t{r['tgt_text']}\n" for r in both)
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "s.tsv"), "--format",
+                 "scored"]) == 0
+    scored = (tmp_path / "s.tsv").read_text().splitlines()
+    assert scored[0] == "src_text\tscore\tsrc_doc\ttgt_doc".replace("\tscore", "\ttgt_text\tscore")
+    assert [line.split("\t") for line in scored[1:]] == [[r["src_text"], r["tgt_text"], f"{r['score']:.6f}", "en.txt",
+                                                           "de.txt"] for r in both]
+    # Moses: two files named by the languages (given, or detected: English and German here)
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "corpus"), "--format",
+                 "moses", "--no-progress"]) == 0
+    assert (tmp_path / "corpus.en").read_text().splitlines() == [r["src_text"] for r in both]
+    assert (tmp_path / "corpus.de").read_text().splitlines() == [r["tgt_text"] for r in both]
+    assert "corpus.en and " in capsys.readouterr().out
+    import xml.etree.ElementTree as ET
+
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "m.tmx"), "--format",
+                 "tmx"]) == 0
+    tmx = ET.parse(tmp_path / "m.tmx").getroot()
+    assert tmx.get("version") == "1.4" and tmx.find("header").get("srclang") == "en"
+    lang = "{http://www.w3.org/XML/1998/namespace}lang"
+    assert [[(v.get(lang), v.find("seg").text) for v in u.findall("tuv")] for u in tmx.iter("tu")] == \
+        [[("en", r["src_text"]), ("de", r["tgt_text"])] for r in both]
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "x.jsonl"),
+                 "--min-score", "0.5"]) == 2
+    assert "--min-score filters the bitext formats (tsv, scored, moses, tmx)" in capsys.readouterr().err
     capsys.readouterr()
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
@@ -293,3 +322,37 @@ def test_neighbour_scoring_aligns_a_weak_encoders_pairs_and_is_one_flag_away():
     assert AlignmentOptions().scoring == "ratio" and AlignmentOptions().skip_score == 0.5  # docs/model.md
     with pytest.raises(Exception, match="--bead-scoring must be one of ratio, neighbours"):
         AlignmentOptions(scoring="cosine").check()
+
+
+def test_two_texts_align_as_complete_translations_unless_omissions_are_said(hmde_dir, tmp_path, monkeypatch, capsys):
+    """Issue 77: two texts of `hmde align-sentences` translate each other whole unless --omissions says sentences may
+    be missing (docs/sentence-alignment.md: the complete-translation setting leads on complete translations, the
+    omission-aware one where sentences were deleted); documents paired by --pairs or by `hmde align` keep the
+    omission-aware one. docs/model.md has the row."""
+    from hmde.align.sentence_alignment import COMPLETE_TRANSLATION, AlignmentOptions
+    from hmde.cli import align_sentences
+
+    chosen = []
+    real = align_sentences.write_alignments
+    monkeypatch.setattr(align_sentences, "write_alignments",
+                        lambda args, pairs, embed, options, *rest, **kw: chosen.append(options) or
+                        real(args, pairs, embed, options, *rest, **kw))
+    src, tgt = tmp_path / "en.txt", tmp_path / "de.txt"
+    src.write_text("The cat sleeps.\nIt rains.\n")
+    tgt.write_text("Die Katze schläft.\nEs regnet.\n")
+    for flags in ([], ["--omissions"], ["--join-tolerance", "0.1"]):
+        assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "o.jsonl"),
+                     *flags]) == 0
+    assert chosen == [AlignmentOptions.complete_translation(), AlignmentOptions(),
+                      AlignmentOptions.complete_translation(join_tolerance=0.1)]
+    assert COMPLETE_TRANSLATION == {"length_weight": 0.5, "join_tolerance": 0.04}
+    docs_a, docs_b, pairs = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "pairs.tsv"
+    docs_a.write_text(json.dumps({"doc_id": "x", "text": "One. Two.", "lang": "eng"}) + "\n")
+    docs_b.write_text(json.dumps({"doc_id": "y", "text": "Eins. Zwei.", "lang": "deu"}) + "\n")
+    pairs.write_text("x\ty\n")
+    assert main(["align-sentences", str(hmde_dir), str(docs_a), str(docs_b), "--pairs", str(pairs), "-o",
+                 str(tmp_path / "p.jsonl")]) == 0
+    assert chosen[-1] == AlignmentOptions()
+    assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tmp_path / "o.jsonl"),
+                 "--omissions", "--complete-translation"]) == 2
+    assert "--omissions and --complete-translation say opposite things" in capsys.readouterr().err

@@ -55,7 +55,7 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .align_sentences import alignment_options, raw_text, write_alignments
+    from .align_sentences import alignment_options, bitext_languages, check_outputs, raw_text, write_alignments
 
     from ..io.documents import read_documents
     from ..methods import default_method
@@ -65,8 +65,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, (args.src, args.tgt))
     if args.sentences:
-        check_output_file(args.sentences, (args.src, args.tgt, args.output))
-        alignment_options(args)
+        check_outputs(argparse.Namespace(**{**vars(args), "output": args.sentences}), (args.src_lang, args.tgt_lang),
+                      (args.src, args.tgt, args.output))
+        options = alignment_options(args)  # documents paired here may leave sentences out: the omission-aware one
     src = list(read_documents(args.src))
     tgt = list(read_documents(args.tgt))
     for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding
@@ -105,6 +106,6 @@ def run(args: argparse.Namespace) -> int:
                  raw_text(tgt[j])) for i, j, _ in pairs if len(src_units[i]) and len(tgt_units[j])]
         vectors = {("src", src[i].doc_id): src_vectors[i] for i, _, _ in pairs}
         vectors.update({("tgt", tgt[j].doc_id): tgt_vectors[j] for _, j, _ in pairs})
-        return write_alignments(sentence_args, docs, lambda texts: vec.lower.encode(list(texts)),
-                                lambda doc, side: vectors[(side, doc)])
+        return write_alignments(sentence_args, docs, lambda texts: vec.lower.encode(list(texts)), options,
+                                lambda doc, side: vectors[(side, doc)], langs=bitext_languages(sentence_args, docs))
     return 0

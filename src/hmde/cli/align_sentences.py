@@ -1,5 +1,6 @@
 """``hmde align-sentences [MODEL] SRC TGT -o OUT``: which sentences translate which, inside aligned
-documents (:mod:`hmde.align.sentence_alignment`), written as JSONL, Vecalign lines or a TSV bitext."""
+documents (:mod:`hmde.align.sentence_alignment`), written as JSONL, Vecalign lines, a bitext (TSV, Moses' two files)
+or a TMX translation memory (:mod:`hmde.io.alignments`)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,13 @@ def register(sub) -> None:
                    "into sentences as hmde splits documents, instead of reading one sentence per line")
     p.add_argument("--src-lang", type=language_code, help="--split: the source text's language (default: detected)")
     p.add_argument("--tgt-lang", type=language_code, help="--split: the target text's language (default: detected)")
-    p.add_argument("--output", "-o", required=True, help="OUT.jsonl (or .txt / .tsv with --format)")
+    p.add_argument("--output", "-o", required=True, help="OUT.jsonl (or .txt, .tsv, .tmx with --format; moses: "
+                   "OUT.SRC and OUT.TGT)")
     add_alignment_arguments(p)
+    p.add_argument("--omissions", action="store_true", help="two texts whose sentences may be missing on either side "
+                   "(not a complete translation): the setting of sentences inside documents paired by `hmde align`, "
+                   "and of --pairs (without it, two texts are aligned as complete translations: "
+                   "--complete-translation; docs/sentence-alignment.md)")
     add_device_argument(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the document pairs")
     p.set_defaults(func=run)
@@ -34,20 +40,20 @@ def register(sub) -> None:
 
 def add_alignment_arguments(p) -> None:
     from ..align.sentence_alignment import MAX_MERGE
-    from ..io.alignments import FORMATS
+    from ..io.alignments import FORMAT_HELP, FORMATS
 
     g = p.add_argument_group("sentence alignment")
-    g.add_argument("--format", choices=FORMATS, default="jsonl", help="jsonl (default: one bead per line, with its "
-                   "texts), vecalign ([i, ...]:[j, ...]:score) or tsv (a two-column bitext of the aligned beads)")
-    g.add_argument("--min-score", type=finite_float, help="tsv: keep beads whose cosine is at least this")
+    g.add_argument("--format", choices=FORMATS, default="jsonl", help=FORMAT_HELP)
+    g.add_argument("--min-score", type=finite_float, help="the bitext formats (tsv, scored, moses, tmx): keep beads "
+                   "whose cosine is at least this")
     g.add_argument("--max-merge", type=bounded_int(2, MAX_MERGE), default=5, help="sentences of both sides together in one bead "
                    "(default 5: 1-1 ... 1-4, 2-2, 2-3, 3-2; 4 is Vecalign's default; 2 to 10: each step up embeds one "
                    "more span per sentence and side, so memory for span vectors grows as (MAX_MERGE - 1) x sentences)")
-    g.add_argument("--complete-translation", action="store_true", help="the two texts translate each other whole "
+    g.add_argument("--complete-translation", action="store_true", help="the texts translate each other whole "
                    "(a book, the Bible, subtitles): skipped sentences join a neighbour's bead more readily and the "
                    "length penalty weighs more (--join-tolerance 0.04 --length-weight 0.5, unless given); fewer "
-                   "false skips, but a sentence that is really left out is merged more often "
-                   "(docs/sentence-alignment.md)")
+                   "false skips, but a sentence that is really left out is merged more often; the default of "
+                   "`hmde align-sentences` of two texts (docs/sentence-alignment.md)")
     g.add_argument("--length-weight", type=finite_float, help="weight of the length penalty (how far a bead's "
                    "character ratio strays from the document's; default 0.25, --complete-translation 0.5, issue 45's "
                    "1.0, 0: none)")
@@ -99,40 +105,6 @@ def read_raw_text(path: str, lang: str | None) -> tuple[str, list[str]]:
     return text, sentences
 
 
-def read_sentence_file(path: str) -> list[str]:
-    """One sentence per line, kept as written (empty lines dropped, their numbers kept in errors)."""
-    from ..io.documents import open_text
-
-    with open_text(path) as f:
-        sentences = [line.rstrip("\n").rstrip("\r").strip() for line in f]
-    sentences = [s for s in sentences if s]
-    if not sentences:
-        raise InputError("holds no sentence (one sentence per line)", path)
-    return sentences
-
-
-def read_pairs_file(path: str, src_ids: set[str], tgt_ids: set[str]) -> list[tuple[str, str]]:
-    """``hmde align``'s PAIRS.tsv; an id neither collection holds is named with its line."""
-    from ..io.documents import open_text
-
-    pairs = []
-    with open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            cols = line.rstrip("\n").rstrip("\r").split("\t")
-            if n == 1 and cols[:2] == ["src_id", "tgt_id"] or not line.strip():
-                continue
-            if len(cols) < 2:
-                raise InputError("expected 'src_id<TAB>tgt_id[<TAB>score]'", path, n)
-            if cols[0] not in src_ids:
-                raise InputError(f"the source collection has no document '{cols[0]}'", path, n, "src_id")
-            if cols[1] not in tgt_ids:
-                raise InputError(f"the target collection has no document '{cols[1]}'", path, n, "tgt_id")
-            pairs.append((cols[0], cols[1]))
-    if not pairs:
-        raise InputError("holds no document pair", path)
-    return pairs
-
-
 def as_sentences(record, path: str) -> list[str]:
     from ..text.segmentation import split_sentences
 
@@ -145,6 +117,7 @@ def as_sentences(record, path: str) -> list[str]:
 
 def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[str]]]:
     """(src_doc, tgt_doc, src sentences, tgt sentences) per pair, every input checked before any model loads."""
+    from ..io.alignments import read_pairs_file, read_sentence_file
     from ..io.documents import read_documents
 
     if not args.pairs:
@@ -169,6 +142,8 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
         if len(found) > 1:
             raise HmdeError(f"the {side} documents of --pairs are in several languages ({', '.join(sorted(found))}): "
                             "a pairs file aligns one language with another")
+    args.src_lang = args.src_lang or next(iter(langs[0]), None)  # the bitext's languages (Moses, TMX)
+    args.tgt_lang = args.tgt_lang or next(iter(langs[1]), None)
     return [(a, b, as_sentences(src[a], args.src), as_sentences(tgt[b], args.tgt), raw_text(src[a]), raw_text(tgt[b]))
             for a, b in pairs]
 
@@ -178,9 +153,10 @@ def raw_text(record) -> str | None:
     return record.text if isinstance(record.text, str) else None
 
 
-def alignment_options(args: argparse.Namespace):
-    """The aligner's settings from the flags; an impossible one is refused in one line (called before any model
-    loads)."""
+def alignment_options(args: argparse.Namespace, complete: bool = False):
+    """The aligner's settings from the flags (``complete``: the texts are complete translations unless the flags say
+    otherwise: two texts of `hmde align-sentences`); an impossible one is refused in one line (called before any
+    model loads)."""
     from ..align.sentence_alignment import AlignmentOptions
 
     given = {name: getattr(args, name) for name in ("length_weight", "join_tolerance", "join_length_weight",
@@ -192,25 +168,34 @@ def alignment_options(args: argparse.Namespace):
         given["boundary_gain"] = None
     given.update(max_merge=args.max_merge, anchors=args.anchors, scoring=args.bead_scoring,
                  skip_score=args.skip_score)
-    if args.complete_translation:
+    if args.complete_translation or complete:
         return AlignmentOptions.complete_translation(**given).check()
     return AlignmentOptions(**given).check()
 
 
-def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> int:
-    """Align every pair and write them; ``singles(doc_id, side)``: 1-sentence vectors already computed.
+def bitext_languages(args: argparse.Namespace, pairs) -> tuple[str | None, str | None]:
+    """The bitext's two languages (Moses' file names, TMX): given, the documents', else the first pair's sentences'
+    as hmde's identifier reads them (None where it is not sure)."""
+    from ..text.language_id import detect_languages
+
+    found = [getattr(args, "src_lang", None), getattr(args, "tgt_lang", None)]
+    for side in (0, 1):
+        if not found[side] and pairs:
+            found[side] = detect_languages([" ".join(pairs[0][2 + side])[:2000]])[0]
+    return found[0], found[1]
+
+
+def write_alignments(args: argparse.Namespace, pairs, embed, options, singles=None,
+                     langs: tuple[str | None, str | None] = (None, None)) -> int:
+    """Align every pair with ``options`` (:func:`alignment_options`) and write them in ``args.format``, the bitext in
+    ``langs`` (Moses' names, TMX); ``singles(doc_id, side)``: 1-sentence vectors already computed.
     A pair is ``(src_doc, tgt_doc, src sentences, tgt sentences)``, plus the two raw texts where hmde split them
     (the beads then give each sentence's character span in its text). Merged spans are embedded in batches across
     the pairs (:func:`~hmde.align.sentence_alignment.align_many`)."""
     from tqdm.auto import tqdm
 
-    from ..ground.atomic import write_text_atomic
-    from ..io.alignments import alignment_lines
+    from ..io.alignments import alignment_lines, write_alignment_files
     from ..align.sentence_pairs import align_many
-
-    options = alignment_options(args)
-
-    from ..io.alignments import TSV_HEADER
     from ..io.representation_parquet import spans
 
     with tqdm(total=len(pairs), desc="document pairs", unit="pair",
@@ -224,22 +209,34 @@ def write_alignments(args: argparse.Namespace, pairs, embed, singles=None) -> in
         located = [list(zip(*spans(text, side))) if text is not None else None
                    for text, side in zip(texts or (None, None), (src, tgt))]
         lines += alignment_lines(src_doc, tgt_doc, src, tgt, beads, args.format, args.min_score, *located)
-    header = TSV_HEADER if args.format == "tsv" else ""
-    write_text_atomic(args.output, header + "".join(lines))
-    print(f"aligned {len(pairs)} document pair(s): {beads_total} beads, {len(lines)} lines ({args.format}) in "
-          f"{args.output}")
+    written = write_alignment_files(args.output, args.format, lines, *langs)
+    print(f"aligned {len(pairs)} document pair(s): {beads_total} beads, {len(lines)} "
+          f"{'lines' if args.format in ('jsonl', 'vecalign') else 'sentence pairs'} ({args.format}) in "
+          f"{' and '.join(map(str, written))}")
     return 0
+
+
+def check_outputs(args: argparse.Namespace, langs, inputs) -> None:
+    """Every file the format writes (Moses: two) passes the outputs-are-not-inputs rule, before any model loads."""
+    from ..io.alignments import BITEXT_FORMATS, output_paths
+    from .preflight import check_output_file
+
+    if args.min_score is not None and args.format not in BITEXT_FORMATS:
+        raise HmdeError(f"--min-score filters the bitext formats ({', '.join(BITEXT_FORMATS)}): add --format tsv")
+    for path in output_paths(args.output, args.format, *langs):
+        check_output_file(str(path), inputs)
 
 
 def run(args: argparse.Namespace) -> int:
     from .common import load_model, pick_device
-    from .preflight import check_output_file
 
-    check_output_file(args.output, (args.src, args.tgt, args.pairs))
-    if args.min_score is not None and args.format != "tsv":
-        raise HmdeError("--min-score filters the tsv bitext: add --format tsv")
-    alignment_options(args)
+    if args.omissions and args.complete_translation:
+        raise HmdeError("--omissions and --complete-translation say opposite things: give one")
+    check_outputs(args, (args.src_lang, args.tgt_lang), (args.src, args.tgt, args.pairs))
+    options = alignment_options(args, complete=not args.pairs and not args.omissions)
     pairs = documents(args)
+    langs = bitext_languages(args, pairs)
+    check_outputs(args, langs, (args.src, args.tgt, args.pairs))  # the languages now known name Moses' files
     kind, model = load_model(args.model, pick_device(args.device))
     lower = model.lower if kind == "hmde" else model
-    return write_alignments(args, pairs, lambda texts: lower.encode(list(texts)))
+    return write_alignments(args, pairs, lambda texts: lower.encode(list(texts)), options, langs=langs)
