@@ -36,6 +36,7 @@ class QueryLanguageCalibration:
         self.sample = np.sort(rows if len(rows) <= CALIBRATION_SAMPLE else
                               rng.choice(rows, CALIBRATION_SAMPLE, replace=False))
         self._sample_sentences = None
+        self._sample_vectors = None
 
     def plan(self, query_langs: Sequence[str | None]) -> list[int]:
         """Each query's language as a number of :attr:`languages` (-1: no calibration). Only where the index
@@ -52,7 +53,9 @@ class QueryLanguageCalibration:
         ``top_sentences`` best sentence cosines plus ``doc_weight`` x its document vector's (multi-vector), or
         the document vector's cosine alone."""
         index, basis = self.index, self.index.language_basis  # (Q, N) cosines as the search computes them
-        scores = cosines(index.document_vectors(self.sample), q, basis).T
+        if self._sample_vectors is None:  # read once per snapshot (a store over the network: one call, not a query's)
+            self._sample_vectors = index.document_vectors(self.sample)
+        scores = cosines(self._sample_vectors, q, basis).T
         if not multi_vector:
             return scores.mean(1)
         vectors, starts, counts = self.sample_sentences()

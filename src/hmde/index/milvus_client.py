@@ -6,6 +6,7 @@ in one line before anything is written; it was stored cut, silently)."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from pathlib import Path
@@ -48,24 +49,56 @@ def _lite_folder(uri: str) -> str | None:
 def client_for(uri: str):
     """A pymilvus client of ``uri``; one line saying what to install where pymilvus is missing. Milvus Lite serves a
     folder to one process at a time: hmde holds it while a client of this process is open (:func:`release`)."""
+    # gRPC's own log lines (GOAWAY ... too_many_pings over a long run of searches) are no news for the user: hmde's
+    # errors say what failed; a GRPC_VERBOSITY the user set is kept
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         from pymilvus import MilvusClient
     except ImportError:
         raise HmdeError("an index stored in Milvus needs pymilvus (and, for a local file, milvus-lite): pip install "
                         "'hmde[milvus]'") from None
     check_lite_path(uri)
-    try:
-        client = MilvusClient(uri)
-    except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
-        held = "held by another process" if "lock" in str(getattr(exc, "__context__", "") or "") + str(exc) else ""
-        raise HmdeError(f"cannot open the Milvus store {uri} ({held or exception_line(exc)}; Milvus Lite serves a "
-                        "folder to one process at a time: a server or a search holding it must stop first)") from None
+    with _LiteLog() as said:
+        try:
+            client = MilvusClient(uri)
+        except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
+            told = " ".join(said.lines) + str(getattr(exc, "__context__", "") or "") + str(exc)
+            held = "held by another process" if "lock" in told else ""
+            raise HmdeError(f"cannot open the Milvus store {uri} ({held or exception_line(exc)}; Milvus Lite serves a "
+                            "folder to one process at a time: a server or a search holding it must stop first)") \
+                from None
     folder = _lite_folder(uri)
     if folder:
         quiet_lite_server()
         with _LITE_LOCK:
             _LITE_USERS[folder] = _LITE_USERS.get(folder, 0) + 1
     return client
+
+
+class _LiteLog(logging.Handler):
+    """Within the block, what Milvus Lite's server manager logs (a 20-line traceback where another process holds the
+    folder's lock) is kept here, for hmde's one line, instead of reaching the user's terminal first."""
+
+    NAMES = ("milvus_lite", "pymilvus")
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self._saved: list = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage() + (f" {record.exc_info[1]}" if record.exc_info else ""))
+
+    def __enter__(self) -> "_LiteLog":
+        for name in self.NAMES:
+            log = logging.getLogger(name)
+            self._saved.append((log, log.propagate, list(log.handlers)))
+            log.handlers, log.propagate = [self], False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for log, propagate, handlers in self._saved:
+            log.handlers, log.propagate = handlers, propagate
 
 
 class _UnimplementedCalls(logging.Filter):

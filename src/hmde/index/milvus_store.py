@@ -38,6 +38,7 @@ from .store_protocol import Selection
 MAX_RESULTS = 16_384  # Milvus answers at most this many rows a search or a query
 CHUNK = 1_000  # ids a query names at once
 QUERIES_PER_CALL = 32  # queries a search call sends (a gRPC message holds at most 256 MB of answers)
+CACHED_VECTORS = 65_536  # vectors of each collection kept by row (a row's vector never changes: rows are not reused)
 
 
 def quoted(values: Sequence) -> str:
@@ -62,6 +63,9 @@ class MilvusIndex:
         self._languages = None
         self.replaced = 0
         self.typed = True  # rows carry bool_keys (collections written before it existed: False, set by open)
+        # row -> vector, of each collection: a search's hits bring their vectors, which its re-scoring then reads
+        # without another call (a row's vector never changes, so the cache outlives a snapshot)
+        self._vector_cache: dict[str, dict[int, list]] = {self.documents: {}, self.sentences: {}}
 
     @classmethod
     def open(cls, path: Path, meta) -> "MilvusIndex":
@@ -239,16 +243,26 @@ class MilvusIndex:
         rows = np.full((len(q), k), -1, np.int64)
         owners = np.full((len(q), k), -1, np.int64)
         found = []
+        fields = [owner or "row"]
         for start in range(0, len(q), QUERIES_PER_CALL):  # [] would ask for every field, the texts too
             found += self._client().search(collection, data=q[start:start + QUERIES_PER_CALL].tolist(), limit=k,
-                                           filter=expr, output_fields=[owner or "row"],
-                                           search_params={"metric_type": "IP"})
+                                           filter=expr, output_fields=fields, search_params={"metric_type": "IP"})
+        cache = self._cached(collection)
         for qi, hits in enumerate(found):
             for j, h in enumerate(hits):
                 sims[qi, j], rows[qi, j] = h["distance"], h["id" if owner else "row"]  # each collection's key
+                entity = h["entity"]
                 if owner:
-                    owners[qi, j] = h["entity"][owner]
+                    owners[qi, j] = entity[owner]
+                if "vector" in entity:
+                    cache[int(rows[qi, j])] = entity["vector"]
         return sims, rows, owners
+
+    def _cached(self, collection: str) -> dict:
+        cache = self._vector_cache[collection]
+        if len(cache) > CACHED_VECTORS:
+            cache.clear()
+        return cache
 
     def nearest_documents(self, q, k, selection, ef_search=None, nprobe=None):
         expr = self.visible() if selection is None else selection.expression
@@ -261,11 +275,12 @@ class MilvusIndex:
 
     def _vectors(self, collection: str, key: str, rows) -> np.ndarray:
         rows = [int(r) for r in rows]
-        found = {}
-        for part in chunks(rows):
-            found.update((r[key], r["vector"]) for r in self._all(collection, f"{key} in {quoted(part)}",
+        cache = self._cached(collection)
+        missing = [r for r in dict.fromkeys(rows) if r not in cache]
+        for part in chunks(missing):
+            cache.update((r[key], r["vector"]) for r in self._all(collection, f"{key} in {quoted(part)}",
                                                                   [key, "vector"]))
-        return np.asarray([found[r] for r in rows], np.float32).reshape(len(rows), self.meta.dim)
+        return np.asarray([cache[r] for r in rows], np.float32).reshape(len(rows), self.meta.dim)
 
     def sentence_vectors_of(self, rows) -> np.ndarray:
         return self._vectors(self.sentences, "id", rows)

@@ -90,7 +90,9 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
             picked = _fuse(store, rows, hybrid_texts, selection, pool, top_k, hybrid_weights, rrf_k)
         else:
             picked = [[(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0] for qi in range(len(q))]
-    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of) for qi in range(len(q))]
+    wanted = sorted({r for hits in picked for _, r in hits})
+    records = store.records(wanted) if wanted else {}  # every query's hits read at once (Milvus: two calls, not 2Q)
+    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records) for qi in range(len(q))]
 
 
 def check_tuning(store, ef_search: int | None, nprobe: int | None) -> None:
@@ -243,9 +245,11 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
     return out
 
 
-def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of) -> list[SearchHit]:
-    """One query's hits: each picked row's record, and the sentences of the document that score best (evidence)."""
-    records = store.records([r for _, r in picked]) if picked else {}
+def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of,
+          records: dict) -> list[SearchHit]:
+    """One query's hits: each picked row's record (of ``records``, read for every query at once), and the sentences of
+    the document that score best (evidence)."""
+    records = {r: records[r] for _, r in picked}
     lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
     if lacking:  # not stored: embed these few documents' sentences now
         units, vectors = sentences_of([r[2] for r in lacking], [r[1] for r in lacking])
