@@ -258,3 +258,5 @@ def test_flags_go_anywhere_json_hits_carry_the_qid_and_qrels_retrieve_deep_enoug
     captured = capsys.readouterr()
     assert "R@100 1.0000" in captured.out and "counts only" not in captured.err
     assert deepest_cutoff(["AP", "R@100", "nDCG@10"]) == 100 and deepest_cutoff(["R@1000"]) == 1000
+    # issue 77: measures that all have cutoffs retrieve as deep as the deepest, not 100
+    assert deepest_cutoff(["Success@1", "RR@10"]) == 10 and deepest_cutoff(["RR", "P@1"]) == 100

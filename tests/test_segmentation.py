@@ -234,3 +234,15 @@ def test_a_unit_has_a_word_when_it_holds_two_letters_or_an_unspaced_scripts_char
 ])
 def test_a_line_without_final_punctuation_is_a_sentence_when_the_next_line_starts_one(text, lang, expected):
     assert split_sentences(text, lang) == expected
+
+
+def test_chinese_quotes_typed_the_wrong_way_round_end_their_sentences():
+    """Issue 77: an ASCII quote opening and a left curly quote closing ("...。“) were one quotation to the splitter:
+    four sentences kept as one. The pieces are cut from the text as written."""
+    from hmde.text.segmentation import split_sentences
+
+    text = '他说："我们明天去北京。“她回答："好的，我准备好了。“然后他们出发了。天气很好。'
+    assert split_sentences(text, "zho") == ['他说："我们明天去北京。“', '她回答："好的，我准备好了。“', '然后他们出发了。',
+                                            '天气很好。']
+    typeset = "他说：“我们明天去北京。”她回答：“好的。”然后他们出发了。"
+    assert split_sentences(typeset, "zho") == ["他说：“我们明天去北京。”", "她回答：“好的。”", "然后他们出发了。"]

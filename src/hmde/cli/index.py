@@ -54,8 +54,9 @@ def register(sub) -> None:
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
                    help="weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
-    s.add_argument("--top-k", type=int, default=None, help="hits per query (default 10; with --qrels, 100 or the "
-                   "deepest cutoff of --measures, so that R@100 counts 100 hits)")
+    s.add_argument("--top-k", type=int, default=None, help="hits per query (default 10; with --qrels, the deepest "
+                   "cutoff of --measures (Success@1,RR@10: 10; R@1000: 1000), at least 100 where a measure has no "
+                   "cutoff (AP, RR))")
     add_sentence_scoring_arguments(s, "multi-vector index", DEFAULT_TOP_SENTENCES, DEFAULT_DOC_WEIGHT)
     s.add_argument("--single-vector", action="store_true",
                    help="on a multi-vector index, rank by the document vectors alone")
@@ -112,10 +113,12 @@ def check_run_ids(index_dir: str, query_ids: list[str], tag: str) -> None:
 
 
 def deepest_cutoff(measures) -> int:
-    """Hits a scored run retrieves by default: 100, or the deepest cutoff of the measures (R@1000 -> 1000)."""
+    """Hits a scored run retrieves by default: the deepest cutoff of the measures (Success@1,RR@10 -> 10; R@1000 ->
+    1000), and at least 100 where a measure has none (AP, RR: the whole ranking counts)."""
     import ir_measures
 
-    return max([QRELS_DEPTH] + [int(ir_measures.parse_measure(str(m)).params.get("cutoff") or 0) for m in measures])
+    cutoffs = [int(ir_measures.parse_measure(str(m)).params.get("cutoff") or 0) for m in measures]
+    return max(cutoffs) if cutoffs and all(cutoffs) else max([QRELS_DEPTH] + cutoffs)
 
 
 QRELS_DEPTH = 100
