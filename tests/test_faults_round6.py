@@ -357,7 +357,7 @@ def test_threads_sets_torchs_threads_from_the_command_line_and_python(tmp_path, 
     torch.set_num_threads(2)
     with Index.create(str(tmp_path / "idx"), DOCS, model=str(hmde_dir), threads=1):
         assert torch.get_num_threads() == 1
-    with pytest.raises(HmdeError, match="threads must be a positive integer, got 0"):
+    with pytest.raises(HmdeError, match=r"threads \(--threads\) must be a whole number from 1 to 1024, got 0"):
         Index.open(str(tmp_path / "idx"), threads=0)
     with pytest.raises(SystemExit):
         main(["encode", str(hmde_dir), str(src), "-o", str(tmp_path / "o.npy"), "--threads", "0"])

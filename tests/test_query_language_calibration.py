@@ -114,7 +114,7 @@ def test_the_command_line_takes_and_checks_query_lang(hmde_dir, tmp_path, capsys
     capsys.readouterr()
     assert main(["search", str(idx), "the cat on the mat", "--query-lang", "!!"]) == 2
     assert capsys.readouterr().err.strip() == \
-        "hmde: error: --query-lang must be a language code (en, deu, zh-Hant...) or none, got '!!'"
+        "hmde: error: query_lang (--query-lang) must be a language code (en, deu, zh-Hant...) or none, got '!!'"
     printed = {}
     for lang in ("en", "none"):
         assert main(["search", str(idx), "the cat on the mat", "--query-lang", lang, "--json", "--top-k", "6"]) == 0

@@ -28,6 +28,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def thread_count(text: str) -> int:
+    """``--threads``: 1 to :data:`hmde.encoders.devices.MAX_THREADS`."""
+    from ..encoders.devices import MAX_THREADS
+
+    value = positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_THREADS}, got {value}")
+    return value
+
+
 def nonnegative_int(text: str) -> int:
     value = _number(int, text)
     if value < 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .arg_types import finite_float, positive_int
+from .arg_types import finite_float, thread_count
 from ..errors import HmdeError
 from ..encoders.devices import pick_device  # noqa: F401  (the commands pick devices through it)
 from ..encoders.model_loading import load_model as load_named_model
@@ -30,7 +30,7 @@ DEVICE_HELP = "cpu, cuda, cuda:1 ... (default: cuda if available)"
 def add_device_argument(parser, help: str = DEVICE_HELP) -> None:
     """``--device`` and ``--threads``, for every command that runs a model (main applies ``--threads``)."""
     parser.add_argument("--device", default="auto", help=help)
-    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads for the model (default: "
+    parser.add_argument("--threads", type=thread_count, default=None, help="CPU threads for the model (default: "
                         "torch's, one per core; on a machine busy with other work, 1 can be several times faster: "
                         "docs/defaults.md)")
 

@@ -92,6 +92,9 @@ def run_info(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(info, ensure_ascii=False) + "\n")
         return 0
     languages = ", ".join(f"{k} {v}" for k, v in info["languages"].items()) or "none"
+    debiasing = DEBIASING.get(info.get("language_debias", "none"), "none")
+    if debiasing != "none" and len([k for k in info["languages"] if k != "unknown"]) < 2:
+        debiasing += " (recorded; idle here: it needs documents in two known languages)"
     kind = info["index_type"] + (", every sentence's vector too" if info["multi_vector"] else ", one vector per "
                                  "document") + (", BM25" if info["bm25"] else "")
     masked = f", {info['deleted_documents']} replaced or deleted (masked until `hmde index compact`)" \
@@ -100,7 +103,7 @@ def run_info(args: argparse.Namespace) -> int:
             ("documents", f"{info['documents']} live{masked}"),
             ("sentences", f"{info['sentences']} live" + (f", {info['deleted_sentences']} replaced or deleted"
                                                           if info["deleted_sentences"] else "")),
-            ("languages", languages), ("debiasing", DEBIASING.get(info.get("language_debias", "none"), "none")),
+            ("languages", languages), ("debiasing", debiasing),
             ("on disk", f"{info['bytes_on_disk'] / 1e6:.1f} MB")]
     for name, value in rows:
         print(f"{name:<12} {value}")

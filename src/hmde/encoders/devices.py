@@ -27,14 +27,22 @@ def pick_device(name: str | None) -> str:
     return name
 
 
+MAX_THREADS = 1024  # torch.set_num_threads(1000000) was a MemoryError
+
+
+def check_threads(threads) -> None:
+    """A thread count: a whole number from 1 to :data:`MAX_THREADS` (``threads=``, ``--threads``)."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise HmdeError(f"threads (--threads) must be a whole number from 1 to {MAX_THREADS}, got {threads!r}")
+
+
 def set_threads(threads: int | None) -> None:
     """CPU threads for torch's operators (``--threads``, ``threads=``); None: torch's default, one per core. On a
     machine busy with other work, OpenMP's spinning threads compete with it, and 1 thread can be several times
     faster (benchmarks/cpu_threads.py, docs/defaults.md)."""
     if threads is None:
         return
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise HmdeError(f"threads must be a positive integer, got {threads!r}")
+    check_threads(threads)
     import torch
 
     torch.set_num_threads(threads)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import HmdeError
+from ..io.documents import surrogate_at
 
 BUILT_IN = ("doc_id", "lang")  # fields every document has; the others are its metadata's keys
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
@@ -84,13 +85,9 @@ _KEYWORDS = {"and": "and", "or": "or", "not": "not", "in": "in", "AND": "and", "
              "&&": "and", "||": "or", "!": "not"}
 
 
-def _lone_surrogate(text: str) -> int | None:
-    return next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
-
-
 def _check_value(value, at: int, raw: str) -> None:
     if isinstance(value, str):
-        bad = _lone_surrogate(value)
+        bad = surrogate_at(value)
         if bad is not None:
             raise FilterError(f"filter: the string at character {at + 1} holds a lone surrogate "
                               f"(U+{ord(value[bad]):04X}), which is not text: a filter must be valid Unicode")
@@ -225,7 +222,7 @@ def parse(text: str):
         raise FilterError("filter: an empty expression (e.g. section == \"sport\")")
     if len(text) > MAX_LENGTH:
         raise FilterError(f"filter: {len(text):,} characters; at most {MAX_LENGTH:,}")
-    bad = _lone_surrogate(text)
+    bad = surrogate_at(text)
     if bad is not None:
         raise FilterError(f"filter: a lone surrogate (U+{ord(text[bad]):04X}) at character {bad + 1}, which is not "
                           "text: a filter must be valid Unicode")

@@ -60,11 +60,14 @@ class LanguageStats:
 
     @classmethod
     def load(cls, folder: Path, dim: int) -> "LanguageStats":
-        path = Path(folder) / STATS_FILE
-        if not path.is_file():
-            return cls(dim)
+        """The statistics an index that records a language debiasing keeps (every write saves them): a missing
+        file is refused in one line, as a garbled one is (it was read as no statistics: other scores, silently)."""
         from ..errors import InputError
 
+        path = Path(folder) / STATS_FILE
+        if not path.is_file():
+            raise InputError("missing: the index records a language debiasing, whose statistics this file holds; put "
+                             "it back, or rebuild the index (hmde index build ... --overwrite)", path=str(path))
         try:
             with np.load(path, allow_pickle=False) as data:
                 langs, counts, sums = [str(x) for x in data["langs"]], data["counts"], data["sums"]

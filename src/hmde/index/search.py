@@ -16,14 +16,27 @@ def check_request(queries: list[str], top_k: int, top_sentences: int, doc_weight
     """What a search asks, checked before the model loads (and again for every :meth:`Index.search`)."""
     from .multivector import check_scoring
 
-    if not queries or any(not q.strip() for q in queries):
-        raise HmdeError("the query is empty")
-    if top_k < 1:
-        raise HmdeError("--top-k must be >= 1")
+    if not queries or any(not isinstance(q, str) or not q.strip() for q in queries):
+        raise HmdeError("the query is empty" if all(isinstance(q, str) for q in queries) else
+                        f"queries must be strings, got {next(type(q).__name__ for q in queries if not isinstance(q, str))}")
+    check_top_k(top_k)
+    for name, value in (("top_sentences", top_sentences), ("doc_weight", doc_weight)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                (name == "top_sentences" and not isinstance(value, int)):
+            raise HmdeError(f"{name} must be a {'whole number' if name == 'top_sentences' else 'number'}, got "
+                            f"{value!r}")
     check_scoring(top_sentences, doc_weight)
     problem = query_lang_problem(query_lang)
     if problem:
-        raise HmdeError(f"--query-lang {problem}")
+        raise HmdeError(f"query_lang (--query-lang) {problem}")
+
+
+def check_top_k(top_k, name: str = "top_k (--top-k)") -> None:
+    """How many hits a search returns: a whole number >= 1 (Python's 2.5 and "5" failed inside hmde; a framework's
+    top_k=0 returned ten hits), named as the caller names it (``name``: Python's and the command line's by
+    default; a framework's own)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise HmdeError(f"{name} must be a whole number >= 1, got {top_k!r}")
 
 
 def query_lang_problem(query_lang) -> str | None:

@@ -10,8 +10,9 @@ most similar to the query are shown: the hierarchical model has the sentence vec
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -25,6 +26,28 @@ from .meta import (INDEX_ENTRIES, INDEX_FORMAT, INDEX_TYPES, PQ_BITS, IndexMeta,
                    finish_version, read_index_meta)
 from .ranking import COMPRESSED_SENTENCE_POOL, DEBIASED_POOL, EXACT_RESCORE, HYBRID_POOL, SENTENCE_POOL  # noqa: F401
 from .records import SearchHit  # noqa: F401  (hits are named here too)
+
+
+DETECT_CHARS = 2_000  # of a document's text, for its language (the identifier's answer settles long before)
+
+
+def with_languages(batches: Iterable[DocumentBatch]) -> Iterator[DocumentBatch]:
+    """Each batch with a language for every document that came without one, where hmde's language identifier
+    (:func:`hmde.text.language_id.detect_languages`, as for queries) is sure of it; stored as ISO 639-3, so that ``index info``
+    counts it and the query-language calibration and the language subspace see it (documents without ``lang`` were
+    "unknown", and the correction the index recorded did nothing for them, silently)."""
+    for batch in batches:
+        lacking = [i for i, lang in enumerate(batch.langs) if not lang]
+        if lacking:
+            from ..text.coverage import iso639_3
+            from ..text.language_id import detect_languages
+
+            found = detect_languages([(batch.texts[i] or "")[:DETECT_CHARS] for i in lacking])
+            langs = list(batch.langs)
+            for i, lang in zip(lacking, found):
+                langs[i] = iso639_3(lang) if lang else None  # as hmde's data writes languages: deu, zho
+            batch = dataclasses.replace(batch, langs=langs)
+        yield batch
 
 
 class DocumentIndex(LocalStore):
@@ -65,6 +88,7 @@ class DocumentIndex(LocalStore):
         replaces it; the old version is invisible from the commit on.
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
+        batches = with_languages(batches)
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
             stored = read_index_meta(path / "index.json") if add and (path / "index.json").is_file() else None
             if (stored or meta).store == "milvus":

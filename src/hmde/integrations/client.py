@@ -15,6 +15,46 @@ def needs(extra: str, package: str, exc: ImportError) -> ImportError:
     return ImportError(f"hmde's {extra} integration needs {package}: pip install 'hmde[{extra}]' ({exc})")
 
 
+def server_url(url: str | None) -> str | None:
+    """A server's address, checked when the integration is made (``localhost:8000`` without its scheme was a
+    28-frame httpx traceback at the first search)."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+        raise HmdeError(f"url must be a server's address starting with http:// or https:// (e.g. "
+                        f"http://127.0.0.1:8000), got {url!r}")
+    return url.rstrip("/")
+
+
+def post(url: str, route: str, body: dict, api_key: str | None, timeout: float) -> dict:
+    """``POST url + route`` with JSON; the server's refusal, a connection that fails and an answer that is no JSON
+    each one line naming the address (they were httpx tracebacks)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        answer = httpx.post(url + route, json=body, headers=headers, timeout=timeout)
+    except httpx.TimeoutException:
+        raise HmdeError(f"{url}{route} did not answer within {timeout:g} s (timeout=)") from None
+    except httpx.HTTPError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HmdeError(f"cannot reach the hmde server at {url} ({reason}): is `hmde serve` running there?") from None
+    try:
+        answered = answer.json()
+    except ValueError:
+        answered = None
+    if answer.status_code != 200:
+        try:
+            message = answered["error"]["message"]
+        except (KeyError, TypeError):
+            message = answer.text[:200]
+        raise HmdeError(f"{url}{route} answered {answer.status_code}: {message}")
+    if not isinstance(answered, dict):
+        raise HmdeError(f"{url}{route} answered something other than hmde's JSON ({answer.text[:80]!r}): is that an "
+                        "hmde server?")
+    return answered
+
+
 class Searcher:
     """A local index (``index``: its folder) or a served one (``url``, and ``index``: its name, optional when the
     server serves one); opened on first use."""
@@ -24,7 +64,7 @@ class Searcher:
         if not index and not url:
             raise HmdeError("name a local index (index=PATH) or a server (url=SERVER_URL, index=NAME)")
         self.index, self.url, self.api_key, self.model, self.device, self.timeout = \
-            index, url.rstrip("/") if url else None, api_key, model, device, timeout
+            index, server_url(url), api_key, model, device, timeout
         self._opened = None
         self._lock = threading.Lock()
 
@@ -37,21 +77,16 @@ class Searcher:
             return self._opened
 
     def _post(self, route: str, body: dict) -> dict:
-        import httpx
+        return post(self.url, route, body, self.api_key, self.timeout)
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        answer = httpx.post(self.url + route, json=body, headers=headers, timeout=self.timeout)
-        if answer.status_code != 200:
-            try:
-                message = answer.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = answer.text[:200]
-            raise HmdeError(f"{self.url}{route} answered {answer.status_code}: {message}")
-        return answer.json()
-
-    def search(self, queries: Sequence[str], k: int = 10, filter: str | None = None, **options) -> list[list[dict]]:
+    def search(self, queries: Sequence[str], k: int = 10, filter: str | None = None, k_name: str = "k",
+               **options) -> list[list[dict]]:
         """Each query's hits, best first, as ``/search`` answers them (``options``: ``lang``, ``query_lang``,
-        ``hybrid``; a local index also ``top_sentences``, ``doc_weight``, ``candidates``)."""
+        ``hybrid``; a local index also ``top_sentences``, ``doc_weight``, ``candidates``); ``k_name``: what the
+        caller calls the count, for the message where it is no whole number >= 1."""
+        from ..index.search import check_top_k
+
+        check_top_k(k, k_name)
         queries = list(queries)
         if self.url:
             body = {"queries": queries, "top_k": k, "filter": filter, **options}
@@ -78,7 +113,7 @@ class Embedder:
     def __init__(self, model: str | None = None, url: str | None = None, api_key: str | None = None,
                  device: str = "auto", timeout: float = 120.0):
         self.model, self.url, self.api_key, self.device, self.timeout = \
-            model, url.rstrip("/") if url else None, api_key, device, timeout
+            model, server_url(url), api_key, device, timeout
         self._served = None
 
     def _model(self):
@@ -104,14 +139,8 @@ class Embedder:
         if not texts:
             return []
         if self.url:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            import httpx
-
-            answer = httpx.post(self.url + "/embed", json={"input": texts, "kind": kind, "normalize": True},
-                                headers=headers, timeout=self.timeout)
-            if answer.status_code != 200:
-                raise HmdeError(f"{self.url}/embed answered {answer.status_code}: {answer.text[:200]}")
-            return answer.json()["vectors"]
+            return post(self.url, "/embed", {"input": texts, "kind": kind, "normalize": True}, self.api_key,
+                        self.timeout)["vectors"]
         from ..serve.served import QUERY
 
         served = self._model()

@@ -45,8 +45,9 @@ class HmdeRetriever:
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, top_k: int | None = None, filter: str | None = None) -> dict[str, list[Document]]:
-        hits = self._searcher.search([query], top_k or self.k, filter if filter is not None else self.filter,
-                                     **self.search_kwargs)[0]
+        hits = self._searcher.search([query], self.k if top_k is None else top_k,
+                                     filter if filter is not None else self.filter,
+                                     k_name="k" if top_k is None else "top_k", **self.search_kwargs)[0]
         return {"documents": [Document(id=h["doc_id"], content=h.get("text", ""), meta=hit_metadata(h),
                                        score=h["score"]) for h in hits]}
 

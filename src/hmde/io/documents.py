@@ -227,6 +227,16 @@ def is_language_tag(lang: str) -> bool:
         return False
 
 
+def surrogate_at(text: str) -> int | None:
+    """Where ``text`` holds a lone surrogate (``\\ud800`` from a JSON escape: no UTF-8 encodes it, and tokenizers,
+    DuckDB and Milvus fail on it), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def _checked(records: Iterable[DocumentRecord], path, text_field: str, id_field: str, lang_field: str | None):
     """Every format's records, checked where JSON escapes and Parquet types can break what comes later:
     text and ids must be encodable UTF-8 (a lone surrogate ``\\ud800`` failed after the model loaded),
@@ -241,11 +251,10 @@ def _checked(records: Iterable[DocumentRecord], path, text_field: str, id_field:
                              "for files, Python and the server)", str(path), r.line, id_field)
         for name, value in ((id_field, r.doc_id), (text_field, r.text)):
             for s in ([value] if isinstance(value, str) else value):
-                try:
-                    s.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise InputError(f"holds a lone surrogate (U+{ord(s[exc.start]):04X}, from a JSON escape): not text; "
-                                     "fix or drop it", str(path), r.line, name) from None
+                bad = surrogate_at(s)
+                if bad is not None:
+                    raise InputError(f"holds a lone surrogate (U+{ord(s[bad]):04X}, from a JSON escape): not text; "
+                                     "fix or drop it", str(path), r.line, name)
         if r.lang is not None:
             if not isinstance(r.lang, str):
                 raise InputError(f"must be a string (a language code), got {type(r.lang).__name__}", str(path),
@@ -339,11 +348,9 @@ def records_from(documents: Iterable, where: str = "documents") -> list[Document
         text = _check_text(doc.get("text"), at, None, "text")
         for name, strings in (("doc_id", [doc_id]), ("text", [text] if isinstance(text, str) else text)):
             for s in strings:
-                try:
-                    s.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    raise InputError(f"holds a lone surrogate (U+{ord(s[exc.start]):04X}): not text", at,
-                                     field=name) from None
+                bad = surrogate_at(s)
+                if bad is not None:
+                    raise InputError(f"holds a lone surrogate (U+{ord(s[bad]):04X}): not text", at, field=name)
         lang = doc.get("lang")
         if lang is not None and (not isinstance(lang, str) or not is_language_tag(lang)):
             raise InputError(f"must be a language code (en, deu, zh-Hant...), got {lang!r}", at, field="lang")

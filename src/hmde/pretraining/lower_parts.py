@@ -56,7 +56,7 @@ def freeze_lower_parts(lower: nn.Module, spec: str) -> list[str]:
     layers = {i for n, _ in named if (i := _layer_index(n)) is not None}
     if not embeddings or not layers:
         raise HmdeError(f"--lower-trainable {spec}: the lower encoder has no Hugging Face embedding and layer "
-                        "parameters to tell apart; use all or --freeze-lower")
+                        "parameters to tell apart; use --lower-trainable all")
     if spec == "no-embeddings":
         keep = lambda n: n not in embeddings
     else:

@@ -373,7 +373,7 @@ class SentenceStageTrainer:
         run cut off after a checkpoint would (the schedule stays the whole run's). ``minutes``: a time budget (a
         lent GPU): the step count and the schedule are fitted to the measured rate (hmde.training.time_budget)
         and ``config.steps`` becomes the count run."""
-        from ..training.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint
+        from ..training.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint, trim_log
         from ..training.time_budget import BudgetProbe
         from .lower_parts import freeze_lower_parts
 
@@ -389,7 +389,10 @@ class SentenceStageTrainer:
         if resume and (folder / STATE_FILE).is_file():
             state = load_checkpoint(folder)  # the random states too
             if state["config"] != asdict(cfg):
-                raise HmdeError(f"{folder} was written with other settings; remove it or train with those")
+                changed = [f"{k} {state['config'].get(k)!r} there, {v!r} now" for k, v in asdict(cfg).items()
+                           if state["config"].get(k) != v]
+                raise HmdeError(f"{folder} was written with other settings ({'; '.join(changed)}): give the same, or "
+                                "another --output for a new run")
             missing = set(self._trainable_names()) - set(state["model"])
             if missing:
                 raise HmdeError(f"{folder} lacks {len(missing)} trainable weights (e.g. {sorted(missing)[0]})")
@@ -399,6 +402,7 @@ class SentenceStageTrainer:
             start = state["step"]
         if start == 0:
             torch.manual_seed(cfg.seed)  # dropout's draws: a fresh run is the same run wherever it starts
+        trim_log(self.output / "log.jsonl", start)  # steps logged after the checkpoint are run again
         (self.output / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
         self.module.train()
         started = time.perf_counter()

@@ -3,6 +3,7 @@ command line can name them without importing torch."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..errors import HmdeError
@@ -42,9 +43,28 @@ class SentenceStageConfig:
             raise HmdeError(f"{source + ': ' if source else ''}{count} pairs for batches of {self.batch_size}")
 
     def check(self) -> None:
+        """Every setting in range, in one line naming it, before any data is read or the model loads (a negative
+        scale trained pairs apart; --lr nan failed after the model loaded)."""
+        from .lower_parts import parse_lower_trainable
+
         for name in ("pairs", "batch_size", "steps", "max_tokens", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise HmdeError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("lr", "scale"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise HmdeError(f"{name} must be a finite number > 0, got {value}")
+        for name in ("margin", "ranking_weight", "distill_weight", "alpha"):
+            if not math.isfinite(getattr(self, name)):
+                raise HmdeError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise HmdeError(f"warmup must be >= 0 steps, got {self.warmup}")
+        if self.margin < 0:
+            raise HmdeError(f"margin must be >= 0 (it is subtracted from each right pair's score), got {self.margin}")
+        try:
+            parse_lower_trainable(self.lower_trainable)
+        except ValueError as exc:
+            raise HmdeError(f"lower_trainable: {exc}") from None
         if self.ranking_chunk < 0:
             raise HmdeError(f"ranking_chunk must be >= 0 (0: the whole batch in one pass), got {self.ranking_chunk}")
         if self.ranking_chunk and self.distill_weight > 0:

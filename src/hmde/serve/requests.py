@@ -103,7 +103,9 @@ def ids_of(request: DeleteRequest, max_inputs: int) -> list[str]:
 
 
 def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empty: bool = False) -> list[str]:
-    """A string or a list of strings, within the server's limits."""
+    """A string or a list of strings, within the server's limits, each valid Unicode."""
+    from ..io.documents import surrogate_at
+
     texts = [value] if isinstance(value, str) else value
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
         raise RequestError(f"{field} must be a string, a list of strings, or (/v1/embeddings) token ids", field)
@@ -119,6 +121,10 @@ def texts_of(value: Any, field: str, max_inputs: int, max_chars: int, allow_empt
                                where, 413)
         if not allow_empty and not text.strip():
             raise RequestError(f"{where} is empty", where)
+        bad = surrogate_at(text)
+        if bad is not None:
+            raise RequestError(f"{where} holds a lone surrogate (U+{ord(text[bad]):04X}) at character {bad + 1}, which "
+                               "is not text: send valid Unicode", where)
     return texts
 
 

@@ -102,5 +102,19 @@ def decode_tokens(value: list, model: str) -> list[str]:
             where = "input" if rows is not value else f"input[{i}]"
             raise RequestError(f"{where} holds the token id {bad}, outside {encoding.name}'s {vocabulary:,} tokens",
                                where)
-        texts.append(encoding.decode(row))
+        try:
+            texts.append(encoding.decode(row))
+        except KeyError:  # an id inside n_vocab that names no token (cl100k_base: 100256, 100261-100275)
+            bad = next(t for t in row if not _is_token(encoding, t))
+            where = "input" if rows is not value else f"input[{i}]"
+            raise RequestError(f"{where} holds the token id {bad}, which names no token of {encoding.name} (an "
+                               "unassigned id inside its range)", where) from None
     return texts
+
+
+def _is_token(encoding, token: int) -> bool:
+    try:
+        encoding.decode_single_token_bytes(token)
+    except KeyError:
+        return False
+    return True

@@ -42,6 +42,15 @@ def language_code(lang: str) -> str:
     return text.split("-")[0].lower()
 
 
+def iso639_3(lang: str) -> str:
+    """A language code as ISO 639-3 writes it (``de`` -> ``deu``), the form of hmde's data; as given where
+    langcodes has none."""
+    try:
+        return langcodes.Language.get(lang).to_alpha3()
+    except (LookupError, ValueError, langcodes.tag_parser.LanguageTagError):
+        return lang
+
+
 def _languages(codes: str) -> frozenset:
     return frozenset(language_code(code) for code in codes.split())
 

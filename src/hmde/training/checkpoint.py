@@ -28,8 +28,11 @@ STATE_FILE = "trainer_state.pt"
 
 
 def save_checkpoint(folder: str | Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` atomically; the temporaries of a writer killed before (``.trainer_state.pt.*.tmp``) go."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(f".{STATE_FILE}.*.tmp"):
+        stale.unlink(missing_ok=True)
     state = dict(state)
     state["rng"] = rng_state()
     with atomic_path(folder / STATE_FILE) as tmp:
