@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,10 +113,19 @@ def reference(docs, q, top_k, debias, multi, top_sentences=1, doc_weight=0.5, qu
     return [(d["doc_id"], float(scores[d["doc_id"]])) for d in ranked]
 
 
+def ids_of(index, rows) -> list[str]:
+    records = index.records(list(rows)) if len(rows) else {}
+    return sorted(records[r][0] for r in rows)
+
+
 FILTERS = [None, 'section == "sport"', 'year > 2018 and not (section == "politics")', 'breaking != true',
            'section not in ["sport", "science"] or lang == "fra"', 'date >= "2024-06-01"', 'year != 2019',
            'year in [2016, "2020", 2023]', 'not (breaking == false)', 'doc_id in ["d001", "d004", "d030"]',
            'flag == true', 'not flag == false', 'flag != 1', 'flag > 0', 'score != 5', 'score < 0 or score == "5"',
+           # kind tests, and comparisons they guard (never refused: false where the field is absent or of another kind)
+           'flag is boolean', 'score is not number', 'section is null', 'breaking is not null and not breaking == true',
+           'not (year is number and year == 2019)', 'nope is number and nope > 3 or lang is string',
+           'flag is number and flag == 1 or doc_id is null',
            # as deep as a filter may nest (32 levels), alternating or / and / not
            "(" * 10 + "".join(f'year != {2000 + i} and (section == "sport" or (not ' for i in range(7))
            + "flag == true" + ")" * 14 + ")" * 10 + ' or score > 2']
@@ -343,3 +353,115 @@ class StoreContract:
         run(20)
         assert self.state(path) == version(20) and self.litter(path) == []
         assert len(seen) == 10
+
+    # -- the frameworks' own filter languages (issue 76), against the frameworks' own evaluation ----------------
+    HAYSTACK_FILTERS = [
+        {"field": "meta.section", "operator": "==", "value": "sport"},
+        {"field": "meta.section", "operator": "!=", "value": "sport"},  # a missing section is != "sport"
+        {"field": "meta.section", "operator": "==", "value": None},
+        {"field": "meta.breaking", "operator": "!=", "value": None},
+        {"field": "meta.date", "operator": ">=", "value": "2024-06-01"},
+        {"field": "meta.date", "operator": "<", "value": "2024-03-15"},  # ISO dates compare as strings: one format
+        {"field": "meta.section", "operator": "in", "value": ["sport", "science"]},
+        {"field": "meta.section", "operator": "not in", "value": ["sport", "science"]},
+        {"field": "meta.score", "operator": ">", "value": None},
+        {"field": "id", "operator": "in", "value": ["d001", "d004", "d030"]},
+        {"operator": "NOT", "conditions": [{"field": "meta.section", "operator": "==", "value": "politics"},
+                                           {"field": "meta.breaking", "operator": "==", "value": True}]},
+        {"operator": "OR", "conditions": [
+            {"field": "meta.breaking", "operator": "==", "value": False},
+            {"operator": "AND", "conditions": [{"field": "meta.section", "operator": "!=", "value": "sport"},
+                                               {"field": "meta.date", "operator": "<=", "value": "2024-02-09"}]}]},
+        {"field": "meta.nope", "operator": "==", "value": 3},  # no document has it: nothing, never an error
+        {"field": "meta.nope", "operator": "!=", "value": 3},
+    ]
+
+    def test_haystack_filters_match_haystacks_own_store(self, tmp_path):
+        """Each Haystack filter selects exactly what Haystack's InMemoryDocumentStore selects from the same
+        documents (its semantics: a missing field is != a value, == None; NOT negates all its conditions)."""
+        pytest.importorskip("haystack")
+        from haystack import Document
+        from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+        from hmde.index.filter_forms import to_tree
+
+        docs = world()
+        reference = InMemoryDocumentStore()
+        reference.write_documents([Document(id=d["doc_id"], content=d["text"], meta=d["metadata"]) for d in docs])
+        with self.build(tmp_path / "idx", docs) as index:
+            for filters in self.HAYSTACK_FILTERS:
+                want = sorted(d.id for d in reference.filter_documents(filters))
+                assert ids_of(index, index.rows_where(to_tree(filters))) == want, filters
+                q = np.ones((1, DIM), np.float32)
+                assert sorted(h.doc_id for h in index.search(q, top_k=50, filter=to_tree(filters))[0]) == want
+
+    LLAMA_FILTERS = [
+        ("and", [("section", "==", "sport"), ("year", ">", 2017)]),
+        ("or", [("section", "!=", "sport"), ("year", "<=", 2016)]),
+        ("not", [("section", "==", "sport"), ("section", "==", "science")]),
+        ("and", [("section", "nin", ["sport"]), ("date", "<=", "2024-05-05")]),
+        ("and", [("section", "in", ["politics", "science"])]),
+        ("and", [("breaking", "is_empty", None)]),
+    ]
+
+    def test_llama_index_filters_match_llama_indexs_own_evaluation(self, tmp_path):
+        pytest.importorskip("llama_index.core")
+        from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+        from llama_index.core.vector_stores.utils import build_metadata_filter_fn
+
+        from hmde.index.filter_forms import to_tree
+
+        docs = [d for d in world() if not isinstance(d["metadata"].get("year"), str)]  # Python's > on mixed kinds
+        by_id = {d["doc_id"]: d["metadata"] for d in docs}
+        with self.build(tmp_path / "idx", docs) as index:
+            for condition, parts in self.LLAMA_FILTERS:
+                filters = MetadataFilters(filters=[MetadataFilter(key=k, operator=op, value=v) for k, op, v in parts],
+                                          condition=condition)
+                keep = build_metadata_filter_fn(lambda node_id: by_id[node_id], filters)
+                want = sorted(x for x in by_id if keep(x))
+                got = ids_of(index, index.rows_where(to_tree(filters)))
+                assert got == want, (condition, parts)
+
+    LANGCHAIN_FORMS = [  # a LangChain dict filter and the hmde expression it is
+        ({"section": "sport"}, 'section == "sport"'),
+        ({"year": {"$gte": 2017, "$lt": 2021}}, "year >= 2017 and year < 2021"),
+        ({"$or": [{"section": {"$in": ["sport", "science"]}}, {"breaking": True}]},
+         'section in ["sport", "science"] or breaking == true'),
+        ({"$not": {"section": {"$ne": "sport"}}, "date": {"$between": ["2024-02-01", "2024-08-01"]}},
+         'not (section != "sport") and date >= "2024-02-01" and date <= "2024-08-01"'),
+        ({"breaking": {"$exists": False}, "section": {"$nin": ["politics"]}},
+         'breaking is null and section not in ["politics"]'),
+    ]
+
+    def test_langchain_filters_are_hmdes_expressions(self, tmp_path):
+        from hmde.index.filter_forms import to_tree
+        from hmde.index.filters import parse
+
+        with self.build(tmp_path / "idx", world()) as index:
+            for form, expression in self.LANGCHAIN_FORMS:
+                assert index.rows_where(to_tree(form)) == index.rows_where(parse(expression)), form
+                assert index.rows_where(to_tree(form)), form  # each selects something
+
+    def test_a_framework_operator_hmde_cannot_honour_is_one_line(self):
+        from hmde.index.filter_forms import to_tree
+        from hmde.index.filters import FilterError
+
+        refused = [({"tags": {"$contains": "x"}}, "hmde's filters do not take the operator $contains"),
+                   ({"field": "meta.year", "operator": "contains", "value": 2}, "Haystack's operator 'contains'"),
+                   ({"field": "meta.year", "operator": ">", "value": "1"}, "'>' compares numbers and ISO dates; '1'"),
+                   ({"field": "meta.year", "operator": "in", "value": 9}, "'in' takes a list, got 9"),
+                   ({"field": "meta.year", "operator": "in", "value": (9, 10)}, "'in' takes a list"),
+                   ({"conditions": [{"field": "meta.year", "operator": "==", "value": 1}]}, "no 'operator' key"),
+                   ({"operator": "AND"}, "needs a non-empty list under 'conditions'"),
+                   ({"operator": "AND", "conditions": [{"operator": "==", "value": 1}]}, "a comparison needs"),
+                   ({"field": "content", "operator": "==", "value": "x"}, "not by their content")]
+        for form, message in refused:
+            with pytest.raises(FilterError, match=re.escape(message)):
+                to_tree(form)
+        pytest.importorskip("llama_index.core")
+        from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+        for op in ("contains", "any", "all", "text_match", "text_match_insensitive"):
+            with pytest.raises(FilterError, match=f"LlamaIndex's operator {op} compares inside lists or texts"):
+                to_tree(MetadataFilters(filters=[MetadataFilter(key="tags", operator=op, value="x" if op in (
+                    "contains", "text_match", "text_match_insensitive") else ["x"])]))

@@ -105,6 +105,22 @@ def write_embedded(path: str | Path, meta: IndexMeta, batches: Iterable[Document
     return write_batches(path, meta, iter(batches), add=True, replace=mode == "upsert")
 
 
+def stored_batch(store, rows: Sequence[int], metadata: Sequence[dict]) -> DocumentBatch | None:
+    """Documents ``rows`` as the index holds them (text, language, sentences, vectors), with new ``metadata``: what
+    a metadata update commits without embedding anything again; None where the stored document vectors are not exact
+    (an IVF-PQ index's codes, unless they are the mean of the stored sentences), so that the caller embeds."""
+    rows = [int(r) for r in rows]
+    vectors = store.exact_document_vectors(np.asarray(rows, np.int64))
+    if vectors is None:
+        if store.meta.index_type == "ivfpq":
+            return None
+        vectors = store.document_vectors(np.asarray(rows, np.int64))
+    records = store.records(rows)
+    return DocumentBatch([records[r][0] for r in rows], [records[r][1] for r in rows], [records[r][2] for r in rows],
+                         np.asarray(vectors, np.float32), [list(records[r][3]) for r in rows],
+                         [np.asarray(records[r][4], np.float32) for r in rows], [dict(m) for m in metadata])
+
+
 def write_shards(path: str | Path, meta: IndexMeta, vectors_dir, shards, add: bool,
                  ivf_lists: int = 0) -> tuple[DocumentIndex, int]:
     """The Ray engine's encoded shards streamed into the index, shard by shard (an IVF index first trained on

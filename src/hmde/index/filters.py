@@ -9,6 +9,12 @@ The subset of Milvus's boolean expressions that users of vector stores know::
 - comparisons ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` of a field with a string (``"..."`` or ``'...'``, JSON
   escapes) or a number (so ISO dates compare as strings); ``true``/``false`` with ``==``/``!=``;
 - ``FIELD in [v, ...]``, ``FIELD not in [v, ...]``;
+- kind tests: ``FIELD is null`` (absent, or null), ``FIELD is not null``, ``FIELD is string`` (``number``,
+  ``boolean``, ``list``, ``object``), ``FIELD is not string``... A kind test is always true or false, never unknown;
+  a comparison guarded by a kind test of its field in the same ``and`` (``year is number and year > 2019``) is never
+  refused for its field (absent from every document, or of another kind): it is false there. The frameworks'
+  filters, whose comparisons are false where a field is missing (Haystack, LlamaIndex), are written so
+  (:mod:`hmde.integrations.filter_forms`);
 - ``and``, ``or``, ``not``, parentheses (``&&``, ``||`` and ``!`` too);
 - fields: the metadata's keys, ``lang`` and ``doc_id``.
 
@@ -77,11 +83,24 @@ class Not:
     part: Any
 
 
+KINDS = ("null", "string", "number", "boolean", "list", "object")
+
+
+@dataclass(frozen=True)
+class IsKind:
+    """``field is KIND`` (``negated``: ``is not``): true or false, never unknown; ``null``: absent or null."""
+
+    field: str
+    kind: str
+    negated: bool = False
+
+
 _TOKEN = re.compile(r"""\s*(?:(?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
                        |(?P<number>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)
                        |(?P<op>==|!=|<=|>=|<|>|&&|\|\||!|\(|\)|\[|\]|,)
                        |(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*))""", re.X)
 _KEYWORDS = {"and": "and", "or": "or", "not": "not", "in": "in", "AND": "and", "OR": "or", "NOT": "not", "IN": "in",
+             "is": "is", "IS": "is",
              "&&": "and", "||": "or", "!": "not"}
 
 
@@ -129,6 +148,8 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
                 out.append(("keyword", _KEYWORDS[name], at))
             elif name in ("true", "false", "True", "False"):
                 out.append(("value", name.lower() == "true", at))
+            elif name in ("null", "NULL", "None"):
+                out.append(("value", None, at))
             else:
                 out.append(("name", name, at))
         pos = m.end()
@@ -185,6 +206,17 @@ class _Parser:
     def condition(self):
         name = self.take("name")[1]
         token = self.peek()
+        if token[:2] == ("keyword", "is"):
+            self.i += 1
+            negated = self.peek()[:2] == ("keyword", "not")
+            self.i += negated
+            kind = self.peek()
+            if kind[0] == "value" and kind[1] is None or kind[0] == "name" and kind[1] in KINDS:
+                self.i += 1
+                return IsKind(name, "null" if kind[1] is None else kind[1], negated)
+            got = "the end" if kind[0] == "end" else repr(kind[1])
+            raise FilterError(f"filter: expected a kind after '{name} is' at character {kind[2] + 1} "
+                              f"({', '.join(KINDS)}), found {got}")
         if token[:2] == ("keyword", "not"):
             self.i += 1
             self.take("keyword", "in")
@@ -198,6 +230,9 @@ class _Parser:
                               f"character {token[2] + 1}, found {got}")
         self.i += 1
         value = self.take("value")[1]
+        if value is None:
+            raise FilterError(f"filter: {name} {token[1]} null compares with nothing: write '{name} is null' or "
+                              f"'{name} is not null'")
         if isinstance(value, bool) and token[1] not in ("==", "!="):
             raise FilterError(f"filter: {name} {token[1]} {str(value).lower()}: true and false compare with == or != only")
         return Compare(name, token[1], value)
@@ -213,6 +248,8 @@ class _Parser:
         self.take("op", "]")
         if not values:
             raise FilterError("filter: an empty list after 'in'")
+        if any(v is None for v in values):
+            raise FilterError("filter: null in a list after 'in' compares with nothing: write 'FIELD is null'")
         return tuple(values)
 
 
@@ -236,11 +273,46 @@ def parse(text: str):
 
 def fields(tree) -> set[str]:
     """The field names a tree reads."""
-    if isinstance(tree, (Compare, In)):
+    if isinstance(tree, (Compare, In, IsKind)):
         return {tree.field}
     if isinstance(tree, Not):
         return fields(tree.part)
     return set().union(*(fields(p) for p in tree.parts))
+
+
+def _checked(tree, guarded: frozenset = frozenset()):
+    """The comparisons :func:`check_fields` checks: every one but those guarded by a kind test of their field in the
+    same ``and`` (``year is number and year > 2019``), which are false where the field is absent or of another kind;
+    kind tests themselves name fields that may be absent."""
+    if isinstance(tree, (Compare, In)):
+        if tree.field not in guarded:
+            yield tree
+    elif isinstance(tree, Not):
+        yield from _checked(tree.part)
+    elif isinstance(tree, (And, Or)):
+        inner = guarded if isinstance(tree, Or) else frozenset(
+            p.field for p in tree.parts if isinstance(p, IsKind) and not p.negated and p.kind != "null")
+        for part in tree.parts:
+            yield from _checked(part, inner if isinstance(tree, And) else frozenset())
+
+
+def unparse(tree) -> str:
+    """The expression of a tree in this module's syntax (``parse(unparse(t)) == t``): how a tree made from a
+    framework's filter reaches a server's ``/search``."""
+    def value(v) -> str:
+        return str(v).lower() if isinstance(v, bool) else json.dumps(v, ensure_ascii=False) if isinstance(v, str) \
+            else repr(v)
+
+    if isinstance(tree, Compare):
+        return f"{tree.field} {tree.op} {value(tree.value)}"
+    if isinstance(tree, In):
+        return f"{tree.field} {'not in' if tree.negated else 'in'} [{', '.join(value(v) for v in tree.values)}]"
+    if isinstance(tree, IsKind):
+        return f"{tree.field} is {'not ' if tree.negated else ''}{tree.kind}"
+    if isinstance(tree, Not):
+        return f"not ({unparse(tree.part)})"
+    joiner = " and " if isinstance(tree, And) else " or "
+    return joiner.join(f"({unparse(p)})" for p in tree.parts)
 
 
 # what a metadata value is, as the stores tell (JSON's types; integers and decimals are one kind: numbers)
@@ -272,16 +344,12 @@ def _literal_text(value) -> str:
 
 
 def _leaves(tree):
-    if isinstance(tree, Compare):
-        yield tree.field, tree.op, tree.value
-    elif isinstance(tree, In):
-        for value in tree.values:
-            yield tree.field, "not in" if tree.negated else "in", value
-    elif isinstance(tree, Not):
-        yield from _leaves(tree.part)
-    else:
-        for part in tree.parts:
-            yield from _leaves(part)
+    for node in _checked(tree):
+        if isinstance(node, Compare):
+            yield node.field, node.op, node.value
+        else:
+            for value in node.values:
+                yield node.field, "not in" if node.negated else "in", value
 
 
 def _unknown_field(name: str, known: Sequence[str]) -> FilterError:
@@ -301,7 +369,7 @@ def check_fields(tree, known) -> None:
     kinds = {name: {"string"} for name in BUILT_IN}
     if isinstance(known, dict):
         kinds.update((k, set(v)) for k, v in known.items())
-    unknown = sorted(fields(tree) - set(BUILT_IN) - set(known))
+    unknown = sorted({node.field for node in _checked(tree)} - set(BUILT_IN) - set(known))
     if unknown:
         raise _unknown_field(unknown[0], list(known))
     for name, op, value in _leaves(tree):
@@ -345,6 +413,8 @@ def _compare(value, op: str, literal):
 
 
 def _truth(tree, record: dict):
+    if isinstance(tree, IsKind):
+        return (value_kind(record.get(tree.field)) == tree.kind) != tree.negated
     if isinstance(tree, Compare):
         return _compare(record.get(tree.field), tree.op, tree.value)
     if isinstance(tree, In):
@@ -384,12 +454,25 @@ def _duckdb_value_sql(field: str, literal, params: list) -> str:
     return f"(CASE WHEN json_type(metadata, ?) IN {kinds} THEN {value} END)"
 
 
+_DUCKDB_KIND_SQL = ("(CASE {0} WHEN 'VARCHAR' THEN 'string' WHEN 'BIGINT' THEN 'number' WHEN 'UBIGINT' THEN 'number' "
+                    "WHEN 'DOUBLE' THEN 'number' WHEN 'BOOLEAN' THEN 'boolean' WHEN 'ARRAY' THEN 'list' "
+                    "WHEN 'OBJECT' THEN 'object' WHEN 'NULL' THEN 'null' END)")  # duckdb_kind, in SQL
+
+
 def to_duckdb(tree) -> tuple[str, list]:
     """``(sql, params)``: a condition on the table ``docs`` (columns ``doc_id``, ``lang``, ``metadata`` as JSON
     text); the expression's values are parameters only."""
     params: list = []
 
     def walk(node) -> str:
+        if isinstance(node, IsKind):
+            if node.field in BUILT_IN:
+                kind = f"(CASE WHEN {node.field} IS NULL THEN 'null' ELSE 'string' END)"
+            else:
+                params.append(_json_path(node.field))
+                kind = f"coalesce({_DUCKDB_KIND_SQL.format('json_type(metadata, ?)')}, 'null')"
+            params.append(node.kind)
+            return f"({kind} {'<>' if node.negated else '='} ?)"
         if isinstance(node, Compare):
             field = _duckdb_value_sql(node.field, node.value, params)
             params.append(float(node.value) if isinstance(node.value, (int, float)) and not isinstance(node.value, bool)

@@ -372,6 +372,15 @@ class LocalStore:
             np.zeros((0, self.meta.dim), np.float32)
         return vectors, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), counts.astype(np.int64)
 
+    def rows_where(self, tree) -> list[int]:
+        if tree is None:
+            return [r[0] for r in self._query("SELECT row FROM docs ORDER BY row")]
+        return sorted(self.select(None, tree).rows)
+
+    def rows_of_ids(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        return {doc_id: row for doc_id, row in self._query(
+            "SELECT doc_id, row FROM docs WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))", [list(doc_ids)])}
+
     def records(self, rows: Sequence[int]) -> dict:
         sentence_file = self._sentence_file()
         metadata = "metadata" if self.has_metadata else "NULL"

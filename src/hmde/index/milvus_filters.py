@@ -3,22 +3,23 @@ index's DuckDB (and :func:`hmde.index.filters.matches`, the reference).
 
 Milvus's logic differs from SQL's where a document's field is missing or of another type: ``!=`` and ``not`` count a
 value of another type as different (``metadata["year"] != 2020`` keeps ``"2020"``), ``in`` takes no JSON key
-(Milvus Lite: "left side of 'in' must be a field reference"), and ``true`` is the number 1 (``flag == true`` matched
-documents whose flag is 1, ``flag > 0`` those whose flag is true). So the tree is first put in negation normal form
-(``not`` pushed down to the comparisons, each flipped: ``not a < b`` is ``a >= b``, which in three-valued logic
-differs only where the answer is unknown, and an unknown answer keeps a document out either way), ``in`` written as
-``==`` joined by ``or``, every ``!=`` guarded by its value's type (a string is ``>= ""``, a number ``< 0 or >= 0``:
-``>= -1e308`` left out the numbers below it), and every comparison with ``true``/``false`` or a number by the row's
-``bool_keys`` (the keys whose values are booleans, which hmde writes beside the metadata). Collections written before
-``bool_keys`` existed cannot tell ``true`` from 1 (``typed=False``). Values are written as Milvus literals
-(:func:`literal`), never pasted.
+(Milvus Lite: "left side of 'in' must be a field reference"), ``true`` is the number 1 (``flag == true`` matched
+documents whose flag is 1, ``flag > 0`` those whose flag is true), and ``not`` over a comparison drops rows it should
+keep (``not (f >= "")`` kept nothing). So the tree is first put in negation normal form (``not`` pushed down to the
+comparisons, each flipped: ``not a < b`` is ``a >= b``, which in three-valued logic differs only where the answer is
+unknown, and an unknown answer keeps a document out either way), ``in`` written as ``==`` joined by ``or``, and
+every comparison guarded by the kind of its value as the row's ``kinds`` field records it (hmde writes each metadata
+key's kind beside the metadata: ``kinds["year"] == "number"``), which also answers the kind tests (``year is
+number``, ``year is null``). Collections written before ``kinds`` existed keep the older guards (a string is
+``>= ""``, a number ``< 0 or >= 0``; they cannot tell ``true`` from 1) and refuse kind tests in one line. Values are
+written as Milvus literals (:func:`literal`), never pasted.
 """
 
 from __future__ import annotations
 
-from .filters import BUILT_IN, And, Compare, In, Not, Or
+from .filters import BUILT_IN, And, Compare, FilterError, In, IsKind, Not, Or, value_kind
 
-BOOL_KEYS = "bool_keys"  # each row's metadata keys whose values are true or false
+KINDS_FIELD = "kinds"  # each row's metadata keys with the kind of their values (hmde.index.filters.value_kind)
 
 _FLIP = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -41,6 +42,8 @@ def negation_normal_form(tree, negate: bool = False):
         return negation_normal_form(tree.part, not negate)
     if isinstance(tree, Compare):
         return Compare(tree.field, _FLIP[tree.op], tree.value) if negate else tree
+    if isinstance(tree, IsKind):
+        return IsKind(tree.field, tree.kind, tree.negated != negate)
     if isinstance(tree, In):
         inside = tree.negated != negate  # "not in", or "in" under a not: every value differs
         leaves = tuple(Compare(tree.field, "!=" if inside else "==", v) for v in tree.values)
@@ -50,13 +53,37 @@ def negation_normal_form(tree, negate: bool = False):
     return Or(parts) if flips else And(parts)
 
 
+def kinds_of(metadata: dict) -> dict:
+    """A row's ``kinds``: each metadata key's kind (the field a filter's guards read)."""
+    return {str(k): value_kind(v) for k, v in (metadata or {}).items()}
+
+
 def _field(name: str) -> str:
     return name if name in BUILT_IN else f"metadata[{literal(name)}]"
 
 
-def _type_guard(field: str, value) -> str:
-    """True where the field holds a value of ``value``'s type, or a number for a boolean (a missing field passes no
-    comparison anyway)."""
+ALL = "generation >= 0"  # true for every row
+_OPPOSITE = {NOTHING: ALL, ALL: NOTHING, 'lang != ""': 'lang == ""', 'lang == ""': 'lang != ""'}
+
+
+def _kind_test(field: str, kind: str, negated: bool) -> str:
+    """``field is KIND`` (``negated``: is not) from the row's ``kinds``; ``null``: absent or null."""
+    if field in BUILT_IN:  # strings; a document without a language keeps '' in Milvus (its null)
+        if field == "lang":
+            test = 'lang != ""' if kind == "string" else 'lang == ""' if kind == "null" else NOTHING
+        else:
+            test = ALL if kind == "string" else NOTHING
+        return _OPPOSITE[test] if negated else test
+    recorded = f"{KINDS_FIELD}[{literal(field)}]"
+    if kind == "null":  # absent (no key), or recorded as a null
+        return f"({recorded} is not null and {recorded} != \"null\")" if negated else \
+            f"({recorded} is null or {recorded} == \"null\")"
+    return f"({recorded} is null or {recorded} != {literal(kind)})" if negated else f"({recorded} == {literal(kind)})"
+
+
+def _legacy_guard(field: str, value) -> str:
+    """The guards of a collection without ``kinds``: true where the field holds ``value``'s type, or a number for a
+    boolean."""
     if isinstance(value, bool):
         return f"({field} == true or {field} == false)"
     if isinstance(value, (int, float)):
@@ -64,7 +91,12 @@ def _type_guard(field: str, value) -> str:
     return f'{field} >= ""'
 
 
-def _leaf(node: Compare, typed: bool) -> str:
+def _leaf(node, typed: bool) -> str:
+    if isinstance(node, IsKind):
+        if not typed and node.field not in BUILT_IN:
+            raise FilterError(f"filter: '{node.field} is {node.kind}': this Milvus index was written before kind tests "
+                              "(its rows record no kinds); rebuild it (hmde index build ... --overwrite)")
+        return _kind_test(node.field, node.kind, node.negated)
     if node.field in BUILT_IN:
         if not isinstance(node.value, str):
             return NOTHING  # doc_id and lang are strings: a number or a boolean compares unknown
@@ -72,19 +104,18 @@ def _leaf(node: Compare, typed: bool) -> str:
         return f'({node.field} {node.op} {literal(node.value)} and {node.field} != "")'
     field = _field(node.field)
     parts = [f"{field} {node.op} {literal(node.value)}"]
-    if node.op == "!=" or (isinstance(node.value, bool) and not typed):
-        parts.append(_type_guard(field, node.value))
-    if typed and isinstance(node.value, (bool, int, float)):
-        boolean = f"json_contains({BOOL_KEYS}, {literal(node.field)})"
-        parts.append(boolean if isinstance(node.value, bool) else f"not {boolean}")
+    if typed:
+        parts.append(_kind_test(node.field, value_kind(node.value), False))
+    elif node.op == "!=" or isinstance(node.value, bool):
+        parts.append(_legacy_guard(field, node.value))
     return f"({' and '.join(parts)})"
 
 
 def to_milvus(tree, typed: bool = True) -> str:
     """The expression of a filter's tree for Milvus's scalar filtering (fields ``doc_id``, ``lang``, ``metadata``
-    and, ``typed``, ``bool_keys``)."""
+    and, ``typed``, ``kinds``)."""
     def walk(node) -> str:
-        if isinstance(node, Compare):
+        if isinstance(node, (Compare, IsKind)):
             return _leaf(node, typed)
         joiner = " and " if isinstance(node, And) else " or "
         return "(" + joiner.join(walk(p) for p in node.parts) + ")"

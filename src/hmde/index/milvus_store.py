@@ -32,7 +32,7 @@ from ..errors import HmdeError, InputError, exception_line
 from .milvus_client import client_for, release
 from .milvus_commits import check_current
 from .language_debias import recorded_basis
-from .milvus_filters import BOOL_KEYS, literal
+from .milvus_filters import KINDS_FIELD, literal
 from .store_protocol import Selection
 
 MAX_RESULTS = 16_384  # Milvus answers at most this many rows a search or a query
@@ -62,7 +62,7 @@ class MilvusIndex:
         self._calibration = None
         self._languages = None
         self.replaced = 0
-        self.typed = True  # rows carry bool_keys (collections written before it existed: False, set by open)
+        self.typed = True  # rows carry kinds (collections written before they existed: False, set by open)
         # row -> vector, of each collection: a search's hits bring their vectors, which its re-scoring then reads
         # without another call (a row's vector never changes, so the cache outlives a snapshot)
         self._vector_cache: dict[str, dict[int, list]] = {self.documents: {}, self.sentences: {}}
@@ -83,7 +83,7 @@ class MilvusIndex:
                                      record)
                 fields = {f.get("name") for f in client.describe_collection(name).get("fields", [])}
                 if name == index.documents:
-                    index.typed = BOOL_KEYS in fields
+                    index.typed = KINDS_FIELD in fields
                 if "generation" not in fields:
                     raise InputError(f"the Milvus collection {name} was written by an hmde before Milvus writes were "
                                      "commits (issue 61); rebuild the index (hmde index build ... --store ... "
@@ -307,6 +307,13 @@ class MilvusIndex:
         flat = [s["vector"] for r in rows for s in per_doc[int(r)]]
         vectors = np.asarray(flat, np.float32).reshape(-1, self.meta.dim)
         return vectors, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), counts
+
+    def rows_where(self, tree) -> list[int]:
+        expr = self.visible() if tree is None else self.select(None, tree).expression
+        return sorted(r["row"] for r in self._all(self.documents, expr, ["row"]))
+
+    def rows_of_ids(self, doc_ids) -> dict[str, int]:
+        return {r["doc_id"]: r["row"] for r in self.rows_of(list(doc_ids))}
 
     def records(self, rows) -> dict:
         rows = [int(r) for r in rows]

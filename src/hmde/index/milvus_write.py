@@ -35,7 +35,7 @@ from .meta import IndexMeta, finish_version, read_index_meta
 from .filters import value_kind
 from .milvus_client import MAX_VARCHAR, client_for, metadata_problem, release, text_too_long
 from .milvus_commits import check_current, committed_marker, mark_committed, mark_writing, new_commit_id
-from .milvus_filters import BOOL_KEYS
+from .milvus_filters import KINDS_FIELD, kinds_of
 from .milvus_store import MilvusIndex, chunks, quoted
 
 INDEX_TYPES = {"flat": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
@@ -62,8 +62,8 @@ def collection_schema(meta, sentences: bool):
     schema.add_field("generation", DataType.INT64, description="the write that made the row (visible once committed)")
     schema.add_field("lang", DataType.VARCHAR, max_length=64, description="the document's language ('': unknown)")
     schema.add_field("metadata", DataType.JSON, description="the document's other fields (title, url, date...)")
-    schema.add_field(BOOL_KEYS, DataType.JSON, description="the metadata keys whose values are true or false (Milvus "
-                     "compares true as 1: a filter tells the two kinds apart by this list)")
+    schema.add_field(KINDS_FIELD, DataType.JSON, description="each metadata key's kind of value (string, number, "
+                     "boolean, list, object, null): Milvus compares true as 1, so hmde's filters read kinds here")
     if sentences:
         schema.add_field("position", DataType.INT32, description="the sentence's place in its document (0-based)")
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR, description=(
@@ -190,8 +190,8 @@ def _metadata(value: dict | None, doc_id: str) -> dict:
 
 
 def _typed_fields(index: MilvusIndex, metadata: dict) -> dict:
-    """The row's ``bool_keys`` (a collection written before it existed has none)."""
-    return {BOOL_KEYS: sorted(k for k, v in metadata.items() if isinstance(v, bool))} if index.typed else {}
+    """The row's ``kinds`` (a collection written before they existed has none)."""
+    return {KINDS_FIELD: kinds_of(metadata)} if index.typed else {}
 
 
 def _flush(index: MilvusIndex) -> None:

@@ -108,11 +108,9 @@ def check_tuning(store, ef_search: int | None, nprobe: int | None) -> None:
 
 
 def _tree(expression):
-    if expression is None:
-        return None
-    from .filters import parse
+    from .filter_forms import to_tree
 
-    return parse(expression) if isinstance(expression, str) else expression
+    return to_tree(expression)
 
 
 def _same_language(store, lang: str) -> list[str]:

@@ -66,14 +66,15 @@ def check_index_request(index, hybrid: bool, multi_vector: bool | None, ef_searc
 
 
 def check_filter(index, expression):
-    """A search's ``filter`` parsed and its fields checked against the index's documents (one line, before any
-    model or query work); the tree, or None without one."""
-    if expression is None:
-        return None
-    from .filters import check_fields, metadata_fields, parse
+    """A search's ``filter`` (hmde's expression, a LangChain or Haystack filter dict, LlamaIndex's
+    ``MetadataFilters``: :func:`hmde.index.filter_forms.to_tree`) as a tree, its fields checked against the index's
+    documents (one line, before any model or query work); None without one."""
+    from .filter_forms import to_tree
+    from .filters import check_fields, metadata_fields
 
-    tree = parse(expression)
-    check_fields(tree, metadata_fields(index))
+    tree = to_tree(expression)
+    if tree is not None:
+        check_fields(tree, metadata_fields(index))
     return tree
 
 
@@ -109,14 +110,9 @@ class Index:
         (``"subspace+calibrate"``, the default; ``"subspace"``; ``""``: none). An existing index is replaced only
         with ``overwrite``. ``threads``: CPU threads for the model (default torch's; see :meth:`open`)."""
         from ..encoders.devices import pick_device, set_threads
-        from ..encoders.registry import DEFAULT_MODEL, recorded_name, resolve_model_path
+        from ..encoders.registry import DEFAULT_MODEL
         from ..encoders.routing import route
-        from ..evaluation.provenance import model_hash
-        from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
-        from ..io.documents import records_from
-        from ..methods import default_method, method_class
-        from .builder import IndexSettings, chunked, new_meta, write_records
-        from .store import PQ_BITS
+        from .builder import IndexSettings
 
         try:
             chosen = IndexSettings(**settings)
@@ -125,21 +121,32 @@ class Index:
         chosen.check()
         check_batch_size(batch_size)
         set_threads(threads)
-        records = records_from(documents)
-        if chosen.store:
-            from .milvus_client import check_records_fit
-
-            check_records_fit(records, "documents")
-        check_writable_parent(path)
-        check_replaceable(path, "hmde index", is_hmde_index, overwrite)
-        if chosen.index_type in ("ivf", "ivfpq"):
-            need = max(chosen.ivf_lists, 2**PQ_BITS if chosen.index_type == "ivfpq" else 0)
-            if len(records) < need:
-                raise HmdeError(f"an {chosen.index_type.upper()} index with {chosen.ivf_lists} lists needs at least "
-                                f"{need} documents to train on, got {len(records)}: lower ivf_lists or use flat")
+        records = _checked_records(path, documents, chosen, overwrite)
         name = route(model or DEFAULT_MODEL, languages_of([r.lang for r in records], [r.text for r in records]))
         device = pick_device(device)
         kind, loaded = load_model(name, device, backend=chosen.backend)
+        return cls._create(path, records, name, kind, loaded, device, chosen, batch_size)
+
+    @classmethod
+    def create_with_model(cls, path: str, name: str, kind: str, model, device: str, documents=(),
+                          overwrite: bool = False, batch_size: int = 64, **settings) -> "Index":
+        """:meth:`create` with a model loaded already (``name``, ``kind`` and the model, as
+        :func:`hmde.encoders.model_loading.load_model` gives them): the framework stores load one per process."""
+        from .builder import IndexSettings
+
+        chosen = IndexSettings(**settings)
+        chosen.check()
+        check_batch_size(batch_size)
+        records = _checked_records(path, documents, chosen, overwrite)
+        return cls._create(path, records, name, kind, model, device, chosen, batch_size)
+
+    @classmethod
+    def _create(cls, path, records, name, kind, loaded, device, chosen, batch_size) -> "Index":
+        from ..encoders.registry import recorded_name, resolve_model_path
+        from ..evaluation.provenance import model_hash
+        from ..methods import default_method, method_class
+        from .builder import chunked, new_meta, write_records
+
         method = chosen.method or default_method(kind == "hmde", name)
         if method_class(method).fitted:
             raise HmdeError(f"method {method} is fitted on a whole collection: build with `hmde index build "
@@ -233,6 +240,53 @@ class Index:
         from .builder import describe
 
         return describe(self._current())
+
+    # -- documents read back without a query (hmde.index.lookup) -----------------------------------------------
+    def documents(self, ids=None, filter=None, limit: int | None = None, offset: int = 0) -> list[dict]:
+        """``{"doc_id", "text", "lang", "metadata"}`` of the documents ``ids`` holds (those the index has) and
+        ``filter`` matches (any form :func:`hmde.index.filter_forms.to_tree` takes), in the order written; every
+        document without either. ``limit``/``offset`` page through them."""
+        from .lookup import documents
+
+        index = self._current()
+        return documents(index, _ids(ids), check_filter(index, filter), limit, offset)
+
+    def count(self, filter=None) -> int:
+        """How many documents ``filter`` matches (every live one without)."""
+        from .lookup import count
+
+        index = self._current()
+        return count(index, check_filter(index, filter))
+
+    def document_vectors(self, ids) -> tuple:
+        """The stored document vectors of those of ``ids`` the index holds (unit length), in the order asked."""
+        from .lookup import document_vectors
+
+        return document_vectors(self._current(), _ids(ids))
+
+    def update_metadata(self, metadata: dict, ids=None, filter=None, replace: bool = False) -> int:
+        """Give the documents ``ids`` holds and ``filter`` matches (every document without either) ``metadata``:
+        merged into each one's (``replace``: instead of it), in one commit; their count. Nothing is embedded again
+        where the index holds exact vectors (all but an IVF-PQ index of another method than the sentences' mean)."""
+        from ..io.documents import check_metadata
+        from .builder import stored_batch, write_embedded
+        from .lookup import matching_rows
+
+        if not isinstance(metadata, dict):
+            raise HmdeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}")
+        check_metadata(metadata, "metadata")
+        index = self._current()
+        rows = matching_rows(index, _ids(ids), check_filter(index, filter))
+        if not rows:
+            return 0
+        old = index.records(rows)
+        new = [dict(metadata) if replace else {**old[r][5], **metadata} for r in rows]
+        batch = stored_batch(index, rows, new)
+        if batch is None:  # the stored vectors are codes: embed the documents again
+            return self.upsert([{"doc_id": old[r][0], "text": old[r][2], "lang": old[r][1], **m}
+                                for r, m in zip(rows, new)])
+        self._swap(write_embedded(index.path, index.meta, [batch], "upsert"))
+        return len(rows)
 
     @classmethod
     def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None,
@@ -352,6 +406,37 @@ def _version(path) -> tuple:
 
     st = os.stat(os.path.join(path, "index.json"))
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _checked_records(path: str, documents, chosen, overwrite: bool) -> list:
+    """A new index's documents and its folder checked before any model or embedding work."""
+    from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
+    from ..io.documents import records_from
+    from .store import PQ_BITS
+
+    records = records_from(documents)
+    if chosen.store:
+        from .milvus_client import check_records_fit
+
+        check_records_fit(records, "documents")
+    check_writable_parent(path)
+    check_replaceable(path, "hmde index", is_hmde_index, overwrite)
+    if chosen.index_type in ("ivf", "ivfpq"):
+        need = max(chosen.ivf_lists, 2**PQ_BITS if chosen.index_type == "ivfpq" else 0)
+        if len(records) < need:
+            raise HmdeError(f"an {chosen.index_type.upper()} index with {chosen.ivf_lists} lists needs at least "
+                            f"{need} documents to train on, got {len(records)}: lower ivf_lists or use flat")
+    return records
+
+
+def _ids(ids) -> list[str] | None:
+    if ids is None:
+        return None
+    ids = [ids] if isinstance(ids, str) else list(ids)
+    bad = next((x for x in ids if not isinstance(x, str)), None)
+    if bad is not None:
+        raise HmdeError(f"ids must be strings (document ids), got {bad!r}")
+    return ids
 
 
 def _vectorizer(model, method: str, batch_size: int):

@@ -66,5 +66,11 @@ class DocumentStore(Protocol):
     def records(self, rows: Sequence[int]) -> dict:
         """row -> [doc_id, lang, text, sentences, sentence vectors (n, dim), metadata] of live ``rows``."""
 
+    def rows_where(self, tree) -> list[int]:
+        """The live documents' rows a filter's tree matches (None: every live one), ascending (the order written)."""
+
+    def rows_of_ids(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        """Each of ``doc_ids`` the index holds -> its live row."""
+
     def require_bm25(self):
         """The store's BM25 retriever (hybrid search), or a one-line refusal where it has none."""
