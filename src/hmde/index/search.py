@@ -268,25 +268,16 @@ class Index:
         """Give the documents ``ids`` holds and ``filter`` matches (every document without either) ``metadata``:
         merged into each one's (``replace``: instead of it), in one commit; their count. Nothing is embedded again
         where the index holds exact vectors (all but an IVF-PQ index of another method than the sentences' mean)."""
-        from ..io.documents import check_metadata
-        from .builder import stored_batch, write_embedded
-        from .lookup import matching_rows
+        from .metadata_update import check_metadata_change, update_metadata
+        from .store import DocumentIndex
 
-        if not isinstance(metadata, dict):
-            raise HmdeError(f"metadata must be a dict of JSON values, got {type(metadata).__name__}")
-        check_metadata(metadata, "metadata")
+        check_metadata_change(metadata)
         index = self._current()
-        rows = matching_rows(index, _ids(ids), check_filter(index, filter))
-        if not rows:
-            return 0
-        old = index.records(rows)
-        new = [dict(metadata) if replace else {**old[r][5], **metadata} for r in rows]
-        batch = stored_batch(index, rows, new)
-        if batch is None:  # the stored vectors are codes: embed the documents again
-            return self.upsert([{"doc_id": old[r][0], "text": old[r][2], "lang": old[r][1], **m}
-                                for r, m in zip(rows, new)])
-        self._swap(write_embedded(index.path, index.meta, [batch], "upsert"))
-        return len(rows)
+        updated, to_embed = update_metadata(index.path, metadata, _ids(ids), check_filter(index, filter), replace)
+        if to_embed is not None:  # the stored vectors are codes: embed the documents again
+            return self.upsert(to_embed)
+        self._swap(DocumentIndex.open(index.path))
+        return updated
 
     @classmethod
     def open(cls, path: str, model: str | None = None, device: str = "auto", backend: str | None = None,

@@ -1,13 +1,27 @@
-"""What every framework integration calls: a search and an embedding, of a local index or model
-(:class:`hmde.Index`, :class:`hmde.serve.served.ServedModel`: the code the server runs) or of a server
-(``POST /search``, ``POST /embed``), with one answer shape (:meth:`hmde.index.records.SearchHit.as_dict`)."""
+"""What every framework integration calls: one hmde index, local (a folder, its vectors in hmde's own files or in
+Milvus: :class:`hmde.Index`) or served (``hmde serve``'s routes), searched, written and read back through hmde's
+one ranking and one write path; and an embedder of documents and queries (:class:`hmde.serve.served.ServedModel`,
+the code the server runs, or ``POST /embed``). Hits have one shape (:meth:`hmde.index.records.SearchHit.as_dict`).
+
+Models are loaded once per process and name (a pipeline's stores, retrievers and embedders share one), and run on
+one worker thread of hmde's (:data:`MODEL_THREAD`): measured on a busy machine it is the fastest in-process way
+(docs/defaults.md, "CPU threads on a shared machine"), and async callers await it without blocking their event
+loop. ``threads`` sets torch's threads for the process (as ``--threads``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import os
 import threading
-from typing import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
 
 from ..errors import HmdeError
+
+MODEL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-model")
 
 
 def needs(extra: str, package: str, exc: ImportError) -> ImportError:
@@ -26,14 +40,14 @@ def server_url(url: str | None) -> str | None:
     return url.rstrip("/")
 
 
-def post(url: str, route: str, body: dict, api_key: str | None, timeout: float) -> dict:
+def post(url: str, route: str, body: dict, api_key: str | None, timeout: float, method: str = "POST") -> dict:
     """``POST url + route`` with JSON; the server's refusal, a connection that fails and an answer that is no JSON
     each one line naming the address (they were httpx tracebacks)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        answer = httpx.post(url + route, json=body, headers=headers, timeout=timeout)
+        answer = httpx.request(method, url + route, json=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException:
         raise HmdeError(f"{url}{route} did not answer within {timeout:g} s (timeout=)") from None
     except httpx.HTTPError as exc:
@@ -55,55 +69,232 @@ def post(url: str, route: str, body: dict, api_key: str | None, timeout: float) 
     return answered
 
 
-class Searcher:
-    """A local index (``index``: its folder) or a served one (``url``, and ``index``: its name, optional when the
-    server serves one); opened on first use."""
+# -- models: one per process and name, run on hmde's model thread -------------------------------------------------
+_MODELS: dict = {}  # (model, device, backend) -> (name, kind, model, device)
+_MODELS_LOCK = threading.Lock()
+
+
+def shared_model(name: str | None, device: str = "auto", backend: str | None = None) -> tuple:
+    """``(name, kind, model, device)`` of ``name`` (default hmde's), loaded once per process."""
+    from ..encoders.devices import pick_device
+    from ..encoders.model_loading import load_model
+    from ..encoders.registry import DEFAULT_MODEL
+
+    name, device = name or DEFAULT_MODEL, pick_device(device)
+    key = (name, device, backend)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            kind, loaded = run_on_model_thread(load_model, name, device, backend=backend)
+            _MODELS[key] = (name, kind, loaded, device)
+        return _MODELS[key]
+
+
+def run_on_model_thread(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` on hmde's model thread (called from it: at once)."""
+    if threading.current_thread().name.startswith("hmde-model"):
+        return function(*args, **kwargs)
+    return MODEL_THREAD.submit(function, *args, **kwargs).result()
+
+
+async def on_model_thread(function, *args, **kwargs):
+    """Awaitable :func:`run_on_model_thread`: the event loop goes on while the model works."""
+    return await asyncio.get_running_loop().run_in_executor(MODEL_THREAD, functools.partial(function, *args,
+                                                                                            **kwargs))
+
+
+def check_options(threads, batch_size, device) -> None:
+    """The integrations' shared settings, checked when a class is made: ``threads`` (1 to 1024, or None: torch's),
+    ``batch_size`` (documents embedded at once), ``device`` (auto, cpu, cuda...)."""
+    from ..encoders.devices import check_threads, set_threads
+    from ..index.search import check_batch_size
+
+    if threads is not None:
+        check_threads(threads)
+        run_on_model_thread(set_threads, threads)
+    check_batch_size(batch_size)
+    if not isinstance(device, str):
+        raise HmdeError(f"device must be a string (auto, cpu, cuda, cuda:1...), got {device!r}")
+
+
+class IndexClient:
+    """One hmde index: a local folder (``index``; created empty where ``create`` and it does not exist yet, with
+    ``model``), or a served one (``url``, and ``index``: its name, optional when the server serves one). Opened on
+    first use; every method takes and gives plain values (hits as ``SearchHit.as_dict``)."""
 
     def __init__(self, index: str | None = None, url: str | None = None, api_key: str | None = None,
-                 model: str | None = None, device: str = "auto", timeout: float = 120.0):
+                 model: str | None = None, device: str = "auto", timeout: float = 120.0, batch_size: int = 32,
+                 threads: int | None = None, show_progress: bool = False, create: bool = False,
+                 settings: dict | None = None):
         if not index and not url:
             raise HmdeError("name a local index (index=PATH) or a server (url=SERVER_URL, index=NAME)")
+        check_options(threads, batch_size, device)
         self.index, self.url, self.api_key, self.model, self.device, self.timeout = \
             index, server_url(url), api_key, model, device, timeout
+        self.batch_size, self.threads, self.show_progress, self.create = batch_size, threads, show_progress, create
+        self.settings = dict(settings or {})
         self._opened = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
-    def _local(self):
+    # -- a local index -----------------------------------------------------------------------------------------
+    def local(self):
+        """The open :class:`hmde.Index` (a local index only)."""
         from ..index.search import Index
+        from ..index.store import DocumentIndex
 
         with self._lock:
             if self._opened is None:
-                self._opened = Index.open(str(self.index), self.model, self.device)
+                path = str(self.index)
+                if self.create and not (Path(path) / "index.json").is_file():
+                    name, kind, loaded, device = shared_model(self.model, self.device)
+                    self._opened = run_on_model_thread(Index.create_with_model, path, name, kind, loaded, device,
+                                                       batch_size=self.batch_size, **self.settings)
+                else:
+                    opened = DocumentIndex.open(path)
+                    name, kind, loaded, device = shared_model(self.model or _recorded(opened), self.device,
+                                                              opened.meta.backend)
+                    self._opened = Index.with_model(opened, name, kind, loaded, device)
             return self._opened
 
-    def _post(self, route: str, body: dict) -> dict:
-        return post(self.url, route, body, self.api_key, self.timeout)
+    def _post(self, route: str, body: dict, method: str = "POST") -> dict:
+        return post(self.url, route, body, self.api_key, self.timeout, method)
 
-    def search(self, queries: Sequence[str], k: int = 10, filter: str | None = None, k_name: str = "k",
+    def _route(self, suffix: str = "") -> str:
+        if not self.index:
+            info = self._post("/health", {}, "GET")
+            names = info.get("indexes") or []
+            if len(names) != 1:
+                raise HmdeError(f"{self.url} serves {len(names) or 'no'} indexes: name one (index=NAME)")
+            self.index = names[0]
+        return f"/indexes/{self.index}{suffix}"
+
+    # -- searching ---------------------------------------------------------------------------------------------
+    def search(self, queries: Sequence[str], k: int = 10, filter: Any = None, k_name: str = "k",
                **options) -> list[list[dict]]:
-        """Each query's hits, best first, as ``/search`` answers them (``options``: ``lang``, ``query_lang``,
-        ``hybrid``; a local index also ``top_sentences``, ``doc_weight``, ``candidates``); ``k_name``: what the
-        caller calls the count, for the message where it is no whole number >= 1."""
+        """Each query's hits, best first, as ``/search`` answers them (``filter``: any form
+        :func:`hmde.index.filter_forms.to_tree` takes; ``options``: ``lang``, ``query_lang``, ``hybrid``; a local
+        index also ``top_sentences``, ``doc_weight``, ``candidates``); ``k_name``: what the caller calls the count,
+        for the message where it is no whole number >= 1."""
+        from ..index.filter_forms import to_tree
+        from ..index.filters import unparse
         from ..index.search import check_top_k
 
         check_top_k(k, k_name)
         queries = list(queries)
+        tree = to_tree(filter)  # a framework's filter refused in one line before any model or request
         if self.url:
-            body = {"queries": queries, "top_k": k, "filter": filter, **options}
+            body = {"queries": queries, "top_k": k, "filter": None if tree is None else unparse(tree), **options}
             if self.index:
                 body["index"] = self.index
             return [result["hits"] for result in self._post("/search", body)["results"]]
-        return [[h.as_dict() for h in hits] for hits in self._local().search(queries, top_k=k, filter=filter,
-                                                                              **options)]
+        index = self.local()
+        vectors = run_on_model_thread(index.encode_queries, queries)
+        return [[h.as_dict() for h in hits] for hits in index.search(queries, top_k=k, filter=tree,
+                                                                     query_vectors=vectors, **options)]
+
+    def encode_queries(self, queries: Sequence[str]):
+        """The queries' vectors as every search embeds them (the index's lower encoder, e5's ``query:`` prompt)."""
+        import numpy as np
+
+        if self.url:
+            return np.asarray(post(self.url, "/embed", {"input": list(queries), "kind": "query", "normalize": True},
+                                   self.api_key, self.timeout)["vectors"], np.float32)
+        return run_on_model_thread(self.local().encode_queries, list(queries))
+
+    # -- writing -------------------------------------------------------------------------------------------------
+    def write(self, documents: list, mode: str = "upsert") -> int:
+        """Commit ``documents`` (:class:`hmde.io.documents.DocumentRecord`, or mappings of ``doc_id``, ``text``,
+        ``lang`` and metadata fields) in one write; ``mode`` add (a known id refused) or upsert (a known id
+        replaced)."""
+        if not documents:
+            return 0
+        if self.url:
+            body = [_as_json(d) for d in documents]
+            return int(self._post(self._route("/documents"), {"documents": body, "mode": mode})["documents"])
+        index = self.local()
+        write = index.upsert if mode == "upsert" else index.add
+        return run_on_model_thread(write, documents, batch_size=self.batch_size)
+
+    def delete(self, ids: Sequence[str]) -> int:
+        """Delete those of ``ids`` the index holds (the others are passed over); how many."""
+        ids = list(ids)
+        if not ids:
+            return 0
+        if self.url:
+            return int(self._post(self._route("/documents"), {"ids": ids, "ignore_missing": True},
+                                  "DELETE")["deleted"])
+        return self.local().delete(ids, ignore_missing=True)
+
+    def update_metadata(self, metadata: dict, ids=None, filter: Any = None, replace: bool = False) -> int:
+        from ..index.filter_forms import to_tree
+        from ..index.filters import unparse
+
+        tree = to_tree(filter)
+        if self.url:
+            return int(self._post(self._route("/documents/metadata"), {
+                "metadata": metadata, "ids": None if ids is None else list(ids), "replace": replace,
+                "filter": None if tree is None else unparse(tree)})["updated"])
+        return self.local().update_metadata(metadata, ids=ids, filter=tree, replace=replace)
+
+    # -- reading back ----------------------------------------------------------------------------------------------
+    def documents(self, ids=None, filter: Any = None, limit: int | None = None, offset: int = 0) -> list[dict]:
+        from ..index.filter_forms import to_tree
+        from ..index.filters import unparse
+
+        tree = to_tree(filter)
+        if self.url:
+            return self._post(self._route("/documents/query"), {
+                "ids": None if ids is None else list(ids), "filter": None if tree is None else unparse(tree),
+                "limit": limit, "offset": offset})["documents"]
+        return self.local().documents(ids, tree, limit, offset)
+
+    def count(self, filter: Any = None) -> int:
+        from ..index.filter_forms import to_tree
+        from ..index.filters import unparse
+
+        tree = to_tree(filter)
+        if self.url:
+            return int(self._post(self._route("/documents/query"), {
+                "filter": None if tree is None else unparse(tree), "count": True})["count"])
+        return self.local().count(tree)
+
+    def document_vectors(self, ids: Sequence[str]):
+        """(ids found, their stored document vectors), as :meth:`hmde.Index.document_vectors`."""
+        import numpy as np
+
+        if self.url:
+            answer = self._post(self._route("/documents/query"), {"ids": list(ids), "vectors": True})
+            return [d["doc_id"] for d in answer["documents"]], np.asarray(
+                [d["vector"] for d in answer["documents"]], np.float32).reshape(len(answer["documents"]), -1)
+        return self.local().document_vectors(ids)
 
     def close(self) -> None:
-        if self._opened is not None:
-            self._opened.close()
-            self._opened = None
+        with self._lock:
+            if self._opened is not None:
+                self._opened.close()
+                self._opened = None
 
 
-_MODELS: dict = {}  # (model, device) -> ServedModel, loaded once per process
-_MODELS_LOCK = threading.Lock()
+Searcher = IndexClient  # the retrievers' name for it
+
+
+def _as_json(document) -> dict:
+    """A document as the server's write route takes it (a record's metadata keys beside its fields)."""
+    from ..io.documents import DocumentRecord
+
+    if not isinstance(document, DocumentRecord):
+        return dict(document)
+    clash = sorted(set(document.extra) & {"doc_id", "text", "lang"})
+    if clash:
+        raise HmdeError(f"document {document.doc_id!r}: a served index keeps no metadata key named {clash[0]!r} "
+                        "(the write route reads doc_id, text and lang as the document's own): rename it")
+    return {"doc_id": document.doc_id, "text": document.text, **({"lang": document.lang} if document.lang else {}),
+            **document.extra}
+
+
+def _recorded(opened) -> str:
+    from ..encoders.registry import recorded_model
+
+    return recorded_model(opened.meta.model)
 
 
 class Embedder:
@@ -111,47 +302,64 @@ class Embedder:
     e5's ``query:`` prompt, as every search embeds them), from a model loaded here or a server (``url``)."""
 
     def __init__(self, model: str | None = None, url: str | None = None, api_key: str | None = None,
-                 device: str = "auto", timeout: float = 120.0):
+                 device: str = "auto", timeout: float = 120.0, batch_size: int = 32, threads: int | None = None,
+                 show_progress: bool = False):
+        check_options(threads, batch_size, device)
         self.model, self.url, self.api_key, self.device, self.timeout = \
             model, server_url(url), api_key, device, timeout
+        self.batch_size, self.show_progress = batch_size, show_progress
         self._served = None
 
     def _model(self):
-        from ..encoders.devices import pick_device
-        from ..encoders.model_loading import load_model
-        from ..encoders.registry import DEFAULT_MODEL
         from ..serve.served import ServedModel
 
-        with _MODELS_LOCK:  # one model per name and device in a process: a pipeline's embedders share it
-            if self._served is None:
-                name, device = self.model or DEFAULT_MODEL, pick_device(self.device)
-                if (name, device) not in _MODELS:
-                    kind, loaded = load_model(name, device)
-                    _MODELS[(name, device)] = ServedModel(name, kind, loaded, device)
-                self._served = _MODELS[(name, device)]
-            return self._served
+        if self._served is None:
+            name, kind, loaded, device = shared_model(self.model, self.device)
+            self._served = ServedModel(name, kind, loaded, device)
+        return self._served
 
     def embed(self, texts: Sequence[str], kind: str) -> list[list[float]]:
-        """``kind``: "document" or "query"."""
-        import numpy as np
-
+        """``kind``: "document" or "query"; ``batch_size`` texts at a time (a progress bar with ``show_progress``)."""
         texts = list(texts)
         if not texts:
             return []
+        from tqdm.auto import tqdm
+
+        out: list[list[float]] = []
+        with tqdm(total=len(texts), desc=f"hmde: {kind}s", unit=kind, disable=not self.show_progress) as bar:
+            for start in range(0, len(texts), self.batch_size):
+                part = texts[start:start + self.batch_size]
+                out += self._embed(part, kind)
+                bar.update(len(part))
+        return out
+
+    def _embed(self, texts: list[str], kind: str) -> list[list[float]]:
+        import numpy as np
+
         if self.url:
             return post(self.url, "/embed", {"input": texts, "kind": kind, "normalize": True}, self.api_key,
                         self.timeout)["vectors"]
         from ..serve.served import QUERY
 
         served = self._model()
-        vectors = np.asarray(served.encode(QUERY if kind == "query" else served.document_method, texts,
-                                           [None] * len(texts)), np.float32)
+        vectors = np.asarray(run_on_model_thread(served.encode, QUERY if kind == "query" else served.document_method,
+                                                 texts, [None] * len(texts)), np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return (vectors / np.where(norms > 0, norms, 1.0)).tolist()
 
 
 def hit_metadata(hit: dict) -> dict:
-    """What a framework's document carries besides its text: the document's own metadata, then hmde's fields
+    """What a retriever's document carries besides its text: the document's own metadata, then hmde's fields
     (``doc_id``, ``lang``, ``score``, ``rank``, ``sentences``: the evidence, best first), which win on a clash."""
     return {**(hit.get("metadata") or {}), "doc_id": hit["doc_id"], "lang": hit["lang"], "score": hit["score"],
             "rank": hit["rank"], "sentences": hit["sentences"]}
+
+
+def passive_openmp() -> None:
+    """OpenMP's idle threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``), as the command line sets it:
+    the same speed on an idle machine, half the time on a busy one (docs/defaults.md). Only before torch loads, and
+    never over the user's own setting."""
+    import sys
+
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -334,8 +334,9 @@ def records_from(documents: Iterable, where: str = "documents") -> list[Document
         raise InputError("must be a list of documents", where)
     for i, doc in enumerate(documents):
         at = f"{where}[{i}]"
+        given = None  # a record's metadata as given: its keys may be doc_id, text or lang too (a framework's)
         if isinstance(doc, DocumentRecord):
-            doc = {"doc_id": doc.doc_id, "text": doc.text, "lang": doc.lang, **doc.extra}
+            doc, given = {"doc_id": doc.doc_id, "text": doc.text, "lang": doc.lang}, dict(doc.extra)
         if not hasattr(doc, "get"):
             raise InputError(f"must be an object with doc_id and text, got {type(doc).__name__}", at)
         if "doc_id" not in doc:
@@ -358,7 +359,8 @@ def records_from(documents: Iterable, where: str = "documents") -> list[Document
             raise InputError(f"the id '{doc_id}' was already used by {where}[{seen[doc_id]}]; ids must be unique", at,
                              field="doc_id")
         seen[doc_id] = i
-        metadata = {str(k): v for k, v in doc.items() if k not in ("doc_id", "text", "lang")}
+        metadata = given if given is not None else {str(k): v for k, v in doc.items()
+                                                    if k not in ("doc_id", "text", "lang")}
         check_metadata(metadata, at)
         out.append(DocumentRecord(doc_id, text, lang or None, metadata))
     return out

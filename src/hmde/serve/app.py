@@ -32,6 +32,7 @@ OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that
 ROUTES = ("/v1/embeddings", "/embed", "/search", "/indexes", "/health", "/metrics", "/")
 WRITE_ROUTE, INFO_ROUTE = "/indexes/{name}/documents", "/indexes/{name}"  # metrics label these by template
 COMPACT_ROUTE = "/indexes/{name}/compact"
+DOCUMENT_ROUTES = ("/indexes/{name}/documents/query", "/indexes/{name}/documents/metadata")
 QUERY_TYPES = ("query", "search_query")
 
 
@@ -108,7 +109,8 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             return error(405, f"{where}: this route takes {allowed or 'other methods'}", None,
                          {"Allow": allowed} if allowed else None)
         if exc.status_code == 404:
-            return error(404, f"{where}: no such route (routes: {', '.join(ROUTES + (INFO_ROUTE, WRITE_ROUTE, COMPACT_ROUTE))})")
+            return error(404, f"{where}: no such route (routes: "
+                              f"{', '.join(ROUTES + (INFO_ROUTE, WRITE_ROUTE, COMPACT_ROUTE) + DOCUMENT_ROUTES)})")
         return error(exc.status_code, str(exc.detail), None, exc.headers)
 
     @app.exception_handler(Overloaded)
@@ -228,10 +230,16 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
     @app.post("/indexes/{name}/documents")
     async def upsert_documents(name: str, body: DocumentsRequest):
-        from ..index.builder import contextual, embedded_batch, write_embedded
-
         target = check_writable(name)
         records = documents_of(body, options.max_inputs, options.max_text_chars)
+        written, replaced = await embed_and_commit(target, records, body.mode)
+        return {"index": name, "mode": body.mode, "documents": len(records), "replaced": replaced,
+                "live": written.live}
+
+    async def embed_and_commit(target, records, mode: str):
+        """The records embedded by the batcher and committed on the writer thread; (the new record, replaced)."""
+        from ..index.builder import contextual, embedded_batch, write_embedded
+
         meta = target.meta
         if meta.store == "milvus":
             from ..index.milvus_client import record_problem
@@ -246,7 +254,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
         def commit():
             try:
-                index = write_embedded(target.path, meta, [embedded_batch(records, rows)], body.mode)
+                index = write_embedded(target.path, meta, [embedded_batch(records, rows)], mode)
             except HmdeError as exc:  # an id the index holds, with mode add; an index replaced meanwhile
                 raise RequestError(str(exc), "documents", 409) from None
             try:
@@ -254,9 +262,11 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             finally:
                 index.close()
 
-        written, replaced = await asyncio.get_running_loop().run_in_executor(writer, commit)
-        return {"index": name, "mode": body.mode, "documents": len(records), "replaced": replaced,
-                "live": written.live}
+        return await asyncio.get_running_loop().run_in_executor(writer, commit)
+
+    from .document_routes import add_document_routes
+
+    add_document_routes(app, served, options, executor, writer, embed_and_commit, check_writable)
 
     @app.delete("/indexes/{name}/documents")
     async def delete_documents(name: str, body: DeleteRequest):
@@ -386,6 +396,8 @@ def route_template(path: str) -> str:
         return WRITE_ROUTE
     if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "compact":
         return COMPACT_ROUTE
+    if len(parts) == 4 and parts[0] == "indexes" and parts[2] == "documents" and parts[3] in ("query", "metadata"):
+        return DOCUMENT_ROUTES[parts[3] == "metadata"]
     return "other"
 
 
