@@ -22,7 +22,8 @@ import time
 import numpy as np
 import pytest
 
-from hmde.index.filters import matches, parse
+from hmde.index.filter_eval import matches
+from hmde.index.filters import parse
 from hmde.index.store import DocumentBatch, DocumentIndex, IndexMeta
 
 DIM = 16

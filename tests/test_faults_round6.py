@@ -262,9 +262,9 @@ def test_two_raw_texts_are_split_and_the_beads_give_spans_ids_and_scores(tmp_pat
             pieces = [text[a:b] for a, b in bead[f"{side}_spans"]]
             assert " ".join(pieces) == bead[f"{side}_text"]
     assert sorted(i for b in beads for i in b["src"]) == list(range(max(i for b in beads for i in b["src"]) + 1))
-    tsv = tmp_path / "beads.tsv"
+    tsv = tmp_path / "beads.tsv"  # the scored table (issue 77: tsv is the plain bitext)
     assert main(["align-sentences", str(hmde_dir), str(src), str(tgt), "-o", str(tsv), "--split", "--format",
-                 "tsv"]) == 0
+                 "scored"]) == 0
     lines = tsv.read_text().splitlines()
     assert lines[0] == "src_text\ttgt_text\tscore\tsrc_doc\ttgt_doc"
     first = lines[1].split("\t")

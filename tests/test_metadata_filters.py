@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from hmde.cli.main import main
-from hmde.index.filters import FilterError, In, Compare, And, Not, Or, matches, parse, to_duckdb
+from hmde.index.filter_eval import matches, to_duckdb
+from hmde.index.filters import FilterError, In, Compare, And, Not, Or, parse
 
 SECTIONS = ["sport", "politics", "science", "culture"]
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .filters import And, Compare, FilterError, In, IsKind, Not, Or, parse, value_kind
+from .filter_checks import value_kind
+from .filters import And, Compare, FilterError, In, IsKind, Not, Or, parse
 
 TREES = (Compare, In, IsKind, Not, And, Or)
 _LANGCHAIN_OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

@@ -167,7 +167,7 @@ class LocalStore:
         """The metadata keys any document has and the kinds of value each holds (:func:`hmde.index.filters.
         value_kind`), read once per open snapshot (one scan of the documents table)."""
         if getattr(self, "_metadata_fields", None) is None:
-            from .filters import duckdb_kind
+            from .filter_checks import duckdb_kind
 
             self._metadata_fields = {} if not self.has_metadata else {
                 key: sorted({duckdb_kind(t) for t in types}) for key, types in self._query(
@@ -326,7 +326,8 @@ class LocalStore:
             where.append("lang IN (SELECT unnest(?::VARCHAR[]))")
             params.append(list(langs))
         if tree is not None:
-            from .filters import check_fields, metadata_fields, to_duckdb
+            from .filter_checks import check_fields, metadata_fields
+            from .filter_eval import to_duckdb
 
             check_fields(tree, metadata_fields(self))
             sql, values = to_duckdb(tree)  # an index without metadata: check_fields let doc_id and lang alone through

@@ -66,7 +66,7 @@ class IndexMeta:
     # collections, or a cut-off one's new ones): the next writer drops them
     commit_id: str = ""
     stale_prefixes: list = field(default_factory=list)
-    # a Milvus-stored index's metadata keys with the kinds of value each holds (hmde.index.filters.value_kind), so
+    # a Milvus-stored index's metadata keys with the kinds of value each holds (hmde.index.filter_checks.value_kind), so
     # that a filter comparing a field with a value of a kind it never holds is refused (hmde's own files ask DuckDB)
     metadata_types: dict = field(default_factory=dict)
 

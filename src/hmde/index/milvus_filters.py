@@ -1,5 +1,5 @@
 """A filter's tree (:mod:`hmde.index.filters`) as a Milvus boolean expression, with the same answers as the local
-index's DuckDB (and :func:`hmde.index.filters.matches`, the reference).
+index's DuckDB (and :func:`hmde.index.filter_eval.matches`, the reference).
 
 Milvus's logic differs from SQL's where a document's field is missing or of another type: ``!=`` and ``not`` count a
 value of another type as different (``metadata["year"] != 2020`` keeps ``"2020"``), ``in`` takes no JSON key
@@ -17,9 +17,10 @@ written as Milvus literals (:func:`literal`), never pasted.
 
 from __future__ import annotations
 
-from .filters import BUILT_IN, And, Compare, FilterError, In, IsKind, Not, Or, value_kind
+from .filter_checks import value_kind
+from .filters import BUILT_IN, And, Compare, FilterError, In, IsKind, Not, Or
 
-KINDS_FIELD = "kinds"  # each row's metadata keys with the kind of their values (hmde.index.filters.value_kind)
+KINDS_FIELD = "kinds"  # each row's metadata keys with the kind of their values (hmde.index.filter_checks.value_kind)
 
 _FLIP = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -228,7 +228,7 @@ class MilvusIndex:
             docs.append(f"lang in {quoted(list(langs))}")
             sentences.append(docs[-1])
         if tree is not None:
-            from .filters import check_fields
+            from .filter_checks import check_fields
             from .milvus_filters import to_milvus
 
             check_fields(tree, self.metadata_fields())

@@ -32,7 +32,7 @@ from ..errors import HmdeError, InputError
 from ..ground.atomic import atomic_dir
 from ..ground.locks import writer_alive
 from .meta import IndexMeta, finish_version, read_index_meta
-from .filters import value_kind
+from .filter_checks import value_kind
 from .milvus_client import MAX_VARCHAR, client_for, metadata_problem, release, text_too_long
 from .milvus_commits import check_current, committed_marker, mark_committed, mark_writing, new_commit_id
 from .milvus_filters import KINDS_FIELD, kinds_of
