@@ -265,9 +265,10 @@ class StoreContract:
             return docs
 
     def test_a_writer_killed_at_any_moment_leaves_the_version_before_or_after(self, tmp_path):
-        """SIGKILL at 10 random moments of an upsert of 2,000 documents and of a delete, one after another on the
-        same index: each time, the index opens and is exactly the version before or the version after."""
-        n = 2000
+        """SIGKILL at 10 random moments of an upsert of 1,200 documents (three batches) and of a delete, one after
+        another on the same index: each time, the index opens and is exactly the version before or the version
+        after."""
+        n = 1200
         path = tmp_path / "idx"
         meta = meta_for("subspace+calibrate", **self.store_meta(path))
         DocumentIndex.write_batches(path, meta, [batch(world(n, seed=1, version=1))]).close()

@@ -82,7 +82,9 @@ def create_collections(index: MilvusIndex) -> None:
         index_params = client.prepare_index_params()
         index_params.add_index(field_name="vector", index_type=kind, metric_type="IP", params=params)
         index_params.add_index(field_name="doc_row" if sentences else "doc_id", index_type="INVERTED")
-        client.create_collection(name, schema=schema, index_params=index_params, description=schema.description)
+        client.create_collection(name, schema=schema, description=schema.description)
+        # an empty collection's indexes are built at once: pymilvus's wait polls every 0.5 s (2 s of a new index)
+        client.create_index(name, index_params, sync=False)
         client.load_collection(name)  # left loaded: the store's own users query it directly
 
 
