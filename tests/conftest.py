@@ -32,6 +32,8 @@ CORPUS = [
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "shared_data: needs ../shared/data beside the checkout")
+    config.addinivalue_line("markers", "smoke: the quick tier (python -m pytest -m smoke: the README's commands and "
+                            "the server's routes once each, under 3 minutes)")
 
 
 @pytest.fixture(scope="session")

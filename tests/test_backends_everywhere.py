@@ -47,6 +47,7 @@ def test_encode_every_method_on_onnx_equals_torch(hmde_dir, exported, files, tmp
     np.testing.assert_allclose(np.load(tmp_path / "o.npy"), np.load(tmp_path / "t.npy"), atol=1e-4)
 
 
+@pytest.mark.smoke  # the smoke tier: this command once
 def test_index_build_and_search_on_onnx(hmde_dir, exported, files, tmp_path, capsys):
     src = files[0]
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "t"), "--no-progress"]) == 0

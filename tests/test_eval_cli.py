@@ -42,6 +42,7 @@ def test_missing_language_is_an_error_not_a_zero(hmde_dir, pud_like, tmp_path, c
     assert "language 'fra' is missing (have: deu, eng)" in capsys.readouterr().err
 
 
+@pytest.mark.smoke  # the smoke tier: this command once
 def test_xsr_and_report_table(hmde_dir, tmp_path):
     tat = tmp_path / "tatoeba"
     tat.mkdir()

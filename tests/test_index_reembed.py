@@ -31,6 +31,7 @@ def contents(path):
             index.meta
 
 
+@pytest.mark.smoke  # the smoke tier: this command once
 def test_reembedding_equals_building_from_the_source_files(source, hmde_dir, tmp_path):
     assert main(["index", "reembed", str(source), str(hmde_dir), "-o", str(tmp_path / "new"), "--chunk", "7",
                  "--no-progress"]) == 0

@@ -154,6 +154,7 @@ def test_resume_ends_with_the_same_weights(labse_dir, pairs_file, tmp_path):
     assert [r["step"] for r in log if "loss" in r] == [4]  # log_every=10: only the final step
 
 
+@pytest.mark.smoke  # the smoke tier: this command once
 def test_cli_build_pairs_and_train(labse_dir, corpus, tmp_path, capsys):
     assert main(["build-pairs", str(corpus), "-o", str(tmp_path / "p.parquet"), "--no-negative", "keep",
                  "--no-progress"]) == 0
