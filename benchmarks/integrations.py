@@ -8,6 +8,10 @@ relevant document is the question's article. MRR@10 and P@1 (one relevant docume
 
 Rows:
 - ``hmde search``: :meth:`hmde.Index.search` (best sentence + 0.5 x document vector, the language calibration);
+- each framework's hmde store (issue 76), filled through the framework's own calls (LangChain's
+  ``add_documents``, LlamaIndex's ``VectorStoreIndex.from_documents`` with its default node splitter, Haystack's
+  ``write_documents``) and searched through it (``as_retriever``, ``HmdeRetriever(document_store=...)``); LlamaIndex's
+  nodes are ranked by their document (``ref_doc_id``, its best node);
 - LangChain / LlamaIndex / Haystack ``HmdeRetriever`` over the same index (hmde.integrations);
 - ``/v1`` vectors in LangChain's ``InMemoryVectorStore`` (``OpenAIEmbeddings`` against ``hmde serve``, the query
   path not asked for: the route a new user takes), in LlamaIndex's ``VectorStoreIndex`` and Haystack's
@@ -96,10 +100,11 @@ def main() -> None:
                     ranked = [[d.id for d in retriever.run(q)["documents"]] for q, _ in asked]
                 rows[(name, query_lang)] = (*scores(ranked, [r for _, r in asked]), time.perf_counter() - started)
         index.close()
+        rows.update(store_rows(docs, queries, work, args.queries))
         rows.update(vector_store_rows(docs, queries, url, args.queries))
         print(f"{len(docs)} XQuAD articles in {', '.join(LANGS)} (article i in language i mod 4); the first question of "
               f"each paragraph ({args.queries} per language); hmde-e5; MRR@10, P@1")
-        print(f"| route | English questions MRR | P@1 | Greek questions MRR | P@1 |")
+        print("| route | English questions MRR | P@1 | Greek questions MRR | P@1 |")
         print("|---|---|---|---|---|")
         for name in dict.fromkeys(n for n, _ in rows):
             en, el = rows[(name, "en")], rows[(name, "el")]
@@ -107,6 +112,43 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(60)
+
+
+def store_rows(docs, queries, work: Path, n: int) -> dict:
+    """Each framework's hmde store, filled and searched the way the framework teaches."""
+    from haystack import Document as HaystackDocument
+    from langchain_core.documents import Document
+    from llama_index.core import Document as LlamaDocument, StorageContext, VectorStoreIndex
+
+    from hmde.integrations import haystack as hs, langchain as lc, llama_index as li
+
+    rows = {}
+    langchain = lc.HmdeVectorStore(index=str(work / "langchain"))
+    langchain.add_documents([Document(page_content=d["text"], id=d["doc_id"], metadata={"lang": d["lang"]})
+                             for d in docs])
+    langchain_retriever = langchain.as_retriever(search_kwargs={"k": 10})
+    llama = li.HmdeVectorStore(index=str(work / "llama"))
+    llama_index = VectorStoreIndex.from_documents(
+        [LlamaDocument(text=d["text"], id_=d["doc_id"]) for d in docs],
+        storage_context=StorageContext.from_defaults(vector_store=llama), embed_model=llama.embed_model)
+    llama_retriever = llama_index.as_retriever(similarity_top_k=30)  # nodes: ranked by their documents below
+    haystack = hs.HmdeDocumentStore(index=str(work / "haystack"))
+    haystack.write_documents([HaystackDocument(id=d["doc_id"], content=d["text"]) for d in docs])
+    haystack_retriever = hs.HmdeRetriever(document_store=haystack, top_k=10)
+    for query_lang, pairs in queries.items():
+        asked = pairs[:n]
+        relevant = [r for _, r in asked]
+        ranked = [[d.id for d in langchain_retriever.invoke(q)] for q, _ in asked]
+        rows[("LangChain HmdeVectorStore (add_documents, as_retriever)", query_lang)] = (*scores(ranked, relevant), 0)
+        ranked = [list(dict.fromkeys(x.node.ref_doc_id for x in llama_retriever.retrieve(q)))[:10] for q, _ in asked]
+        rows[("LlamaIndex HmdeVectorStore (from_documents, default nodes, as_retriever)", query_lang)] = \
+            (*scores(ranked, relevant), 0)
+        ranked = [[d.id for d in haystack_retriever.run(q)["documents"]] for q, _ in asked]
+        rows[("Haystack HmdeDocumentStore (write_documents, HmdeRetriever)", query_lang)] = \
+            (*scores(ranked, relevant), 0)
+    for store in (langchain.client, llama.client, haystack.client):
+        store.close()
+    return rows
 
 
 def vector_store_rows(docs, queries, url: str, n: int) -> dict:

@@ -265,10 +265,10 @@ class StoreContract:
             return docs
 
     def test_a_writer_killed_at_any_moment_leaves_the_version_before_or_after(self, tmp_path):
-        """SIGKILL at 10 random moments of an upsert of 1,200 documents (three batches) and of a delete, one after
+        """SIGKILL at 10 random moments of an upsert of 800 documents (two batches) and of a delete, one after
         another on the same index: each time, the index opens and is exactly the version before or the version
         after."""
-        n = 1200
+        n = 800
         path = tmp_path / "idx"
         meta = meta_for("subspace+calibrate", **self.store_meta(path))
         DocumentIndex.write_batches(path, meta, [batch(world(n, seed=1, version=1))]).close()
@@ -319,7 +319,7 @@ class StoreContract:
     def test_an_overwrite_killed_at_any_moment_leaves_the_old_index_or_the_new(self, tmp_path):
         """``index build --overwrite`` killed at 10 random moments: the index opens as the old version or the new one,
         never neither (issue 77: Milvus lost both); a finished overwrite leaves nothing of the old versions."""
-        n = 1000
+        n = 700
         path = tmp_path / "idx"
         store = self.store_meta(path)
         DocumentIndex.write_batches(path, meta_for("subspace+calibrate", **store),

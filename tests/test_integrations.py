@@ -242,7 +242,7 @@ def test_the_docs_example_for_each_framework_runs(framework, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    expected = {"LangChain": ["[Finale gewonnen] Die Mannschaft hat am Sonntag das Finale gewonnen.", "volcano-fra"],
-                "LlamaIndex": ["final-deu", "['volcano-fra', 'final-deu']"],
+    expected = {"LangChain": ["['final-deu']", "Éruption", "\n1\n"],
+                "LlamaIndex": ["['volcano-fra']", "['final-deu']"],
                 "Haystack": ["[('final-deu'"]}[framework]
     assert all(line in out for line in expected), out
