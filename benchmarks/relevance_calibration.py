@@ -1,18 +1,19 @@
-"""hmde's relevance in [0, 1] (:func:`hmde.integrations.hits.relevance`), fitted and checked (issue 76).
+"""hmde's relevance in [0, 1] (:mod:`hmde.index.relevance`), fitted and checked (issue 76).
 
 hmde's score (best sentence + 0.5 x the document vector's cosine) is a similarity without a scale a threshold can
-read. The relevance is ``1 / (1 + exp(-(A * score + B)))``, fitted by logistic regression (scikit-learn) on the top-10
-hits of dev queries (relevant: the query's right document), so that one threshold means about the same precision in
-different collections. Fitted on two XQuAD collections, checked also on two it never saw (MasakhaNEWS headlines
-against their articles, in English and in Hausa), hmde-e5 with its default index settings.
+read across collections. The relevance is ``1 / (1 + exp(-(A * z + B)))``, z the hit's score among the query's 50 best
+candidates (the raw score where a collection has fewer than 10), fitted by logistic regression (scikit-learn) on the
+top-10 hits of dev queries (relevant: the query's right document), so that one threshold means about the same
+precision in different collections. Fitted on two XQuAD collections, checked also on four it never saw (MasakhaNEWS
+headlines against their articles in English, French, Swahili and Hausa), hmde-e5 with its default index settings.
 
 Collections (each an index built with defaults):
 - ``xquad-articles``: the 48 XQuAD articles, article i in German, Greek, Hindi or English (i mod 4); the first question
   of every paragraph in English and in Greek (480 queries);
 - ``xquad-paragraphs``: the 240 paragraphs, paragraph j in one of the four languages (j mod 4); every paragraph's first
   question in English (240);
-- ``masakhanews-eng``, ``masakhanews-hau``: the dev articles of MasakhaNEWS in English and Hausa, each headline the
-  query of its article (monolingual; not used in the fit).
+- ``masakhanews-eng`` (``-fra``, ``-swa``, ``-hau``): the dev articles of MasakhaNEWS, each headline the query of
+  its article (monolingual; not used in the fit).
 
     python benchmarks/relevance_calibration.py --data ../shared/data
 """
@@ -31,6 +32,7 @@ import numpy as np
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9)
 FIT = ("xquad-articles", "xquad-paragraphs")
+NEWS = ("eng", "fra", "swa", "hau")
 
 
 def xquad_collections(data: Path) -> dict:
@@ -64,14 +66,28 @@ def masakhanews(data: Path, lang: str, limit: int) -> tuple[list, list]:
     return docs, [(r["headline"], f"{lang}{i}") for i, r in enumerate(rows)]
 
 
-def scored_hits(docs, queries, work: Path, name: str) -> list[tuple[float, bool, int]]:
-    """(score, relevant, query number) of every query's top-10 hits."""
+def searched(docs, queries, work: Path, name: str):
+    """Each query's 50 best hits (score, relevant, hmde's relevance), by an index built with defaults."""
     from hmde.index.search import Index
 
     with Index.create(str(work / name), docs) as index:
-        results = index.search([q for q, _ in queries], top_k=10)
-    return [(h.score, h.doc_id == want, qi) for qi, ((_, want), hits) in enumerate(zip(queries, results))
-            for h in hits]
+        results = index.search([q for q, _ in queries], top_k=50)
+    return [[(h.score, h.doc_id == want, h.relevance) for h in hits] for (_, want), hits in zip(queries, results)]
+
+
+def fit(results, features) -> tuple[float, float]:
+    """A logistic regression's slope and offset on the feature of each query's top-10 hits."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.array([f for hits in results for f in features(hits)[:10]])
+    y = np.array([r for hits in results for _, r, _ in hits[:10]], int)
+    model = LogisticRegression(C=1e4, max_iter=2000).fit(x[:, None], y)
+    return float(model.coef_[0, 0]), float(model.intercept_[0])
+
+
+def z_values(hits):
+    pool = np.array([s for s, _, _ in hits])
+    return list((pool - pool.mean()) / max(pool.std(), 1e-9))
 
 
 def main() -> None:
@@ -79,38 +95,33 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--news", type=int, default=300, help="MasakhaNEWS dev articles per language")
     args = parser.parse_args()
-    from sklearn.linear_model import LogisticRegression
-
-    from hmde.integrations import hits as hits_module
+    from hmde.index import relevance
 
     work = Path(tempfile.mkdtemp(prefix="hmde-relevance-"))
     collections = xquad_collections(args.data)
-    for lang in ("eng", "hau"):
+    for lang in NEWS:
         collections[f"masakhanews-{lang}"] = masakhanews(args.data, lang, args.news)
-    scored = {name: scored_hits(docs, queries, work, name) for name, (docs, queries) in collections.items()}
-    fit = np.array([(s, r) for name in FIT for s, r, _ in scored[name]], np.float64)
-    model = LogisticRegression(C=1e6, max_iter=1000).fit(fit[:, :1], fit[:, 1].astype(int))
-    slope, offset = float(model.coef_[0, 0]), float(model.intercept_[0])
-    print(f"fitted on {', '.join(FIT)} ({len(fit):,} hits): relevance = 1 / (1 + exp(-({slope:.2f} x score "
-          f"{offset:+.2f}))); hmde ships A = {hits_module.RELEVANCE_SLOPE}, B = {hits_module.RELEVANCE_OFFSET}")
-    print("\n| collection | queries | right document at rank 1 | " + " | ".join(
-        f"relevance >= {t}: hits, precision, right documents kept" for t in THRESHOLDS) + " |")
+    results = {name: searched(docs, queries, work, name) for name, (docs, queries) in collections.items()}
+    fitted = [q for name in FIT for q in results[name]]
+    print(f"fitted on {', '.join(FIT)}: z among the best {relevance.POOL}: A = {fit(fitted, z_values)[0]:.2f}, "
+          f"B = {fit(fitted, z_values)[1]:.2f} (hmde: {relevance.Z_SLOPE}, {relevance.Z_OFFSET}); the raw score: "
+          "A = {:.1f}, B = {:.1f} (hmde: {}, {})".format(*fit(fitted, lambda h: [s for s, _, _ in h]),
+                                                         relevance.RAW_SLOPE, relevance.RAW_OFFSET))
+    print("\nhmde's relevance of each query's top 10 (hits above the threshold, their precision, right documents kept)")
+    print("\n| collection | queries | right document at rank 1 | " + " | ".join(f"relevance >= {t}" for t in THRESHOLDS)
+          + " |")
     print("|---|---|---|" + "---|" * len(THRESHOLDS))
-    for name, rows in scored.items():
-        scores = np.array([s for s, _, _ in rows])
-        relevant = np.array([r for _, r, _ in rows])
-        queries = len(collections[name][1])
-        rel = 1 / (1 + np.exp(-(slope * scores + offset)))
-        at_one = {}
-        for s, r, qi in rows:
-            at_one.setdefault(qi, r)
-        first = sum(at_one.values())
+    for name, per_query in results.items():
+        top = [h for hits in per_query for h in hits[:10]]
+        relevant = np.array([r for _, r, _ in top])
+        shipped = np.array([v for _, _, v in top])
+        first = np.mean([hits[0][1] for hits in per_query if hits])
         cells = []
         for t in THRESHOLDS:
-            kept = rel >= t
-            precision = relevant[kept].mean() if kept.any() else float("nan")
-            cells.append(f"{int(kept.sum())}, {precision:.3f}, {int(relevant[kept].sum())}/{int(relevant.sum())}")
-        print(f"| {name}{' (fit)' if name in FIT else ''} | {queries} | {first / queries:.3f} | " + " | ".join(cells)
+            kept = shipped >= t
+            precision = f"{relevant[kept].mean():.3f}" if kept.any() else "-"
+            cells.append(f"{int(kept.sum())}, {precision}, {int(relevant[kept].sum())}/{int(relevant.sum())}")
+        print(f"| {name}{' (fit)' if name in FIT else ''} | {len(per_query)} | {first:.3f} | " + " | ".join(cells)
               + " |")
 
 

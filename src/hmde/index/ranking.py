@@ -15,6 +15,7 @@ from ..align.similarity import normalize
 from ..errors import HmdeError
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .records import SearchHit
+from .relevance import POOL as RELEVANCE_POOL
 from .scoring import cosines, exact_scores
 
 HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
@@ -75,24 +76,27 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
         if not selection.count:
             return [[] for _ in range(len(q))]
         n = selection.count
-    pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, top_k)
+    pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, max(top_k, RELEVANCE_POOL))
     plan = _calibration_plan(store, q, query_langs, lang, multi_vector, top_sentences, doc_weight)
+    references: list = [None] * len(q)  # each query's best candidate scores: its hits' relevance reads them
     if multi_vector:
-        picked = _multi_vector_rows(store, q, top_k, selection, top_sentences, doc_weight, ef_search, nprobe,
-                                    candidates, plan)
+        picked, references = _multi_vector_rows(store, q, top_k, selection, top_sentences, doc_weight, ef_search,
+                                                nprobe, candidates, plan)
     else:
         if plan is None:
             scores, rows = _documents(store, q, pool, selection, ef_search, nprobe)
         else:  # a larger pool re-ranked: the calibration only lowers documents in the query's language
             scores, rows = _documents(store, q, min(n, max(pool, DEBIASED_POOL)), selection, ef_search, nprobe)
             scores, rows = _recalibrated(store, plan, scores, rows, pool)
-        if hybrid_texts is not None:
+        if hybrid_texts is not None:  # fused ranks: no score a relevance can read
             picked = _fuse(store, rows, hybrid_texts, selection, pool, top_k, hybrid_weights, rrf_k)
         else:
-            picked = [[(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0] for qi in range(len(q))]
+            found = [[(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0] for qi in range(len(q))]
+            picked, references = [x[:top_k] for x in found], [[s for s, _ in x] for x in found]
     wanted = sorted({r for hits in picked for _, r in hits})
     records = store.records(wanted) if wanted else {}  # every query's hits read at once (Milvus: two calls, not 2Q)
-    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records) for qi in range(len(q))]
+    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records, references[qi])
+            for qi in range(len(q))]
 
 
 def check_tuning(store, ef_search: int | None, nprobe: int | None) -> None:
@@ -218,7 +222,7 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
         sims = exact_scores(store.sentence_vectors_of, rows, q, basis, companion=owners)
     candidates = np.unique(owners[rows >= 0])  # every query's candidate documents, their vectors read once
     doc_vectors = store.document_vectors(candidates) if doc_weight and len(candidates) else None
-    out = []
+    out, references = [], []
     for qi in range(len(q)):
         found = rows[qi] >= 0
         docs, scores = owners[qi][found], sims[qi][found]  # best first
@@ -238,15 +242,20 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
                 if exact is not None:
                     total[lead] += doc_weight * (cosines(exact, q[qi], basis) - stored[lead])
         total = _calibrated(store, plan, qi, unique, total)  # by the query's language, where the index does
-        best = np.argsort(-total, kind="stable")[:top_k]
-        out.append([(float(total[j]), int(unique[j])) for j in best])
-    return out
+        order = np.argsort(-total, kind="stable")
+        out.append([(float(total[j]), int(unique[j])) for j in order[:top_k]])
+        references.append(total[order[:RELEVANCE_POOL]])
+    return out, references
 
 
 def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of,
-          records: dict) -> list[SearchHit]:
-    """One query's hits: each picked row's record (of ``records``, read for every query at once), and the sentences of
-    the document that score best (evidence)."""
+          records: dict, reference=None) -> list[SearchHit]:
+    """One query's hits: each picked row's record (of ``records``, read for every query at once), the sentences of
+    the document that score best (evidence), and its relevance given ``reference``, the query's best candidate scores
+    (None: fused ranks, no relevance)."""
+    from .relevance import relevances
+
+    relevance = relevances([s for s, _ in picked], reference) if reference is not None else [None] * len(picked)
     records = {r: records[r] for _, r in picked}
     lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
     if lacking:  # not stored: embed these few documents' sentences now
@@ -262,5 +271,6 @@ def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: 
             order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
             evidence = [(sents[j], float(sims[j])) for j in order]
             best, best_score = evidence[0]
-        hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence, metadata))
+        hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence, metadata,
+                              relevance[rank - 1]))
     return hits

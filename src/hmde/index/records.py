@@ -22,11 +22,13 @@ class SearchHit:
     text: str
     evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
     metadata: dict = field(default_factory=dict)  # the document's other fields (title, url, date...)
+    relevance: float | None = None  # how likely it is the right document, in [0, 1] (hmde.index.relevance)
 
     def as_dict(self, include_text: bool = True) -> dict:
         """The hit as ``/search`` answers it and the framework integrations hand it on: rank, doc_id, score (6
         places), lang, the sentences that scored (text and score, best first), metadata and the text."""
-        out = {"rank": self.rank, "doc_id": self.doc_id, "score": round(float(self.score), 6), "lang": self.lang,
+        out = {"rank": self.rank, "doc_id": self.doc_id, "score": round(float(self.score), 6),
+               "relevance": None if self.relevance is None else round(float(self.relevance), 6), "lang": self.lang,
                "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in self.evidence]
                or ([{"text": self.best_sentence, "score": round(float(self.sentence_score), 6)}]
                    if self.best_sentence else []),

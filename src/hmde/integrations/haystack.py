@@ -193,7 +193,7 @@ def _hit_document(hit: dict, scale_score: bool, page_content: str, passage_sente
     text, additions = hit_content(hit, page_content, passage_sentences)
     extra = {"hmde": additions} if page_content == "passage" else {}
     return _document({"doc_id": hit["doc_id"], "text": hit.get("text", ""), "metadata": hit.get("metadata")},
-                     relevance(hit["score"]) if scale_score else hit["score"], text, extra)
+                     relevance(hit) if scale_score else hit["score"], text, extra)
 
 
 @component
@@ -259,7 +259,7 @@ class HmdeRetriever:
             if "passage" in additions:
                 meta["passage"] = additions["passage"]
             out.append(Document(id=h["doc_id"], content=text, meta=meta,
-                                score=relevance(h["score"]) if scale else h["score"]))
+                                score=relevance(h) if scale else h["score"]))
         return {"documents": out}
 
 

@@ -1,27 +1,17 @@
 """What a RAG application takes from hmde's hits, whatever its framework: the text a hit hands to a prompt (the whole
-document, or a passage: the sentence that matched with its neighbours), with its character span, and a relevance
-score in [0, 1] that one threshold reads alike across collections (:func:`relevance`).
-
-The relevance is a logistic function of hmde's score (best sentence + 0.5 x the document vector's cosine), fitted on
-dev data (``benchmarks/relevance_calibration.py``: XQuAD articles and paragraphs in several languages, the right
-document against the others of the top 10; docs/integrations.md has the table of precision by threshold in each
-collection): monotone in the score, so it never reorders hits.
-"""
+document, or a passage: the sentence that matched with its neighbours), with its character span, and hmde's additions
+(the score, the relevance in [0, 1] that one threshold reads alike across collections: :mod:`hmde.index.relevance`,
+the rank and the evidence)."""
 
 from __future__ import annotations
 
-import math
-
-# P(relevant | hmde's score) = 1 / (1 + exp(-(A * score + B))), fitted for hmde-e5's default ranking
-# (benchmarks/relevance_calibration.py); other models and settings use it too (scores of the same cosine scale)
-RELEVANCE_SLOPE, RELEVANCE_OFFSET = 12.0, -14.4
 PAGE_CONTENT = ("document", "passage")
 
 
-def relevance(score: float) -> float:
-    """hmde's score as a relevance in [0, 1] (monotone: the order of the hits is kept)."""
-    z = RELEVANCE_SLOPE * float(score) + RELEVANCE_OFFSET
-    return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
+def relevance(hit: dict) -> float:
+    """The hit's relevance in [0, 1] (0 for a hybrid search's fused ranks, which give none)."""
+    value = hit.get("relevance")
+    return 0.0 if value is None else float(value)
 
 
 def check_page_content(page_content: str, passage_sentences: int) -> None:
@@ -61,7 +51,7 @@ def passage(hit: dict, neighbours: int) -> tuple[str, int, int]:
 def hit_content(hit: dict, page_content: str, neighbours: int) -> tuple[str, dict]:
     """(the text a framework's document holds, hmde's additions): the whole document, or its passage
     (``{"passage": [start, end]}`` in the additions)."""
-    additions = {"score": hit["score"], "relevance": relevance(hit["score"]), "rank": hit["rank"],
+    additions = {"score": hit["score"], "relevance": hit.get("relevance"), "rank": hit["rank"],
                  "evidence": hit.get("sentences", [])}
     if page_content == "document":
         return hit.get("text") or "", additions

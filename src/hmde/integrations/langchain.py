@@ -136,7 +136,14 @@ class HmdeVectorStore(VectorStore):
         return [(self._document(h), float(h["score"])) for h in self._hits(query, k, filter, kwargs)]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
-        return relevance
+        raise NotImplementedError("hmde's relevance reads each hit among its query's candidates, not a score alone: "
+                                  "use similarity_search_with_relevance_scores")
+
+    def _similarity_search_with_relevance_scores(self, query: str, k: int = 4,
+                                                 **kwargs: Any) -> list[tuple[Document, float]]:
+        """(document, hmde's relevance in [0, 1]: :mod:`hmde.index.relevance`), best first."""
+        filter = kwargs.pop("filter", None)
+        return [(self._document(h), relevance(h)) for h in self._hits(query, k, filter, kwargs)]
 
     def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
                                       filter: Any = None, **kwargs: Any) -> list[Document]:

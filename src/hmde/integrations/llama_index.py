@@ -179,7 +179,7 @@ class HmdeVectorStore(BasePydanticVectorStore):
                 text, additions = hit_content(h, "passage", self.passage_sentences)
                 node.text, node.start_char_idx, node.end_char_idx = text, *additions["passage"]
             nodes.append(node)
-        scores = [relevance(h["score"]) if self.scores == "relevance" else h["score"] for h in hits]
+        scores = [relevance(h) if self.scores == "relevance" else h["score"] for h in hits]
         return VectorStoreQueryResult(nodes=nodes, similarities=scores, ids=[h["doc_id"] for h in hits])
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
