@@ -252,3 +252,18 @@ def test_documents_without_a_language_are_detected_stored_and_counted(hmde_dir, 
     capsys.readouterr()
     assert main(["index", "info", str(tmp_path / "one")]) == 0
     assert "(recorded; idle here: it needs documents in two known languages)" in capsys.readouterr().out
+
+
+def test_an_integer_beyond_64_bits_in_metadata_is_refused_before_a_milvus_write(hmde_dir, tmp_path, capsys):
+    pytest.importorskip("milvus_lite")
+    from hmde.errors import InputError
+    from hmde.index.search import Index
+
+    docs = [{"doc_id": "a", "text": "One.", "views": 3}, {"doc_id": "b", "text": "Two.", "stats": {"n": 2 ** 70}}]
+    with pytest.raises(InputError, match=r"documents\[1\], field 'stats': document 'b': stats.n is an integer beyond"):
+        Index.create(str(tmp_path / "idx"), docs, model=str(hmde_dir), store=f"milvus:{tmp_path / 'm.db'}")
+    assert not (tmp_path / "idx").exists()
+    src = write_jsonl(tmp_path / "d.jsonl", docs)
+    assert main(["index", "build", str(hmde_dir), str(src), "-o", str(tmp_path / "idx"), "--store",
+                 f"milvus:{tmp_path / 'm.db'}", "--no-progress"]) == 2
+    assert last_error(capsys).startswith(f"hmde: error: {src}, line 2, field 'stats': document 'b': stats.n is an")

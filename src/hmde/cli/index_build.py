@@ -160,12 +160,14 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
 
     from ..text.coverage import tally
     from ..index.milvus_client import fitting
-    from ..io.documents import read_documents
+    from ..io.documents import ALL_FIELDS, read_documents
     from .preflight import check_index_size
 
-    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
-    if getattr(args, "store", None) or (existing is not None and existing.meta.store == "milvus"):
-        records = fitting(records, args.input)  # a text Milvus would cut: refused before any model loads
+    milvus = getattr(args, "store", None) or (existing is not None and existing.meta.store == "milvus")
+    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None,
+                             ALL_FIELDS if milvus else ())
+    if milvus:  # a text Milvus would cut, metadata it cannot hold: refused before any model loads
+        records = fitting(records, args.input)
     lines = check_records(tally(records, Counter() if languages is None else languages, args.lang), args)
     check_new_ids(existing, lines, args)
     check_index_size(len(lines), args)
