@@ -11,6 +11,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Haystack reports usage to its telemetry host by default: tests reach no host but this machine's
 os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
+# the full suite runs on every core (pytest-xdist, the README's test command): each worker's torch takes one thread, so
+# that two workers on two cores do not oversubscribe them (the processes the tests start inherit it)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -11,7 +11,8 @@ from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 # The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
 # check made before a model loads start at once (PEP 562).
 _LAZY = {"HierarchicalConfig": ".encoders.config", "HierarchicalEncoder": ".encoders.hierarchical",
-         "SentenceEncoder": ".encoders.sentence_encoder", "Index": ".index.search", "DocumentVectorizer": ".methods.vectorizer"}
+         "SentenceEncoder": ".encoders.sentence_encoder", "Index": ".index.search", "DocumentVectorizer": ".methods.vectorizer",
+         "mine": ".align.miner", "MiningOptions": ".align.mining"}
 
 
 def __getattr__(name: str):
@@ -39,6 +40,8 @@ __all__ = [
     "DocumentVectorizer",
     "SentenceEncoder",
     "sentence_transformer",
+    "mine",
+    "MiningOptions",
     "HmdeError",
     "InputError",
     "ModelLoadError",

@@ -17,7 +17,7 @@ import threading
 from ..version import __version__
 from ..errors import HmdeError, Terminated  # noqa: F401 - Terminated: raised below, named here by callers
 
-COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "index", "classify", "serve", "demo", "recipe", "e5-gpu",
+COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "mine", "index", "classify", "serve", "demo", "recipe", "e5-gpu",
             "longformer", "pseudo-documents", "sentence-queries", "sentence-stage", "export"]
 
 

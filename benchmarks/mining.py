@@ -1,0 +1,140 @@
+"""``hmde mine`` measured (issue 79): a BUCC-style dev table, and throughput and memory as the piles grow.
+
+``--dev`` (the default): for each of the 20 Tatoeba languages of hmde's dev tables (LASER's Tatoeba sets, eval/), a
+mining task in BUCC's shape: the source pile is every foreign sentence of the set (up to 1,000); the target pile holds
+the English translations of 40% of them, the rest replaced by English sentences of the other languages' sets (none a
+translation, none equal to a kept one), so that most sentences on either side lack a translation. Gold: the kept
+translations. Every sentence embedded once by the model; pairs mined at each threshold; precision, recall and F1 per
+language; the default threshold is the one of the best mean F1.
+
+``--throughput``: synthetic 384-d unit vectors (a planted translation for a tenth of the sentences) at each size a
+side, mined in a fresh process each (exact up to ``exact_limit``, IVF-PQ beyond): seconds and peak RSS.
+
+    python benchmarks/mining.py --data ../shared/data
+    python benchmarks/mining.py --throughput --sizes 100000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+LANGS = ("ara", "ces", "cmn", "deu", "ell", "fin", "fra", "heb", "hin", "hun", "ind", "jpn", "kor", "pol", "rus", "spa",
+         "swh", "tha", "tur", "vie")
+THRESHOLDS = tuple(round(1.00 + 0.01 * i, 2) for i in range(21))
+KEPT = 0.4
+
+
+def tasks(data: Path, limit: int = 1000) -> dict:
+    """language -> (source sentences, target sentences, gold pairs)."""
+    from hmde.evaluation.tatoeba import load_tatoeba
+
+    folder = data / "eval" / "tatoeba"
+    loaded = {lang: load_tatoeba(folder, lang) for lang in LANGS}
+    out = {}
+    for n, lang in enumerate(LANGS):
+        foreign, english = (list(x[:limit]) for x in loaded[lang])
+        rng = np.random.default_rng(n)
+        keep = np.sort(rng.choice(len(foreign), int(KEPT * len(foreign)), replace=False))
+        kept = {english[i] for i in keep}
+        others = [e for other in LANGS if other != lang for e in loaded[other][1][:limit] if e not in kept]
+        others = list(dict.fromkeys(e for e in others if e not in set(english)))
+        distractors = [others[i] for i in rng.choice(len(others), len(foreign) - len(keep), replace=False)]
+        target = [english[i] for i in keep] + distractors
+        order = rng.permutation(len(target))
+        target = [target[i] for i in order]
+        where = {int(old): new for new, old in enumerate(order)}
+        gold = {(int(i), where[k]) for k, i in enumerate(keep)}
+        out[lang] = (foreign, target, gold)
+    return out
+
+
+def dev(args) -> None:
+    from hmde.align.mining import MiningOptions, mine_vectors, select_pairs
+    from hmde.encoders.model_loading import load_model
+
+    kind, model = load_model(args.model, "cpu")
+    lower = model.lower if kind == "hmde" else model
+    rows = {}
+    for lang, (src, tgt, gold) in tasks(args.data).items():
+        x, y = lower.encode(src), lower.encode(tgt)
+        found = mine_vectors(x, y, MiningOptions(threshold=min(THRESHOLDS)))
+        rows[lang] = {}
+        for t in THRESHOLDS:
+            kept = {(i, j) for i, j, _ in select_pairs(*found, src, tgt, MiningOptions(threshold=t))}
+            tp = len(kept & gold)
+            p, r = tp / max(1, len(kept)), tp / len(gold)
+            rows[lang][t] = (p, r, 2 * p * r / max(1e-9, p + r))
+        print(lang, {t: round(v[2], 3) for t, v in rows[lang].items() if t in (1.04, 1.06, 1.08, 1.1)}, flush=True)
+    best = max(THRESHOLDS, key=lambda t: np.mean([rows[lang][t][2] for lang in rows]))
+    print(f"\n{args.model}; {len(LANGS)} Tatoeba languages; the best mean F1 at threshold {best}\n")
+    print("| threshold | " + " | ".join(str(t) for t in THRESHOLDS[::2]) + " |")
+    print("|---|" + "---|" * len(THRESHOLDS[::2]))
+    print("| mean F1 | " + " | ".join(f"{np.mean([rows[lang][t][2] for lang in rows]):.3f}" for t in THRESHOLDS[::2])
+          + " |")
+    print(f"\n| language | precision | recall | F1 (threshold {best}) |\n|---|---|---|---|")
+    for lang in LANGS:
+        p, r, f = rows[lang][best]
+        print(f"| {lang} | {p:.3f} | {r:.3f} | {f:.3f} |")
+    print(f"| mean | {np.mean([rows[x][best][0] for x in rows]):.3f} | {np.mean([rows[x][best][1] for x in rows]):.3f} "
+          f"| {np.mean([rows[x][best][2] for x in rows]):.3f} |")
+
+
+def one_size(args) -> None:
+    """(internal) one size in this process: synthetic vectors mined, seconds and peak RSS as JSON."""
+    from hmde.align.mining import MiningOptions, mine_vectors
+
+    n, dim, rng = args.size, 384, np.random.default_rng(0)
+    x = rng.standard_normal((n, dim), dtype=np.float32)
+    y = rng.standard_normal((n, dim), dtype=np.float32)
+    planted = n // 10
+    y[:planted] = x[:planted] + 0.5 * rng.standard_normal((planted, dim), dtype=np.float32)
+    started = time.perf_counter()
+    src, tgt, score = mine_vectors(x, y, MiningOptions(exact_limit=args.exact_limit))
+    seconds = time.perf_counter() - started
+    top = (src[:planted] == tgt[:planted]).mean() if len(src) else 0.0
+    print(json.dumps({"size": n, "seconds": round(seconds, 1), "rss_mb": round(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "exact": n <= args.exact_limit,
+        "planted_found_first": round(float(top), 3)}))
+
+
+def throughput(args) -> None:
+    print("| sentences a side | index | seconds | per million | peak RSS MB |\n|---|---|---|---|---|")
+    for size in args.sizes:
+        out = subprocess.run([sys.executable, __file__, "--one-size", "--size", str(size), "--exact-limit",
+                              str(args.exact_limit)], capture_output=True, text=True)
+        if out.returncode:
+            print(f"| {size:,} | failed: {out.stderr.strip().splitlines()[-1][:100]} ||||")
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"| {size:,} | {'exact' if r['exact'] else 'IVF-PQ'} | {r['seconds']} | "
+              f"{r['seconds'] / size * 1e6:.0f} | {r['rss_mb']:,} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--model", default="hmde-e5")
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--exact-limit", type=int, default=250_000)
+    parser.add_argument("--one-size", action="store_true", help="(internal)")
+    parser.add_argument("--size", type=int, help="(internal)")
+    args = parser.parse_args()
+    if args.one_size:
+        one_size(args)
+    elif args.throughput:
+        throughput(args)
+    else:
+        dev(args)
+
+
+if __name__ == "__main__":
+    main()
