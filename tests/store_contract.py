@@ -151,6 +151,22 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def run_writer(arguments: list[str], kill_after: float | None = None) -> float | None:
+    """:data:`CHILD` with ``arguments``: its write's duration, or (``kill_after``) SIGKILL that many seconds after it is
+    ready."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__)), *arguments],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    if kill_after is None:
+        line = proc.stdout.readline()
+        assert proc.wait(timeout=300) == 0
+        return float(line.split()[1])
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    return None
+
+
 class StoreContract:
     """Subclass with ``store_meta(self, path) -> dict``."""
 
@@ -272,20 +288,9 @@ class StoreContract:
         path = tmp_path / "idx"
         meta = meta_for("subspace+calibrate", **self.store_meta(path))
         DocumentIndex.write_batches(path, meta, [batch(world(n, seed=1, version=1))]).close()
-        child = [sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))]
 
         def run(op, version, kill_after=None):
-            proc = subprocess.Popen(child + [op, str(path), str(version), str(n), "{}"], stdout=subprocess.PIPE,
-                                    text=True)
-            assert proc.stdout.readline().strip() == "ready"
-            if kill_after is None:
-                line = proc.stdout.readline()
-                assert proc.wait(timeout=300) == 0
-                return float(line.split()[1])
-            time.sleep(kill_after)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
-            return None
+            return run_writer([op, str(path), str(version), str(n), "{}"], kill_after)
 
         def expected(op, version, before):
             if op == "delete":
@@ -324,19 +329,9 @@ class StoreContract:
         store = self.store_meta(path)
         DocumentIndex.write_batches(path, meta_for("subspace+calibrate", **store),
                                     [batch(world(n, seed=1, version=1))]).close()
-        child = [sys.executable, "-c", CHILD.format(tests=os.path.dirname(__file__))]
 
         def run(version, kill_after=None):
-            proc = subprocess.Popen(child + ["overwrite", str(path), str(version), str(n), json.dumps(store)],
-                                    stdout=subprocess.PIPE, text=True)
-            assert proc.stdout.readline().strip() == "ready"
-            if kill_after is None:
-                line = proc.stdout.readline()
-                assert proc.wait(timeout=300) == 0
-                return float(line.split()[1])
-            time.sleep(kill_after)
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
+            return run_writer(["overwrite", str(path), str(version), str(n), json.dumps(store)], kill_after)
 
         def version(v):
             return {d["doc_id"]: (d["text"], json.dumps(d["metadata"], sort_keys=True), tuple(d["sentences"]))

@@ -147,18 +147,18 @@ def test_a_checkpoint_of_other_settings_names_them(tmp_path):
 def test_integrations_name_a_server_that_is_down_and_counts_that_are_no_counts(news):
     pytest.importorskip("httpx")
     from hmde.errors import HmdeError
-    from hmde.integrations.client import Embedder, Searcher
+    from hmde.integrations.client import Embedder, IndexClient
     from serve_helpers import free_port
 
     down = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(HmdeError, match=rf"^cannot reach the hmde server at {down} \(.*\): is `hmde serve` running"):
-        Searcher(url=down).search(["q"])
+        IndexClient(url=down).search(["q"])
     with pytest.raises(HmdeError, match="cannot reach the hmde server"):
         Embedder(url=down).embed(["q"], "query")
     with pytest.raises(HmdeError, match="url must be a server's address starting with http:// or https:// .*got "
                                         "'localhost:8000'"):
-        Searcher(url="localhost:8000")
-    searcher = Searcher(index=str(news))
+        IndexClient(url="localhost:8000")
+    searcher = IndexClient(index=str(news))
     for k in (0, 2.5, "5", True):
         with pytest.raises(HmdeError, match=rf"^k must be a whole number >= 1, got {k!r}"):
             searcher.search(["cat"], k)

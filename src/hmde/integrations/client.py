@@ -274,9 +274,6 @@ class IndexClient:
                 self._opened = None
 
 
-Searcher = IndexClient  # the retrievers' name for it
-
-
 def _as_json(document) -> dict:
     """A document as the server's write route takes it (a record's metadata keys beside its fields)."""
     from ..io.documents import DocumentRecord

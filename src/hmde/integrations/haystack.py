@@ -28,8 +28,8 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
-from .client import Embedder, IndexClient, hit_metadata, needs, passive_openmp
-from .hits import check_page_content, hit_content, relevance
+from .client import Embedder, IndexClient, needs, passive_openmp
+from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
 try:
@@ -254,12 +254,8 @@ class HmdeRetriever:
         hits = _filter_errors(self._client.search, [query], k, chosen, k_name="top_k", **self.search_kwargs)[0]
         out = []
         for h in hits:
-            text, additions = hit_content(h, self.page_content, self.passage_sentences)
-            meta = hit_metadata(h)
-            if "passage" in additions:
-                meta["passage"] = additions["passage"]
-            out.append(Document(id=h["doc_id"], content=text, meta=meta,
-                                score=relevance(h) if scale else h["score"]))
+            text, meta = retrieved(h, self.page_content, self.passage_sentences)
+            out.append(Document(id=h["doc_id"], content=text, meta=meta, score=relevance(h) if scale else h["score"]))
         return {"documents": out}
 
 

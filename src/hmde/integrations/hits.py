@@ -48,6 +48,18 @@ def passage(hit: dict, neighbours: int) -> tuple[str, int, int]:
     return text[starts[first]:ends[last]], starts[first], ends[last]
 
 
+def retrieved(hit: dict, page_content: str, neighbours: int) -> tuple[str, dict]:
+    """(text, metadata) of a read-only retriever's document: the document's own metadata with hmde's fields
+    (:func:`hmde.integrations.client.hit_metadata`), and the passage's span where it hands on a passage."""
+    from .client import hit_metadata
+
+    text, additions = hit_content(hit, page_content, neighbours)
+    metadata = hit_metadata(hit)
+    if "passage" in additions:
+        metadata["passage"] = additions["passage"]
+    return text, metadata
+
+
 def hit_content(hit: dict, page_content: str, neighbours: int) -> tuple[str, dict]:
     """(the text a framework's document holds, hmde's additions): the whole document, or its passage
     (``{"passage": [start, end]}`` in the additions)."""

@@ -23,8 +23,8 @@ import uuid
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-from .client import Embedder, IndexClient, hit_metadata, needs, passive_openmp
-from .hits import check_page_content, hit_content, relevance
+from .client import Embedder, IndexClient, needs, passive_openmp
+from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
 try:
@@ -235,10 +235,7 @@ class HmdeRetriever(BaseRetriever):
         hits = self._searcher.search([query], k, chosen, **{**self.search_kwargs, **kwargs})[0]
         out = []
         for h in hits:
-            text, additions = hit_content(h, self.page_content, self.passage_sentences)
-            metadata = hit_metadata(h)
-            if "passage" in additions:
-                metadata["passage"] = additions["passage"]
+            text, metadata = retrieved(h, self.page_content, self.passage_sentences)
             out.append(Document(page_content=text, metadata=metadata, id=h["doc_id"]))
         return out
 

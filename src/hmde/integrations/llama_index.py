@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from .client import Embedder, IndexClient, hit_metadata, needs, passive_openmp
-from .hits import check_page_content, hit_content, relevance
+from .client import Embedder, IndexClient, needs, passive_openmp
+from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
 try:
@@ -239,10 +239,7 @@ class HmdeRetriever(BaseRetriever):
         hits = self._searcher.search([query], self.k if k is None else k, filters, **self.search_kwargs)[0]
         out = []
         for h in hits:
-            text, additions = hit_content(h, self.page_content, self.passage_sentences)
-            metadata = hit_metadata(h)
-            if "passage" in additions:
-                metadata["passage"] = additions["passage"]
+            text, metadata = retrieved(h, self.page_content, self.passage_sentences)
             out.append(NodeWithScore(node=TextNode(text=text, id_=h["doc_id"], metadata=metadata), score=h["score"]))
         return out
 
