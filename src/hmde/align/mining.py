@@ -11,7 +11,7 @@ sides' lengths in characters are within ``max_length_ratio`` of each other, wher
 both sides, ignoring case and spaces), and once (the same two texts mined twice: the better).
 
 The neighbours come from FAISS over the L2-normalised vectors: an exact inner-product index up to ``exact_limit``
-vectors a side, an IVF index of product-quantised codes beyond (its candidates then re-scored exactly from the
+vectors a side, an IVF index of 8-bit scalar-quantised codes beyond (its candidates then re-scored exactly from the
 vectors, which may lie memory-mapped on disk), the queries searched ``chunk`` at a time, so that memory holds one
 chunk's answers and the index, not anything of size n x m.
 """
@@ -36,7 +36,7 @@ class MiningOptions:
     direction: str = "max"
     max_length_ratio: float = 2.0  # the longer side at most this many times the shorter, in characters (0: any)
     keep_copies: bool = False
-    exact_limit: int = 250_000  # vectors a side searched exactly; beyond, an IVF-PQ index (measured: benchmarks)
+    exact_limit: int = 250_000  # vectors a side searched exactly; beyond, an IVF index of codes (benchmarks/mining.py)
     chunk: int = 8_192  # queries searched at once
 
     def check(self) -> "MiningOptions":
@@ -57,9 +57,13 @@ class MiningOptions:
         return self
 
 
+RESCORE_BLOCK = 1_024  # queries whose IVF candidates are re-scored at once
+
+
 class NearestIndex:
     """The vectors of one side, searched for their nearest neighbours by inner product (cosine of unit vectors):
-    exactly up to ``exact_limit`` vectors, else through IVF-PQ codes whose candidates are re-scored exactly."""
+    exactly up to ``exact_limit`` vectors, else through an IVF index of 8-bit codes whose candidates are re-scored
+    exactly."""
 
     def __init__(self, vectors: np.ndarray, exact_limit: int, chunk: int):
         import faiss
@@ -70,8 +74,9 @@ class NearestIndex:
             self.index = faiss.IndexFlatIP(dim)
         else:
             lists = int(min(65_536, max(64, 4 * math.sqrt(n))))
-            sub = next(m for m in (48, 32, 24, 16, 8, 4, 2, 1) if dim % m == 0)
-            self.index = faiss.index_factory(dim, f"IVF{lists},PQ{sub}", faiss.METRIC_INNER_PRODUCT)
+            # scalar-quantised codes (a byte a dimension): they train at once, where product quantisation's 256
+            # centroids per sub-space took minutes to train; the candidates are re-scored from the vectors anyway
+            self.index = faiss.index_factory(dim, f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
             rng = np.random.default_rng(0)
             sample = np.sort(rng.choice(n, min(n, max(40 * lists, 50_000)), replace=False))
             self.index.train(_unit(vectors[sample]))
@@ -85,16 +90,20 @@ class NearestIndex:
         if self.exact:
             return self.index.search(queries, k)
         _, found = self.index.search(queries, min(len(self.vectors), 4 * k))  # codes: a wider net, exact cosines
-        sims = np.full((len(queries), k), -np.inf, np.float32)
-        rows = np.full((len(queries), k), -1, np.int64)
-        for qi in range(len(queries)):
-            candidates = np.unique(found[qi][found[qi] >= 0])  # ascending: a memory map is read in order
-            if not len(candidates):
+        sims = np.full(found.shape, -np.inf, np.float32)
+        for start in range(0, len(queries), RESCORE_BLOCK):  # memory: a block's candidates' vectors
+            block = found[start:start + RESCORE_BLOCK]
+            valid = block >= 0
+            if not valid.any():
                 continue
-            cosines = _unit(self.vectors[candidates]) @ queries[qi]
-            best = np.argsort(-cosines, kind="stable")[:k]
-            sims[qi, :len(best)], rows[qi, :len(best)] = cosines[best], candidates[best]
-        return sims, rows
+            rows = np.unique(block[valid])  # ascending: a memory map is read in order, each row once
+            vectors = _unit(self.vectors[rows])
+            at = np.searchsorted(rows, np.where(valid, block, rows[0]))
+            cosines = np.einsum("qkd,qd->qk", vectors[at], queries[start:start + RESCORE_BLOCK])
+            sims[start:start + RESCORE_BLOCK] = np.where(valid, cosines, -np.inf)
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+        sims, rows = np.take_along_axis(sims, order, 1), np.take_along_axis(found, order, 1)
+        return sims, np.where(np.isfinite(sims), rows, -1)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

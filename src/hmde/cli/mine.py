@@ -47,7 +47,7 @@ def register(sub) -> None:
                    "language identifier reads as another are dropped (and Moses/TMX name it)")
     p.add_argument("--tgt-lang", type=language_code, help="the target's language (as --src-lang)")
     p.add_argument("--exact-limit", type=positive_int, default=defaults.exact_limit, help="sentences a side searched "
-                   f"exactly (default {defaults.exact_limit:,}); beyond, an IVF-PQ index whose candidates are "
+                   f"exactly (default {defaults.exact_limit:,}); beyond, an IVF index of 8-bit codes whose candidates are "
                    "re-scored exactly")
     p.add_argument("--batch-size", type=positive_int, default=64, help="sentences embedded at once (default 64)")
     add_device_argument(p)
