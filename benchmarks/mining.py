@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--model", default="hmde-e5")
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--exact-limit", type=int, default=250_000)
+    parser.add_argument("--exact-limit", type=int, default=50_000)
     parser.add_argument("--one-size", action="store_true", help="(internal)")
     parser.add_argument("--size", type=int, help="(internal)")
     args = parser.parse_args()

@@ -38,7 +38,7 @@ class MiningOptions:
     direction: str = "max"
     max_length_ratio: float = 2.0  # the longer side at most this many times the shorter, in characters (0: any)
     keep_copies: bool = False
-    exact_limit: int = 250_000  # vectors a side searched exactly; beyond, an IVF index of codes (benchmarks/mining.py)
+    exact_limit: int = 50_000  # vectors a side searched exactly; beyond, an IVF index of codes (benchmarks/mining.py)
     chunk: int = 8_192  # queries searched at once
 
     def check(self) -> "MiningOptions":
