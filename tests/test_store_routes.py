@@ -40,11 +40,18 @@ def llama_filter():
                                     MetadataFilter(key="year", operator=">=", value=2023)])
 
 
-def hmde_search(folder, query, filter=None, capsys=None) -> list[str]:
+def hmde_search(folder, filter, capsys) -> dict[str, list[str]]:
+    """``hmde search FOLDER --queries QUERIES --json --top-k 10 [--filter F]``: each query's ids, in order."""
+    queries = folder.parent / "queries.tsv"
+    queries.write_text("".join(f"q{i}\t{q}\n" for i, q in enumerate(QUERIES)), encoding="utf-8")
     capsys.readouterr()
-    assert main(["search", str(folder), query, "--json", "--top-k", "10",
+    assert main(["search", str(folder), "--queries", str(queries), "--json", "--top-k", "10",
                  *(["--filter", filter] if filter else [])]) == 0
-    return [json.loads(line)["doc_id"] for line in capsys.readouterr().out.splitlines()]
+    found = {q: [] for q in QUERIES}
+    for line in capsys.readouterr().out.splitlines():
+        hit = json.loads(line)
+        found[hit["query"]].append(hit["doc_id"])
+    return found
 
 
 def test_each_frameworks_store_ranks_as_hmde_search_on_the_folder_it_wrote(tmp_path, capsys):
@@ -64,13 +71,13 @@ def test_each_frameworks_store_ranks_as_hmde_search_on_the_folder_it_wrote(tmp_p
     llama = LlamaStore(index=str(tmp_path / "llama"))
     llama.add([TextNode(id_=x, text=t, metadata=m) for x, t, m in DOCS])
     retriever = HmdeRetriever(document_store=haystack, top_k=10)
-    for query in QUERIES:
-        for filter_forms in ((None, None, None, None), (HMDE_FILTER, LANGCHAIN_FILTER, HAYSTACK_FILTER,
-                                                        llama_filter())):
-            hmde_filter, lc_filter, hs_filter, li_filter = filter_forms
-            want = hmde_search(tmp_path / "langchain", query, hmde_filter, capsys)
-            assert want and want == hmde_search(tmp_path / "haystack", query, hmde_filter, capsys) == \
-                hmde_search(tmp_path / "llama", query, hmde_filter, capsys)
+    for filter_forms in ((None, None, None, None), (HMDE_FILTER, LANGCHAIN_FILTER, HAYSTACK_FILTER, llama_filter())):
+        hmde_filter, lc_filter, hs_filter, li_filter = filter_forms
+        searched = [hmde_search(tmp_path / name, hmde_filter, capsys) for name in ("langchain", "haystack", "llama")]
+        assert searched[0] == searched[1] == searched[2]
+        for query in QUERIES:
+            want = searched[0][query]
+            assert want
             assert [d.id for d in langchain.similarity_search(query, k=10, filter=lc_filter)] == want
             assert [d.id for d in langchain.as_retriever(search_kwargs={"k": 10, "filter": lc_filter}).invoke(
                 query)] == want
@@ -103,9 +110,10 @@ def test_a_served_index_through_the_store_classes(tmp_path, capsys):
         langchain.add_documents([LangChainDocument(page_content=t, metadata=m, id=x) for x, t, m in DOCS[1:]])
         assert [d.id for d in langchain.get_by_ids(["budget-zho", "final-ita", "nope"])] == ["final-ita",
                                                                                               "budget-zho"]
+        searched = hmde_search(tmp_path / "news", HMDE_FILTER, capsys)
         for query in QUERIES:
-            want = hmde_search(tmp_path / "news", query, HMDE_FILTER, capsys)
-            assert [d.id for d in langchain.similarity_search(query, k=10, filter=LANGCHAIN_FILTER)] == want
+            assert [d.id for d in langchain.similarity_search(query, k=10, filter=LANGCHAIN_FILTER)] == \
+                searched[query]
         haystack = HmdeDocumentStore(url=server.url, index="news", api_key="k")
         assert haystack.count_documents() == len(DOCS)
         assert haystack.update_by_filter({"field": "meta.section", "operator": "==", "value": "sport"},
