@@ -99,16 +99,17 @@ def test_align_and_eval_on_onnx_equal_torch(hmde_dir, exported, files, tmp_path)
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["encode", "{hmde}", "{src}", "-o", "{tmp}/x.npy", "--backend", "onnx"], "is not one (export it first"),
-    (["encode", "{onnx}", "{src}", "-o", "{tmp}/x.npy"], "is an ONNX export: run it with --backend onnx"),
+    (["encode", "{labse}", "{src}", "-o", "{tmp}/x.npy", "--backend", "onnx"], "runs hmde models"),
+    (["encode", "{onnx}", "{src}", "-o", "{tmp}/x.npy", "--backend", "torch"], "is an ONNX export: run it with --backend onnx"),
     (["encode", "{onnx}", "{src}", "-o", "{tmp}/x.npy", "--backend", "onnx", "--bf16"], "--bf16 applies to"),
     (["encode", "{onnx}", "{src}", "-o", "{tmp}/x.npy", "--backend", "onnx", "--method", "longformer"],
      "longformer runs on the PyTorch backend"),
     (["eval", "xldc", "{onnx}", "--masakhanews", "{tmp}/none", "--backend", "onnx", "-o", "{tmp}/r.json"],
      "fine-tuning needs --backend torch"),
 ])
-def test_backend_errors_are_one_line_and_come_first(hmde_dir, exported, files, tmp_path, capsys, argv, message):
-    argv = [a.format(hmde=hmde_dir, onnx=exported, src=files[0], tmp=tmp_path) for a in argv]
+def test_backend_errors_are_one_line_and_come_first(hmde_dir, labse_dir, exported, files, tmp_path, capsys, argv,
+                                                    message):
+    argv = [a.format(hmde=hmde_dir, labse=labse_dir, onnx=exported, src=files[0], tmp=tmp_path) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

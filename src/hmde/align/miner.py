@@ -163,7 +163,7 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
         raise HmdeError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     sides = read_side(src), read_side(tgt)
     if loaded is None and any(s.vectors is None for s in sides):
-        loaded = load_model(model or DEFAULT_MODEL, pick_device(device))
+        loaded = load_model(model or DEFAULT_MODEL, pick_device(device), backend="auto")
     lower = None if loaded is None else (loaded[1].lower if loaded[0] == "hmde" else loaded[1])
     folder = Path(tempfile.mkdtemp(prefix=".hmde-mine-", dir=Path(output).absolute().parent if output else None))
     try:

@@ -237,6 +237,6 @@ def run(args: argparse.Namespace) -> int:
     pairs = documents(args)
     langs = bitext_languages(args, pairs)
     check_outputs(args, langs, (args.src, args.tgt, args.pairs))  # the languages now known name Moses' files
-    kind, model = load_model(args.model, pick_device(args.device))
+    kind, model = load_model(args.model, pick_device(args.device), backend="auto")
     lower = model.lower if kind == "hmde" else model
     return write_alignments(args, pairs, lambda texts: lower.encode(list(texts)), options, langs=langs)

@@ -65,13 +65,15 @@ def lawdr_fit_options(args) -> dict:
             "lawdr_kde": getattr(args, "lawdr_kde", "per-language")}
 
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+from ..encoders.backends import BACKENDS  # noqa: E402  (auto, torch, onnx, onnx-int8)
 
 
-def add_backend_argument(parser, default: str | None = "torch", help_suffix: str = "") -> None:
+def add_backend_argument(parser, default: str | None = "auto", help_suffix: str = "") -> None:
     parser.add_argument("--backend", choices=BACKENDS, default=default,
-                        help="torch (PyTorch), onnx or onnx-int8 (ONNX Runtime on a folder written by `hmde export "
-                        "onnx`, int8: its quantised lower encoder; every method but longformer, inference only)"
+                        help="auto (default: ONNX Runtime for hmde's bundled models on a CPU, their graphs made and "
+                        "checked against PyTorch on first use; PyTorch on a GPU and for other models), torch "
+                        "(PyTorch), onnx or onnx-int8 (ONNX Runtime on an hmde model or a folder written by `hmde "
+                        "export onnx`; int8: its quantised lower encoder, faster, vectors less close; inference only)"
                         + help_suffix)
 
 
@@ -86,9 +88,13 @@ def add_sentence_scoring_arguments(parser, when: str, top: int = 1, doc_weight: 
 
 
 def check_backend_options(args) -> None:
-    """Flags that only the PyTorch backend has, refused before anything is read or loaded."""
+    """Flags that only the PyTorch backend has: with ``auto`` they choose PyTorch, with an ONNX backend they are
+    refused, before anything is read or loaded."""
     backend = getattr(args, "backend", None) or "torch"
-    if backend == "torch":
+    if backend == "auto" and needs_torch(args):
+        args.backend = "torch"
+        return
+    if backend in ("torch", "auto"):
         return
     if getattr(args, "bf16", False):
         raise HmdeError(f"--bf16 applies to --backend torch; an ONNX model runs as exported (--backend {backend})")
@@ -102,16 +108,34 @@ def check_backend_options(args) -> None:
             raise HmdeError(f"--method {method} runs on the PyTorch backend only")
 
 
+def needs_torch(args) -> bool:
+    """Whether a command's flags need PyTorch: bf16, the Ray engine, a PyTorch-only method, HMDE's contextualised
+    sentence vectors, a fine-tuning protocol."""
+    method = getattr(args, "method", None)
+    if method:
+        from ..methods import method_class
+
+        try:
+            if method_class(method).torch_only:
+                return True
+        except Exception:  # an unknown method is named by the command's own check
+            return False
+    return bool(getattr(args, "bf16", False) or getattr(args, "engine", "local") == "ray"
+                or getattr(args, "sentence_vectors", None) == "context"
+                or getattr(args, "protocol", "frozen") not in (None, "frozen"))
+
+
 def warn(message: str) -> None:
     print(f"hmde: warning: {message}", file=sys.stderr)
 
 
-def load_model(name: str, device: str, args=None, languages=None, want: str = "any"):
-    """What a command names, loaded with its --backend and document-length flags (the library's
-    :func:`hmde.encoders.model_loading.load_model` takes them as values, never the parsed arguments)."""
+def load_model(name: str, device: str, args=None, languages=None, want: str = "any", backend: str | None = None):
+    """What a command names, loaded with its --backend (else ``backend``: None is PyTorch, for training) and
+    document-length flags (the library's :func:`hmde.encoders.model_loading.load_model` takes them as values,
+    never the parsed arguments)."""
     from .length_arguments import length_overrides
 
     if sys.stderr.isatty():  # the seconds before the first progress bar are not silent on a terminal
         print(f"hmde: loading {name} ...", file=sys.stderr, flush=True)
-    return load_named_model(name, device, want, backend=getattr(args, "backend", None),
+    return load_named_model(name, device, want, backend=getattr(args, "backend", None) or backend,
                             lengths=length_overrides(args) if args is not None else None, languages=languages)

@@ -70,7 +70,7 @@ def register(sub) -> None:
     s.add_argument("--model", help="model to embed the query with (default: the one the index was built with)")
     s.add_argument("--json", action="store_true", help="one JSON object per hit, for machines")
     add_device_argument(s)
-    add_backend_argument(s, default=None, help_suffix="; default: the one the index was built with")
+    add_backend_argument(s, default=None, help_suffix="; default: auto, or onnx-int8 for an index built with it")
     s.add_argument("--ef-search", type=positive_int, help="HNSW: candidates explored per query (default 128; more: higher recall)")
     s.add_argument("--nprobe", type=positive_int, help="IVF: lists searched per query (default lists/8; more: higher recall)")
     s.add_argument("--candidates", type=positive_int, help="multi-vector index: nearest sentences scored per query "

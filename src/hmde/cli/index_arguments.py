@@ -78,7 +78,7 @@ def add_build_arguments(b, new_index: bool = True) -> None:
                    "'' for none)")
     add_device_argument(b)
     b.add_argument("--bf16", action="store_true", help=BF16_HELP)
-    add_backend_argument(b, default=None, help_suffix="; default torch, with --add: the index's")
+    add_backend_argument(b, default=None, help_suffix="; with --add: one that gives the index's vectors")
     b.add_argument("--no-progress", action="store_true")
     add_length_arguments(b)
     add_ray_arguments(b, "(then the index is built shard by shard; sentence vectors are not stored, a hit's best "

@@ -36,13 +36,22 @@ def check_threads(threads) -> None:
         raise HmdeError(f"threads (--threads) must be a whole number from 1 to {MAX_THREADS}, got {threads!r}")
 
 
+_THREADS: list[int] = []  # what set_threads was last given in this process: ONNX Runtime sessions made later use it
+
+
 def set_threads(threads: int | None) -> None:
-    """CPU threads for torch's operators (``--threads``, ``threads=``); None: torch's default, one per core. On a
-    machine busy with other work, OpenMP's spinning threads compete with it, and 1 thread can be several times
-    faster (benchmarks/cpu_threads.py, docs/defaults.md)."""
+    """CPU threads for the model (``--threads``, ``threads=``): torch's operators at once, ONNX Runtime sessions
+    made from now on; None: the defaults, one per core. On a machine busy with other work, spinning threads
+    compete with it, and 1 thread can be several times faster (benchmarks/cpu_threads.py, docs/defaults.md)."""
     if threads is None:
         return
     check_threads(threads)
     import torch
 
     torch.set_num_threads(threads)
+    _THREADS[:] = [threads]
+
+
+def cpu_threads() -> int | None:
+    """The thread count :func:`set_threads` set in this process, or None (the runtimes' defaults)."""
+    return _THREADS[0] if _THREADS else None

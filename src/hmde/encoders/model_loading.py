@@ -13,15 +13,18 @@ def load_model(name: str, device: str, want: str = "any", backend: str | None = 
                languages=None):
     """Load ``name`` as ``("hmde", HierarchicalEncoder)`` or ``("sentence", SentenceEncoder)``, with the
     document-length settings ``lengths`` applied (HierarchicalConfig fields; :mod:`hmde.encoders.length_settings`).
-    ``backend`` onnx/onnx-int8 loads an exported folder on ONNX Runtime (a HierarchicalEncoder too).
+    ``backend`` (:mod:`hmde.encoders.backends`): ``torch`` (also None), ``onnx``/``onnx-int8`` (an exported folder,
+    or an hmde model's graphs made and checked in hmde's cache; a HierarchicalEncoder too), or ``auto``: ONNX
+    Runtime for a bundled model on a CPU, PyTorch otherwise.
     ``hmde-auto`` is routed by ``languages`` (:mod:`hmde.encoders.routing`); a caller that records the model
     (an index) routes first and passes the name it got."""
+    from .backends import resolve
     from .quiet import quiet_libraries
     from .routing import route
 
     quiet_libraries()  # Python callers too: no load bars or prompt notices
     name = route(name, languages)
-    backend = backend or "torch"
+    backend = resolve(name, device, backend)
     kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
     if lengths:
         from .length_settings import apply_length_overrides
@@ -31,12 +34,29 @@ def load_model(name: str, device: str, want: str = "any", backend: str | None = 
 
 
 def _load_onnx(name: str, backend: str):
+    """An exported folder, or the checked graphs of an hmde model in hmde's cache (made on first use)."""
     from ..export.onnx import OnnxHierarchicalEncoder, is_onnx_export
 
-    if not is_onnx_export(name):
-        raise HmdeError(f"--backend {backend} takes a folder written by `hmde export onnx`; '{name}' is not one "
-                        f"(export it first: hmde export onnx {name} -o DIR{' --int8' if backend == 'onnx-int8' else ''})")
-    return "hmde", OnnxHierarchicalEncoder(name, int8=backend == "onnx-int8")
+    int8 = backend == "onnx-int8"
+    if is_onnx_export(name):
+        return "hmde", OnnxHierarchicalEncoder(name, int8=int8)
+    from ..export.cached import describe, ensure_export, trusted
+    from .model_folder import is_hmde_folder
+
+    try:
+        path = resolve_model_path(name)
+    except HmdeError:
+        path = None
+    if path is None or not is_hmde_folder(path):
+        raise HmdeError(f"--backend {backend} runs hmde models (a bundled name, an hmde folder or a folder written by "
+                        f"`hmde export onnx`); '{name}' is not one: use --backend torch")
+    folder, record = ensure_export(name, int8=int8)
+    if not int8 and not trusted(record):
+        import logging
+
+        logging.getLogger("hmde").warning("the ONNX graphs of %s differ from PyTorch (%s); using them as asked",
+                                          name, describe(record))
+    return "hmde", OnnxHierarchicalEncoder(folder, int8=int8)
 
 
 def _load_model(name: str, device: str, want: str = "any"):

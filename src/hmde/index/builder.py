@@ -40,7 +40,7 @@ class IndexSettings:
     multi_vector: bool = True  # every sentence's vector too: best sentence + document vector ranking
     sentence_vectors: str = "lower"  # the sentence encoder's vectors, or HMDE's contextualised ones ("context")
     method: str | None = None  # None: the model's recommended method
-    backend: str = "torch"
+    backend: str = "auto"  # hmde.encoders.backends: ONNX Runtime for a bundled model on a CPU, else PyTorch
     store: str = ""  # "milvus:PATH_OR_URI": the vectors in Milvus (hmde.index.milvus_store); "": this folder
     language_debias: str = "subspace+calibrate"  # hmde.index.language_debias.MODES (issue 56); "": none
 
@@ -72,7 +72,7 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
     return IndexMeta(**store, model=model, model_sha256=model_sha256, dim=dim, method=method, index_type=settings.index_type,
                      count=0, hnsw_m=settings.hnsw_m, ivf_lists=settings.ivf_lists if ivf else 0,
                      pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
-                     backend=settings.backend or "torch", multi_vector=bool(settings.multi_vector),
+                     backend=settings.backend or "auto", multi_vector=bool(settings.multi_vector),
                      language_debias=settings.language_debias,
                      sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "")
 

@@ -32,7 +32,8 @@ class IndexMeta:
     ivf_lists: int = 0
     pq_m: int = 0  # ivfpq: sub-quantisers, i.e. bytes per stored vector
     bm25: bool = False  # a BM25 index of the texts in bm25/ (hmde.index.lexical), for hybrid search
-    backend: str = "torch"  # what encoded it (hmde.cli.common.BACKENDS): search and --add default to it
+    backend: str = "torch"  # what encoded it (hmde.encoders.backends; earlier indexes: torch): search and --add
+    # default to one that gives the same vectors (hmde.encoders.backends.for_reading)
     # multi-vector: sentences.npy holds contextualised sentence vectors, searched through sentences.faiss;
     # docs.duckdb's table sentences maps each to its document row and position (hmde.index.multivector)
     multi_vector: bool = False

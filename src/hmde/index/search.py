@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
+from ..encoders.backends import for_job, for_reading
 from ..encoders.model_loading import load_model
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .search_checks import (_checked_records, _ids, check_batch_size, check_filter,  # noqa: F401  (their names here)
@@ -53,7 +54,7 @@ class Index:
         records = _checked_records(path, documents, chosen, overwrite)
         name = route(model or DEFAULT_MODEL, languages_of([r.lang for r in records], [r.text for r in records]))
         device = pick_device(device)
-        kind, loaded = load_model(name, device, backend=chosen.backend)
+        kind, loaded = load_model(name, device, backend=for_job(chosen.backend, chosen.sentence_vectors))
         return cls._create(path, records, name, kind, loaded, device, chosen, batch_size)
 
     @classmethod
@@ -234,7 +235,8 @@ class Index:
                                 "here, nor a model bundled with hmde, nor in the local Hugging Face cache: pass --model "
                                 "with that model's folder")
             device = pick_device(device)
-            kind, loaded = load_model(name, device, backend=backend or index.meta.backend)
+            kind, loaded = load_model(name, device, backend=for_job(backend or for_reading(index.meta.backend),
+                                                                    index.meta.sentence_vectors))
         except BaseException:
             index.close()
             raise

@@ -74,14 +74,16 @@ _MODELS: dict = {}  # (model, device, backend) -> (name, kind, model, device)
 _MODELS_LOCK = threading.Lock()
 
 
-def shared_model(name: str | None, device: str = "auto", backend: str | None = None) -> tuple:
-    """``(name, kind, model, device)`` of ``name`` (default hmde's), loaded once per process."""
+def shared_model(name: str | None, device: str = "auto", backend: str | None = "auto") -> tuple:
+    """``(name, kind, model, device)`` of ``name`` (default hmde's), loaded once per process (``backend``:
+    :mod:`hmde.encoders.backends`, default the fast one)."""
+    from ..encoders.backends import resolve
     from ..encoders.devices import pick_device
     from ..encoders.model_loading import load_model
     from ..encoders.registry import DEFAULT_MODEL
 
     name, device = name or DEFAULT_MODEL, pick_device(device)
-    key = (name, device, backend)
+    key = (name, device, resolve(name, device, backend) if backend == "auto" else backend)
     with _MODELS_LOCK:
         if key not in _MODELS:
             kind, loaded = run_on_model_thread(load_model, name, device, backend=backend)
@@ -138,6 +140,7 @@ class IndexClient:
     # -- a local index -----------------------------------------------------------------------------------------
     def local(self):
         """The open :class:`hmde.Index` (a local index only)."""
+        from ..encoders.backends import for_job, for_reading
         from ..index.search import Index
         from ..index.store import DocumentIndex
 
@@ -145,13 +148,15 @@ class IndexClient:
             if self._opened is None:
                 path = str(self.index)
                 if self.create and not (Path(path) / "index.json").is_file():
-                    name, kind, loaded, device = shared_model(self.model, self.device)
+                    name, kind, loaded, device = shared_model(
+                        self.model, self.device, for_job("auto", self.settings.get("sentence_vectors")))
                     self._opened = run_on_model_thread(Index.create_with_model, path, name, kind, loaded, device,
                                                        batch_size=self.batch_size, **self.settings)
                 else:
                     opened = DocumentIndex.open(path)
-                    name, kind, loaded, device = shared_model(self.model or _recorded(opened), self.device,
-                                                              opened.meta.backend)
+                    name, kind, loaded, device = shared_model(
+                        self.model or _recorded(opened), self.device,
+                        for_job(for_reading(opened.meta.backend), opened.meta.sentence_vectors))
                     self._opened = Index.with_model(opened, name, kind, loaded, device)
             return self._opened
 

@@ -1,0 +1,100 @@
+"""Which runtime runs a model: the fastest one that keeps its vectors, unless a caller names one.
+
+- ``torch``: PyTorch. GPUs, training, bf16, HMDE's contextualised sentence vectors and the Longformer baseline.
+- ``onnx``: ONNX Runtime on float32 graphs: a folder written by ``hmde export onnx``, or a model's graphs that hmde
+  makes and checks against PyTorch in its cache on first use (:mod:`hmde.export.cached`).
+- ``onnx-int8``: the same with the int8 lower graph (faster; its vectors differ more: docs/speed.md).
+- ``auto``, what every inference path asks for by default (the command line, :class:`hmde.Index`, the server, the
+  integrations): ``onnx`` on a CPU for hmde's bundled models once their graphs passed the check, ``torch``
+  everywhere else (a GPU, another model, no ONNX Runtime, a failed check: said once).
+
+An index records the backend it was built with; fp32 graphs and PyTorch give the same vectors (the check's
+threshold), so only int8 is a family of its own (:func:`same_vectors`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+DEFAULT = "auto"
+
+_SAID: set = set()
+
+
+def same_vectors(a: str | None, b: str | None) -> bool:
+    """Whether two backends give the same vectors (int8 does not give fp32's)."""
+    return ((a or "torch") == "onnx-int8") == ((b or "torch") == "onnx-int8")
+
+
+def for_reading(recorded: str | None) -> str:
+    """The backend that searches (or adds to) an index built with ``recorded``: the fast default for fp32 vectors
+    (indexes of earlier hmde recorded ``torch``), int8 for int8."""
+    return "onnx-int8" if recorded == "onnx-int8" else DEFAULT
+
+
+def auto_models() -> set[str]:
+    """The bundled hmde models that ``auto`` runs on ONNX Runtime (their folders' names)."""
+    from .model_folder import is_hmde_folder
+    from .registry import PACKAGE_MODELS
+
+    if not PACKAGE_MODELS.is_dir():
+        return set()
+    return {p.name for p in PACKAGE_MODELS.iterdir() if p.is_dir() and is_hmde_folder(p)}
+
+
+def bundled_hmde(name: str) -> bool:
+    """Whether ``name`` is one of :func:`auto_models`, by name or by folder."""
+    from .registry import PACKAGE_MODELS
+
+    if str(name) in auto_models():
+        return True
+    path = Path(str(name)).expanduser()
+    return path.is_dir() and path.resolve().parent == PACKAGE_MODELS.resolve() and path.name in auto_models()
+
+
+def resolve(name: str, device: str, backend: str | None) -> str:
+    """``torch``, ``onnx`` or ``onnx-int8`` for loading ``name`` on ``device`` when ``backend`` was asked for
+    (None: ``torch``, the library's own default for training code)."""
+    backend = backend or "torch"
+    if backend != DEFAULT:
+        return backend
+    from ..export.folder import is_onnx_export
+
+    if is_onnx_export(name):
+        return "onnx"
+    if str(device).split(":")[0] != "cpu" or not bundled_hmde(name) or not _has_onnxruntime():
+        return "torch"
+    from ..export.cached import describe, ensure_export, trusted
+
+    try:
+        _, record = ensure_export(name)
+    except Exception as exc:  # an export that fails (an operator, a disk) must not stop a search: PyTorch runs it
+        _say_once(name, f"the ONNX graphs of {name} could not be made ({str(exc).splitlines()[0][:200]}); "
+                  "running PyTorch")
+        return "torch"
+    if not trusted(record):
+        _say_once(name, f"the ONNX graphs of {name} are not used: {describe(record)}; running PyTorch")
+        return "torch"
+    return "onnx"
+
+
+def _has_onnxruntime() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _say_once(key, message: str) -> None:
+    if key not in _SAID:
+        _SAID.add(key)
+        logging.getLogger("hmde").warning(message)
+
+
+def for_job(backend: str | None, sentence_vectors: str | None = None) -> str | None:
+    """``backend``, except that ``auto`` is PyTorch for HMDE's contextualised sentence vectors (``context``),
+    which only PyTorch's upper encoder gives."""
+    return "torch" if backend == DEFAULT and sentence_vectors == "context" else backend
