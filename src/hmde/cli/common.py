@@ -96,6 +96,9 @@ def check_backend_options(args) -> None:
         return
     if backend in ("torch", "auto"):
         return
+    from ..encoders.backends import check_onnx_model
+
+    check_onnx_model(getattr(args, "model", None), backend)
     if getattr(args, "bf16", False):
         raise HmdeError(f"--bf16 applies to --backend torch; an ONNX model runs as exported (--backend {backend})")
     if getattr(args, "engine", "local") == "ray":

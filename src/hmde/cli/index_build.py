@@ -14,6 +14,7 @@ from ..methods import default_method, method_class
 from ..errors import HmdeError, InputError
 from ..encoders.registry import DEFAULT_MODEL
 from ..encoders.routing import refuse_for_one_space, route
+from ..encoders.backends import for_adding, for_job
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
 from .index_mode import check_multi_vector_model, choose_index_mode
 from .preflight import check_records
@@ -59,9 +60,7 @@ def check_build_output(args: argparse.Namespace):
 
             parse_store(args.store)
         args.model = args.model or DEFAULT_MODEL
-        args.backend = args.backend or "auto"
-        if args.backend == "auto" and args.multi_vector and args.sentence_vectors == "context":
-            args.backend = "torch"  # contextualised sentence vectors come from PyTorch's upper encoder
+        args.backend = for_job(args.backend or "auto", args.multi_vector and args.sentence_vectors)
         check_multi_vector_model(args)
         return None
     if not is_hmde_index(Path(args.output)):
@@ -74,14 +73,7 @@ def check_build_output(args: argparse.Namespace):
             raise HmdeError(f"index {args.output} holds '{meta.method}' document vectors; add to it with "
                             f"--method {meta.method} (or leave --method out), not {args.method}")
         args.method = meta.method
-        from ..encoders.backends import for_reading, same_vectors
-
-        if args.backend and not same_vectors(args.backend, meta.backend):
-            raise HmdeError(f"index {args.output} was encoded with --backend {meta.backend}; add to it with that "
-                            f"backend (or leave --backend out), not {args.backend}")
-        args.backend = args.backend or for_reading(meta.backend)
-        if args.backend == "auto" and meta.sentence_vectors == "context":
-            args.backend = "torch"
+        args.backend = for_adding(args.backend, meta, args.output)
         if args.multi_vector and not meta.multi_vector:
             raise HmdeError(f"index {args.output} stores one vector per document; --multi-vector needs an index built "
                             "with it (rebuild, or add without --multi-vector)")

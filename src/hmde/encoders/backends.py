@@ -98,3 +98,33 @@ def for_job(backend: str | None, sentence_vectors: str | None = None) -> str | N
     """``backend``, except that ``auto`` is PyTorch for HMDE's contextualised sentence vectors (``context``),
     which only PyTorch's upper encoder gives."""
     return "torch" if backend == DEFAULT and sentence_vectors == "context" else backend
+
+
+def for_adding(asked: str | None, meta, path) -> str:
+    """The backend that adds to the index at ``path`` (its ``meta``): ``asked`` where it gives the index's vectors
+    (refused in one line where it does not), else one that does."""
+    from ..errors import HmdeError
+
+    if asked and not same_vectors(asked, meta.backend):
+        raise HmdeError(f"index {path} was encoded with --backend {meta.backend}; add to it with that backend (or "
+                        f"leave --backend out), not {asked}")
+    return for_job(asked or for_reading(meta.backend), meta.sentence_vectors)
+
+
+def check_onnx_model(name: str, backend: str) -> None:
+    """An ONNX backend asked for a model it cannot run (a sentence encoder), refused in one line before anything
+    loads: ONNX Runtime runs hmde models (bundled, a folder) and folders written by ``hmde export onnx``."""
+    from ..errors import HmdeError
+    from ..export.folder import is_onnx_export
+    from .model_folder import is_hmde_folder
+    from .registry import resolve_model_path
+
+    if backend not in ("onnx", "onnx-int8") or not name or is_onnx_export(name):
+        return
+    try:
+        path = resolve_model_path(name)
+    except HmdeError:
+        path = None
+    if path is None or not is_hmde_folder(path):
+        raise HmdeError(f"--backend {backend} runs hmde models (a bundled name, an hmde folder or a folder written by "
+                        f"`hmde export onnx`); '{name}' is not one: use --backend torch")

@@ -41,15 +41,9 @@ def _load_onnx(name: str, backend: str):
     if is_onnx_export(name):
         return "hmde", OnnxHierarchicalEncoder(name, int8=int8)
     from ..export.cached import describe, ensure_export, trusted
-    from .model_folder import is_hmde_folder
+    from .backends import check_onnx_model
 
-    try:
-        path = resolve_model_path(name)
-    except HmdeError:
-        path = None
-    if path is None or not is_hmde_folder(path):
-        raise HmdeError(f"--backend {backend} runs hmde models (a bundled name, an hmde folder or a folder written by "
-                        f"`hmde export onnx`); '{name}' is not one: use --backend torch")
+    check_onnx_model(name, backend)
     folder, record = ensure_export(name, int8=int8)
     if not int8 and not trusted(record):
         import logging

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
-from ..errors import HmdeError, ModelLoadError
+from ..errors import ModelLoadError
 
-VERSION = 1  # the export's layout and check; a new one gets new folders
+VERSION = 2  # the export's layout and check; a new one gets new folders (2: the encoder's languages recorded)
 MIN_COSINE = 0.9999  # fp32 graphs against PyTorch, every check text (measured on hmde-e5: 0.99999958)
 CHECK_NAME = "check.json"
 
@@ -172,10 +171,3 @@ def describe(record: dict, int8: bool = False) -> str:
     part = record.get("int8", {}) if int8 else record
     low = min((part.get("min_cosine") or {"?": float("nan")}).values())
     return f"min cosine {low:.5f} to PyTorch over {part.get('texts', '?')} check texts (threshold {MIN_COSINE})"
-
-
-def say(message: str) -> None:
-    print(f"hmde: {message}", file=sys.stderr)
-
-
-__all__ = ["ensure_export", "export_folder", "check_graphs", "trusted", "describe", "MIN_COSINE", "HmdeError"]

@@ -75,6 +75,11 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
         tok.save_pretrained(str(tmp / "tokenizer"))
         meta = {"format": FORMAT, "dim": model.dim, "config": model.config.to_dict(), "int8": int8,
                 "source": getattr(model, "source", None)}
+        from ..text.coverage import model_languages
+
+        known = model_languages(model)  # the languages' warnings keep working on the graph
+        if known is not None:
+            meta["covered_languages"] = {"label": known[0], "languages": sorted(known[1])}
         if model.lower.prompts:  # e.g. multilingual-e5-small's query:/passage: prefixes travel with the graph
             meta["prompts"], meta["document_prompt"] = model.lower.prompts, model.lower.document_prompt
         (tmp / "config.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -107,8 +112,10 @@ class OnnxSentenceEncoder(SentenceEncoder):
     deduplication and token-budget batching, with the exported graph in place of the PyTorch modules."""
 
     def __init__(self, session, tokenizer, dim: int, max_tokens: int, max_batch_tokens: int,
-                 prompts: dict | None = None, document_prompt: str = ""):
+                 prompts: dict | None = None, document_prompt: str = "", covered: dict | None = None):
         nn.Module.__init__(self)
+        # (label, languages) of the encoder it was exported from (hmde.text.coverage.model_languages), if known
+        self.declared_languages = (covered["label"], frozenset(covered["languages"])) if covered else None
         self.session, self._tokenizer, self._dim = session, tokenizer, dim
         self.max_tokens, self.max_batch_tokens = max_tokens, max_batch_tokens
         self._prompts, self._document_prompt = dict(prompts or {}), document_prompt
@@ -195,7 +202,8 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
                                  "model again") from None
         self.lower = OnnxSentenceEncoder(_session(ort, lower_file, options, providers),
                                          tokenizer, int(meta["dim"]), self.config.max_sentence_tokens, max_batch_tokens,
-                                         meta.get("prompts"), meta.get("document_prompt", ""))
+                                         meta.get("prompts"), meta.get("document_prompt", ""),
+                                         meta.get("covered_languages"))
         self.upper = OnnxUpper(_session(ort, path / "upper.onnx", options, providers))
         self.source = str(path)
         self.eval()

@@ -97,6 +97,9 @@ def script_language(text: str, sample: int = 400) -> str | None:
 def model_languages(model) -> tuple[str, frozenset] | None:
     """(what the lower encoder is, the languages it was trained on), or None when hmde cannot tell."""
     lower = getattr(model, "lower", model)
+    exported = getattr(lower, "declared_languages", None)  # an ONNX graph's, recorded at export
+    if exported is not None:
+        return exported
     first = getattr(getattr(lower, "model", None), "__getitem__", None)
     module = first(0) if first is not None else None
     declared = getattr(module, "covered_languages", None)  # hmde's own lower-encoder modules say it
