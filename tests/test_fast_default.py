@@ -151,3 +151,28 @@ def test_int8_keeps_the_down_projections_in_float32(hmde_dir, tmp_path):
     ops = {n.name: n.op_type for n in graph.graph.node}
     assert all(ops.get(name) == "MatMul" for name in kept)  # still float32 products
     assert sum(op in ("MatMulInteger", "DynamicQuantizeMatMul") for op in ops.values()) >= len(kept)
+
+
+def test_threads_sleep_when_idle_and_follow_the_thread_setting(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    import onnxruntime as ort
+
+    from hmde.encoders import devices
+    from hmde.export.onnx import session_options
+
+    options = session_options(ort)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == 0  # one per core
+    monkeypatch.setattr(devices, "_THREADS", [])
+    devices.set_threads(1)
+    assert session_options(ort).intra_op_num_threads == 1 and devices.cpu_threads() == 1
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    said = subprocess.run([sys.executable, "-c", "import os, hmde; print(os.environ['OMP_WAIT_POLICY'])"], env=env,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    kept = subprocess.run([sys.executable, "-c", "import os, hmde; print(os.environ['OMP_WAIT_POLICY'])"],
+                          env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert (said, kept) == ("PASSIVE", "ACTIVE")
