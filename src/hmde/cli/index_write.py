@@ -91,7 +91,9 @@ def run_info(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(info, ensure_ascii=False) + "\n")
         return 0
-    languages = ", ".join(f"{k} {v}" for k, v in info["languages"].items()) or "none"
+    quality = info.get("language_quality") or {}
+    languages = ", ".join(f"{k} {v}" + (f" ({quality[k]['tier']})" if quality.get(k, {}).get("score") is not None
+                                        else "") for k, v in info["languages"].items()) or "none"
     debiasing = DEBIASING.get(info.get("language_debias", "none"), "none")
     if debiasing != "none" and len([k for k in info["languages"] if k != "unknown"]) < 2:
         debiasing += " (recorded; idle here: it needs documents in two known languages)"

@@ -142,9 +142,16 @@ def chunked(records: Sequence, size: int) -> Iterator[Sequence]:
 
 def describe(index: DocumentIndex) -> dict:
     """What ``hmde index info``, :meth:`hmde.Index.info` and ``GET /indexes/{name}`` say of an index: its model
-    and settings, live and deleted (masked) documents and sentences, documents per language, bytes on disk."""
-    if hasattr(index, "describe"):  # stored elsewhere (Milvus): the store counts
-        return index.describe()
+    and settings, live and deleted (masked) documents and sentences, documents per language with the model's
+    measured tier in each (:mod:`hmde.text.language_tiers`), bytes on disk."""
+    from ..text.language_tiers import with_tiers
+
+    # stored elsewhere (Milvus): the store counts
+    info = index.describe() if hasattr(index, "describe") else _describe_local(index)
+    return {**info, "language_quality": with_tiers(info["model"], info["languages"])}
+
+
+def _describe_local(index: DocumentIndex) -> dict:
     meta = index.meta
     deleted_sentences = int(index.deleted[:, 2].sum()) if len(index.deleted) else 0
     languages = {str(lang) if lang is not None else "unknown": int(n) for lang, n in index._query(

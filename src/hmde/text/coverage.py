@@ -16,30 +16,12 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from functools import lru_cache
 from typing import Sequence
 
 import langcodes
 
 from ..e5.folder import NAME as E5_NAME
-
-
-@lru_cache(maxsize=4096)
-def language_code(lang: str) -> str:
-    """The language of a code or tag, as langcodes standardises it (ISO 639-1 where there is one;
-    639-3 and BCP-47 tags, deprecated codes such as ``iw``, and individual languages folded into their
-    macrolanguage: ``cmn`` -> zh, ``npi_Deva`` -> ne, ``zh-TW`` -> zh). A tag langcodes cannot read is
-    kept as given, lower-cased, without its subtags.
-
-    Why langcodes and not sentence splitting's table (:data:`hmde.text.segmentation.ISO3_TO_ISO1`): that
-    table names the rules of a splitter and lacks most 639-3 codes (jav, tgl, fry, yid, lvs, ekk...), so
-    documents in languages e5 knows were said to be outside it."""
-    text = lang.strip().replace("_", "-")
-    try:
-        text = langcodes.standardize_tag(text, macro=True)
-    except (langcodes.tag_parser.LanguageTagError, ValueError):
-        pass
-    return text.split("-")[0].lower()
+from .language_codes import language_code  # hmde.text.coverage.language_code, as before
 
 
 def iso639_3(lang: str) -> str:
@@ -154,6 +136,9 @@ def warn_uncovered(model_name: str, model, languages: Counter, what: str = "docu
     label, covered = known
     outside = Counter({lang: n for lang, n in languages.items() if lang is not None and lang not in covered})
     if not outside:
+        from .language_tiers import warn_weak
+
+        warn_weak(model_name, languages, what, stream)  # covered, but maybe weakly: said in its own line
         return False
     names = ", ".join(f"{lang} ({n})" for lang, n in outside.most_common(8))
     better = (f"; {E5_NAME} covers {'them' if len(outside) > 1 else 'it'} (about 100 languages)"

@@ -1,0 +1,164 @@
+"""Every language the shared data has, measured one by one (issue 80): the per-language dev table.
+
+Three tasks, each scored per language with the default model (hmde-e5, its default backend and document method):
+
+- **tatoeba**: LASER's Tatoeba sets (up to ``--pairs`` pairs a language): P@1 of nearest-neighbour search, the
+  mean of both directions (xxx -> eng, eng -> xxx), sentences embedded as queries.
+- **udhr**: the Universal Declaration's 30 articles in every language of ``docs/udhr``: an article in the language
+  finds the same article among the 30 English ones and back (P@1, both directions' mean), documents embedded whole.
+- **masakhanews**: MasakhaNEWS (16 African languages) dev sets, up to ``--news`` articles: the headline (as a query)
+  finds its own article among that language's articles (MRR, monolingual).
+
+A language's **score** is the mean of its tasks; the **tail** is the bottom fifth of the languages by score. The
+languages held out of training (ukr, lav/lvs, eus: the held-out Bible's; docs/ leaves them out) are marked. Each
+language is also marked where it is outside the sentence encoder's pretraining (XLM-R's 100 languages for
+hmde-e5: ``hmde.text.coverage``).
+
+    python benchmarks/languages.py --data ../shared/data -o languages.json     # about 15 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HELD_OUT = {"ukr", "lav", "lvs", "eus"}
+
+
+def p_at_1(a: np.ndarray, b: np.ndarray) -> float:
+    """Both directions' mean of P@1, row i of ``a`` translating row i of ``b``."""
+    sims = a @ b.T
+    gold = np.arange(len(a))
+    return float(((sims.argmax(1) == gold).mean() + (sims.argmax(0) == gold).mean()) / 2)
+
+
+def mrr(queries: np.ndarray, docs: np.ndarray) -> float:
+    sims = queries @ docs.T
+    own = sims[np.arange(len(sims)), np.arange(len(sims))]
+    ranks = (sims > own[:, None]).sum(1) + 1
+    return float((1.0 / ranks).mean())
+
+
+def tatoeba(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]]:
+    out = {}
+    for path in sorted((data / "eval" / "tatoeba").glob("tatoeba.*-eng.eng")):
+        lang = path.name.split(".")[1].split("-")[0]
+        other = path.with_name(f"tatoeba.{lang}-eng.{lang}")
+        eng = path.read_text(encoding="utf-8").splitlines()[:limit]
+        xxx = other.read_text(encoding="utf-8").splitlines()[:limit]
+        if len(eng) == len(xxx) and eng:
+            out[lang] = (xxx, eng)
+    return out
+
+
+def udhr(data: Path) -> dict[str, dict[str, str]]:
+    out = {}
+    for path in sorted((data / "docs" / "udhr").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f]
+        out[path.name.split(".")[0]] = {r["concept"]: r["text"] for r in rows}
+    return out
+
+
+def masakhanews(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]]:
+    out = {}
+    for folder in sorted((data / "eval" / "masakhanews").iterdir()):
+        path = folder / "dev.tsv.gz"
+        if not path.is_file():
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            rows = list(csv.reader(io.StringIO(f.read()), delimiter="\t"))[1:limit + 1]
+        rows = [r for r in rows if len(r) >= 3 and r[1].strip() and r[2].strip()]
+        out[folder.name] = ([r[1] for r in rows], [r[2] for r in rows])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default="../shared/data")
+    parser.add_argument("--model", default="hmde-e5")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--pairs", type=int, default=300, help="Tatoeba pairs a language (default 300)")
+    parser.add_argument("--news", type=int, default=150, help="MasakhaNEWS articles a language (default 150)")
+    parser.add_argument("--tasks", default="tatoeba,udhr,masakhanews")
+    parser.add_argument("-o", "--output", default=None)
+    args = parser.parse_args()
+
+    from hmde.encoders.model_loading import load_model
+    from hmde.methods.vectorizer import DocumentVectorizer
+    from hmde.text.coverage import model_languages
+    from hmde.text.language_codes import language_code
+    from hmde.text.language_tiers import tiers_of
+
+    data = Path(args.data)
+    _, model = load_model(args.model, "cpu", backend=args.backend)
+    vectorizer = DocumentVectorizer(model, "mean")
+    known = model_languages(model)
+    tasks = args.tasks.split(",")
+    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    started = time.time()
+
+    def queries(texts):
+        return np.asarray(model.lower.encode(texts, prompt_name="query"), np.float32)
+
+    def documents(texts, lang):
+        v = np.asarray(vectorizer.encode(texts, [lang] * len(texts)), np.float32)
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    if "tatoeba" in tasks:
+        sets = tatoeba(data, args.pairs)
+        for i, (lang, (xxx, eng)) in enumerate(sets.items()):
+            scores[lang]["tatoeba"] = p_at_1(queries(xxx), queries(eng))
+            print(f"\rtatoeba {i + 1}/{len(sets)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+    if "udhr" in tasks:
+        articles = udhr(data)
+        concepts = sorted(articles["eng"])
+        english = documents([articles["eng"][c] for c in concepts], "eng")
+        for i, (lang, texts) in enumerate(articles.items()):
+            if lang != "eng" and sorted(texts) == concepts:
+                scores[lang]["udhr"] = p_at_1(documents([texts[c] for c in concepts], lang.split("_")[0]), english)
+            print(f"\rudhr {i + 1}/{len(articles)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+    if "masakhanews" in tasks:
+        for lang, (headlines, texts) in masakhanews(data, args.news).items():
+            scores[lang]["masakhanews"] = mrr(queries(headlines), documents(texts, lang))
+        print(f"masakhanews done ({time.time() - started:.0f} s)", file=sys.stderr)
+
+    table = {}
+    for lang, by_task in scores.items():
+        code = language_code(lang.split("_")[0]) or lang
+        table[lang] = {"score": float(np.mean(list(by_task.values()))), **by_task,
+                       "pretrained": None if known is None else code in known[1], "held_out": lang in HELD_OUT}
+    tiers = tiers_of({lang: row["score"] for lang, row in table.items()})
+    for lang, tier in tiers.items():
+        table[lang]["tier"] = tier
+    ordered = sorted(table, key=lambda lang: -table[lang]["score"])
+    tail = set(ordered[len(ordered) - len(ordered) // 5:])
+    print(f"\n| language | score | {' | '.join(tasks)} | tier | in pretraining | |\n|---|---|"
+          + "---|" * len(tasks) + "---|---|---|")
+    for lang in ordered:
+        row = table[lang]
+        cells = " | ".join(f"{row[t]:.3f}" if t in row else "" for t in tasks)
+        marks = ", ".join(m for m, on in (("tail", lang in tail), ("held out", row["held_out"])) if on)
+        print(f"| {lang} | {row['score']:.3f} | {cells} | {row['tier']} | "
+              f"{'' if row['pretrained'] is None else ('yes' if row['pretrained'] else 'no')} | {marks} |")
+    head = [table[lang]["score"] for lang in ordered if lang not in tail]
+    print(f"\n{len(table)} languages; the tail (bottom fifth, {len(tail)}): mean {np.mean([table[x]['score'] for x in tail]):.3f};"
+          f" the rest: mean {np.mean(head):.3f}; {time.time() - started:.0f} s")
+    if args.output:
+        Path(args.output).write_text(json.dumps({"model": args.model, "settings": vars(args), "languages": table,
+                                                 "tail": sorted(tail)}, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
