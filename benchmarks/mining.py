@@ -58,7 +58,12 @@ def tasks(data: Path, limit: int = 1000) -> dict:
 
 
 def dev(args) -> None:
+    global THRESHOLDS
     from hmde.align.mining import MiningOptions, mine_vectors, select_pairs
+
+    if args.thresholds:  # a model trained for translation spreads its margins wider (docs/mining.md)
+        first, last = args.thresholds
+        THRESHOLDS = tuple(round(first + 0.005 * i, 3) for i in range(int(round((last - first) / 0.005)) + 1))
     from hmde.encoders.model_loading import load_model
 
     kind, model = load_model(args.model, "cpu")
@@ -130,6 +135,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--model", default="hmde-e5")
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--thresholds", type=float, nargs=2, metavar=("FIRST", "LAST"),
+                        help="the dev table's threshold grid, steps of 0.005 (default 1.0 1.1)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--exact-limit", type=int, default=50_000)
     parser.add_argument("--one-size", action="store_true", help="(internal)")
