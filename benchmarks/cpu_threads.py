@@ -34,6 +34,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from serve_load import running_server  # noqa: E402
+
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -82,24 +85,12 @@ def served(n: int, env: dict) -> dict:
     import httpx
 
     texts, port = documents(n), free_port()
-    server = subprocess.Popen([sys.executable, "-m", "hmde", "serve", "--model", "hmde-e5", "--port", str(port),
-                               "--device", "cpu"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    with running_server(["--model", "hmde-e5", "--device", "cpu"], port, env, quiet=True) as url:
         body = {"input": texts, "method": "mean"}
         httpx.post(url + "/embed", json={"input": texts[:2], "method": "mean"}, timeout=600)  # warm-up
         started = time.perf_counter()
         answer = httpx.post(url + "/embed", json=body, timeout=600).json()
         return {"seconds": time.perf_counter() - started, "head": answer["vectors"][0][:4]}
-    finally:
-        server.terminate()
-        server.wait(60)
 
 
 def row(mode: str, n: int, policy: str) -> dict:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -67,6 +68,29 @@ def build_index(path: Path, model: str, docs: int, per_doc: int, seed: int = 0) 
                                 [[f"{body[i]} ({j})" for j in range(per_doc)] for i in range(n)], list(sents))
 
     write_batches(path, meta, batches(), add=False).close()
+
+
+@contextlib.contextmanager
+def running_server(argv: list[str], port: int, env: dict | None = None, quiet: bool = False):
+    """``hmde serve ARGV --port PORT`` started (``env``: its environment, default this process's; no API key), its
+    URL yielded once /health answers, stopped after."""
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-m", "hmde", "serve", *argv, "--port", str(port)],
+                              env={**(os.environ if env is None else env), "HMDE_API_KEY": ""},
+                              **({"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL} if quiet else {}))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(60)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -149,20 +173,9 @@ def main() -> None:
     reference = in_process(index, args.model, texts, queries, args.batch)
     print(f"in-process: search p50 {reference['search_p50_ms']:.1f} ms, p99 {reference['search_p99_ms']:.1f} ms; "
           f"encode {reference['encode_texts_per_s']:.1f} texts/s (batches of {args.batch})", flush=True)
-    server = subprocess.Popen([sys.executable, "-m", "hmde", "serve", str(index), "--model", args.model, "--port",
-                               str(args.port), "--log-level", "warning", "--device", "cpu",
-                               *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else [])],
-                              env={**os.environ, "HMDE_API_KEY": ""})
-    url = f"http://127.0.0.1:{args.port}"
-    try:
-        import httpx
-
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+    argv = [str(index), "--model", args.model, "--log-level", "warning", "--device", "cpu",
+            *(["--max-wait-ms", str(args.max_wait_ms)] if args.max_wait_ms is not None else [])]
+    with running_server(argv, args.port) as url:
         search_bodies = [{"query": q, "top_k": 10, "include_text": False} for q in queries]
         asyncio.run(load(url, "/search", search_bodies, 1, 4, 8))  # warm-up
         runs = [("/search", 1, search_bodies)]
@@ -178,9 +191,6 @@ def main() -> None:
                 rows.append((route, per_request, clients, r))
                 print(f"{route} ({per_request} per request) x{clients}: p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
                       f"{r['per_s']:.1f} requests/s, {r['errors']} errors", flush=True)
-    finally:
-        server.terminate()
-        server.wait(60)
     ref_rate = reference["encode_texts_per_s"]
     print("\n| route | texts per request | clients | requests | p50 ms | p99 ms | requests/s | texts/s | vs in-process |")
     print("|---|---|---|---|---|---|---|---|---|")

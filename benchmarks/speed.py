@@ -27,9 +27,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from e5_speed import dev_sentences
-from serve_load import load
+from serve_load import load, running_server
 
 MODEL = "hmde-e5"
 
@@ -173,18 +171,7 @@ def main() -> None:
 
 
 def serve_rows(index: Path, port: int, queries: list[str]) -> dict:
-    import httpx
-
-    server = subprocess.Popen([sys.executable, "-m", "hmde", "serve", str(index), "--port", str(port),
-                               "--log-level", "warning"], env={**os.environ, "HMDE_API_KEY": ""})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+    with running_server([str(index), "--log-level", "warning"], port) as url:
         search = [{"query": q, "top_k": 10, "include_text": False} for q in queries]
         embed = [{"input": [q], "model": MODEL} for q in queries]
         asyncio.run(load(url, "/search", search, 1, 4, 8))  # warm-up
@@ -192,9 +179,6 @@ def serve_rows(index: Path, port: int, queries: list[str]) -> dict:
                 "/v1/embeddings, 1 client": asyncio.run(load(url, "/v1/embeddings", embed, 1, len(queries),
                                                              len(queries))),
                 "/v1/embeddings, 16 clients": asyncio.run(load(url, "/v1/embeddings", embed, 16, 8, 128))}
-    finally:
-        server.terminate()
-        server.wait(60)
 
 
 if __name__ == "__main__":
