@@ -100,6 +100,12 @@ def for_job(backend: str | None, sentence_vectors: str | None = None) -> str | N
     return "torch" if backend == DEFAULT and sentence_vectors == "context" else backend
 
 
+def for_index(meta, asked: str | None = None) -> str:
+    """The backend that searches or adds to an index (its ``meta``): ``asked``, else one that gives its vectors
+    (:func:`for_reading`); PyTorch where it holds contextualised sentence vectors (:func:`for_job`)."""
+    return for_job(asked or for_reading(meta.backend), meta.sentence_vectors)
+
+
 def for_adding(asked: str | None, meta, path) -> str:
     """The backend that adds to the index at ``path`` (its ``meta``): ``asked`` where it gives the index's vectors
     (refused in one line where it does not), else one that does."""
@@ -108,7 +114,7 @@ def for_adding(asked: str | None, meta, path) -> str:
     if asked and not same_vectors(asked, meta.backend):
         raise HmdeError(f"index {path} was encoded with --backend {meta.backend}; add to it with that backend (or "
                         f"leave --backend out), not {asked}")
-    return for_job(asked or for_reading(meta.backend), meta.sentence_vectors)
+    return for_index(meta, asked)
 
 
 def check_onnx_model(name: str, backend: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
-from ..encoders.backends import for_job, for_reading
+from ..encoders.backends import for_index, for_job
 from ..encoders.model_loading import load_model
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .search_checks import (_checked_records, _ids, check_batch_size, check_filter,  # noqa: F401  (their names here)
@@ -235,8 +235,7 @@ class Index:
                                 "here, nor a model bundled with hmde, nor in the local Hugging Face cache: pass --model "
                                 "with that model's folder")
             device = pick_device(device)
-            kind, loaded = load_model(name, device, backend=for_job(backend or for_reading(index.meta.backend),
-                                                                    index.meta.sentence_vectors))
+            kind, loaded = load_model(name, device, backend=for_index(index.meta, backend))
         except BaseException:
             index.close()
             raise

@@ -140,7 +140,7 @@ class IndexClient:
     # -- a local index -----------------------------------------------------------------------------------------
     def local(self):
         """The open :class:`hmde.Index` (a local index only)."""
-        from ..encoders.backends import for_job, for_reading
+        from ..encoders.backends import for_index, for_job
         from ..index.search import Index
         from ..index.store import DocumentIndex
 
@@ -154,9 +154,8 @@ class IndexClient:
                                                        batch_size=self.batch_size, **self.settings)
                 else:
                     opened = DocumentIndex.open(path)
-                    name, kind, loaded, device = shared_model(
-                        self.model or _recorded(opened), self.device,
-                        for_job(for_reading(opened.meta.backend), opened.meta.sentence_vectors))
+                    name, kind, loaded, device = shared_model(self.model or _recorded(opened), self.device,
+                                                              for_index(opened.meta))
                     self._opened = Index.with_model(opened, name, kind, loaded, device)
             return self._opened
 

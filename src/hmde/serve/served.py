@@ -205,10 +205,9 @@ def load_served(model: str | None, index_paths: list[str], device: str = "auto",
     refuse_for_one_space(model, "a server", "name one model (hmde-e5 covers about 100 languages)")
     device = pick_device(device)
     if backend is None:  # the indexes' own (int8 for int8 indexes), else the fast default
-        from ..encoders.backends import for_job, for_reading
+        from ..encoders.backends import DEFAULT, for_index
 
-        first = read_index_meta(Path(index_paths[0]) / "index.json") if index_paths else None
-        backend = for_job(for_reading(first.backend if first else None), first.sentence_vectors if first else None)
+        backend = for_index(read_index_meta(Path(index_paths[0]) / "index.json")) if index_paths else DEFAULT
     kind, loaded = load_model(model, device, backend=backend)
     served = ServedModel(model, kind, loaded, device, document_method, preset)
     return Served(served, served_indexes(index_paths, served))
