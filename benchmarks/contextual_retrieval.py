@@ -133,6 +133,8 @@ def main() -> int:
     p.add_argument("--model", default="hmde-use")
     p.add_argument("--work", default="runs/contextual", help="result JSONs and sentence-query sets")
     p.add_argument("--columns", default=",".join(COLUMNS))
+    p.add_argument("--backend", help="hmde eval's --backend (default: its own, auto); an fp32 and an int8 run side by "
+                   "side need their own --work")
     p.add_argument("--rows", help="comma-separated row names (default: all)")
     p.add_argument("--sentence-cache", help="hmde eval --sentence-cache: every column reuses the sentence vectors "
                    "of the first (a row's lower encoder is the same in every column)")
@@ -153,8 +155,9 @@ def main() -> int:
             out = work / f"{row.replace(' ', '_').replace('>', '')}.{column}.json"
             if not out.exists():
                 cache = ["--sentence-cache", args.sentence_cache] if args.sentence_cache else []
+                backend = ["--backend", args.backend] if args.backend else []
                 run(["hmde", "eval", "clir", args.model, *rows[row], *COLUMNS[column], "--no-progress",
-                     "--measures", "AP,RR", *cache, "-o", str(out)])
+                     "--measures", "AP,RR", *cache, *backend, "-o", str(out)])
             averages = json.loads(out.read_text())["metrics"]["averages"]
             table.setdefault(row, {})[column] = (averages["AP"], averages["RR"])
     print(f"model {args.model}; MAP / MRR (queries through the lower encoder alone)\n")

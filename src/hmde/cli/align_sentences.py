@@ -228,6 +228,7 @@ def check_outputs(args: argparse.Namespace, langs, inputs) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..encoders.backends import FP32
     from .common import load_model, pick_device
 
     if args.omissions and args.complete_translation:
@@ -237,6 +238,6 @@ def run(args: argparse.Namespace) -> int:
     pairs = documents(args)
     langs = bitext_languages(args, pairs)
     check_outputs(args, langs, (args.src, args.tgt, args.pairs))  # the languages now known name Moses' files
-    kind, model = load_model(args.model, pick_device(args.device), backend="auto")
+    kind, model = load_model(args.model, pick_device(args.device), backend=FP32)  # fp32: the alignment tables were measured with it
     lower = model.lower if kind == "hmde" else model
     return write_alignments(args, pairs, lambda texts: lower.encode(list(texts)), options, langs=langs)

@@ -125,7 +125,8 @@ def needs_torch(args) -> bool:
             return False
     return bool(getattr(args, "bf16", False) or getattr(args, "engine", "local") == "ray"
                 or getattr(args, "sentence_vectors", None) == "context"
-                or getattr(args, "protocol", "frozen") not in (None, "frozen"))
+                or getattr(args, "protocol", None) in ("finetune", "both"))  # xldc's; `hmde eval`'s own
+    # subcommand is also held as ``protocol`` (clir, xsr, align, xldc), which runs on any backend
 
 
 def warn(message: str) -> None:

@@ -12,6 +12,7 @@ def write_parquet(args: argparse.Namespace, kind: str, model, count: int, vector
     (:func:`hmde.index.builder.write_representation`)."""
     from tqdm.auto import tqdm
 
+    from ..encoders.backends import recorded
     from ..encoders.registry import recorded_name, resolve_model_path
     from ..evaluation.provenance import model_hash
     from ..index.builder import write_representation
@@ -19,7 +20,8 @@ def write_parquet(args: argparse.Namespace, kind: str, model, count: int, vector
 
     name = recorded_name(args.model)
     info = RepresentationInfo(name, model_hash(resolve_model_path(name)), args.method,
-                              int((model.lower if kind == "hmde" else model).dim))
+                              int((model.lower if kind == "hmde" else model).dim),
+                              backend=recorded(getattr(args, "backend", None) or "torch", model))
     with tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress) as bar:
         rows = write_representation(args.output, vectorizer, info, chunks, bar.update)
     print(f"wrote {rows} documents ({info.dim}-d vectors, their sentences and spans) to {args.output}")

@@ -30,6 +30,14 @@ def run(args: argparse.Namespace) -> int:
     kind, model = load_model(args.model, "cpu")
     if kind != "hmde":
         raise HmdeError(f"'{args.model}' is a sentence encoder; export an hmde model")
-    export_onnx(model, args.output, args.int8, args.opset)
-    print(f"wrote ONNX graphs to {args.output}" + (" (with lower.int8.onnx)" if args.int8 else ""))
+    ranges = None
+    if args.int8:  # smoothed where hmde ships the model's calibration (hmde.export.smoothing)
+        from ..encoders.registry import resolve_model_path
+        from ..evaluation.provenance import model_hash
+        from ..export.smoothing import load_ranges
+
+        ranges = load_ranges(model_hash(resolve_model_path(args.model)))
+    export_onnx(model, args.output, args.int8, args.opset, ranges)
+    print(f"wrote ONNX graphs to {args.output}" + ((" (with lower.int8.onnx, smoothed)" if ranges is not None else
+                                                   " (with lower.int8.onnx)") if args.int8 else ""))
     return 0

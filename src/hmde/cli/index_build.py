@@ -21,8 +21,11 @@ from .preflight import check_records
 from .ray_arguments import encode_spec, ray_options
 
 
-def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, dim: int, method: str):
-    """The flags as the library's settings (:class:`hmde.index.builder.IndexSettings`), then the index's record."""
+def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, dim: int, method: str,
+               encoder=None):
+    """The flags as the library's settings (:class:`hmde.index.builder.IndexSettings`), then the index's record
+    (with the family of vectors ``encoder`` gives: :func:`hmde.encoders.backends.recorded`)."""
+    from ..encoders.backends import recorded
     from ..index.builder import IndexSettings, new_meta
     from ..index.language_debias import debias_mode
 
@@ -30,7 +33,8 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                              bm25=bool(getattr(args, "bm25", False)),
                              multi_vector=bool(getattr(args, "multi_vector", False)),
                              sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
-                             backend=getattr(args, "backend", None) or "torch", store=getattr(args, "store", None) or "",
+                             backend=recorded(getattr(args, "backend", None) or "torch", encoder),
+                             store=getattr(args, "store", None) or "",
                              language_debias=debias_mode(getattr(args, "language_debias", None)))
     return new_meta(settings, model, model_sha256, dim, method, args.output)
 
@@ -205,7 +209,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     vectorizer = DocumentVectorizer(model, method, MethodOptions(autocast_dtype=autocast_dtype(args.bf16),
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
-    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method, model)
     # one batch at a time: the progress bar moves per batch
     index = write_records(args.output, vectorizer, meta, input_chunks(args, vectorizer.options.batch_size),
                           write_mode(args), bar.update)
@@ -241,7 +245,7 @@ def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     warn_uncovered(args.model, model, languages)
     options = MethodOptions(autocast_dtype=autocast_dtype(args.bf16), show_progress_bar=not args.no_progress,
                             **lawdr_fit_options(args))
-    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method)
+    meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method, model)
     # one chunk: LAWDR is fitted on every document before the first is written
     index = write_records(args.output, DocumentVectorizer(model, method, options), meta, [records], write_mode(args))
     report(args, len(records), index, existing)

@@ -63,6 +63,12 @@ def run_build_from_representation(args: argparse.Namespace, existing, info) -> i
     count = scan_for_index(args, existing)  # ids unique (and new, on --add) before anything is written
     if existing is not None:
         check_compatible(existing.meta, info.model_sha256, info.dim, existing.path)
+        from ..encoders.backends import same_vectors
+
+        if not same_vectors(info.backend, existing.meta.backend):
+            raise HmdeError(f"{args.input} holds vectors of --backend {info.backend}, index {existing.path} those of "
+                            f"{existing.meta.backend}: encode the documents with --backend {existing.meta.backend}")
+    args.backend = info.backend  # the index records the file's family of vectors
     meta = index_meta(args, info.model, info.model_sha256, info.dim, info.method)
     mode = write_mode(args)
     index = write_batches(args.output, meta, representation_batches(args.input, info), add=mode != "create",

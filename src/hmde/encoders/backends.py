@@ -5,11 +5,14 @@
   makes and checks against PyTorch in its cache on first use (:mod:`hmde.export.cached`).
 - ``onnx-int8``: the same with the int8 lower graph (faster; its vectors differ more: docs/speed.md).
 - ``auto``, what every inference path asks for by default (the command line, :class:`hmde.Index`, the server, the
-  integrations): ``onnx`` on a CPU for hmde's bundled models once their graphs passed the check, ``torch``
-  everywhere else (a GPU, another model, no ONNX Runtime, a failed check: said once).
+  integrations): on a CPU, for hmde's bundled models, ``onnx-int8`` where hmde ships the model's int8 calibration
+  and the smoothed int8 graph passed its check (hmde-e5), else ``onnx`` once the fp32 graphs passed theirs;
+  ``torch`` everywhere else (a GPU, another model, no ONNX Runtime, a failed check: said once).
+- ``auto-fp32`` (internal: what reads an index of float32 vectors): ``auto`` without int8.
 
-An index records the backend it was built with; fp32 graphs and PyTorch give the same vectors (the check's
-threshold), so only int8 is a family of its own (:func:`same_vectors`).
+An index records the family of vectors it was built with: ``onnx-int8`` for int8, else the backend asked for
+(``auto``, ``torch``, ``onnx``: fp32 graphs and PyTorch give the same vectors, the check's threshold); searching or
+adding to it defaults to a backend of the same family (:func:`same_vectors`, :func:`for_reading`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 DEFAULT = "auto"
+FP32 = "auto-fp32"
 
 _SAID: set = set()
 
@@ -29,9 +33,15 @@ def same_vectors(a: str | None, b: str | None) -> bool:
 
 
 def for_reading(recorded: str | None) -> str:
-    """The backend that searches (or adds to) an index built with ``recorded``: the fast default for fp32 vectors
-    (indexes of earlier hmde recorded ``torch``), int8 for int8."""
-    return "onnx-int8" if recorded == "onnx-int8" else DEFAULT
+    """The backend that searches (or adds to) an index built with ``recorded``: the fastest that gives fp32 vectors
+    (indexes of earlier hmde recorded ``torch`` or ``auto``), int8 for int8."""
+    return "onnx-int8" if recorded == "onnx-int8" else FP32
+
+
+def recorded(asked: str | None, model) -> str:
+    """What an index built by ``model``, loaded for backend ``asked``, records: ``onnx-int8`` where the model runs
+    the int8 graph (``auto`` may choose it), else ``asked``."""
+    return "onnx-int8" if getattr(model, "int8", False) else (asked or DEFAULT)
 
 
 def auto_models() -> set[str]:
@@ -58,7 +68,7 @@ def resolve(name: str, device: str, backend: str | None) -> str:
     """``torch``, ``onnx`` or ``onnx-int8`` for loading ``name`` on ``device`` when ``backend`` was asked for
     (None: ``torch``, the library's own default for training code)."""
     backend = backend or "torch"
-    if backend != DEFAULT:
+    if backend not in (DEFAULT, FP32):
         return backend
     from ..export.folder import is_onnx_export
 
@@ -77,7 +87,27 @@ def resolve(name: str, device: str, backend: str | None) -> str:
     if not trusted(record):
         _say_once(name, f"the ONNX graphs of {name} are not used: {describe(record)}; running PyTorch")
         return "torch"
-    return "onnx"
+    return "onnx-int8" if backend == DEFAULT and _int8_trusted(name) else "onnx"
+
+
+def _int8_trusted(name: str) -> bool:
+    """Whether ``name``'s smoothed int8 graph (made once where hmde ships its calibration) passed its check."""
+    from ..export.cached import describe, ensure_export, export_folder, int8_form, trusted
+    from ..export.smoothing import FORM
+
+    if int8_form(export_folder(name)) != FORM:
+        return False
+    try:
+        _, record = ensure_export(name, int8=True)
+    except Exception as exc:
+        _say_once((name, "int8"), f"the int8 graph of {name} could not be made ({str(exc).splitlines()[0][:200]}); "
+                  "running its fp32 graphs")
+        return False
+    if not trusted(record, int8=True):
+        _say_once((name, "int8"), f"the int8 graph of {name} is not used: {describe(record, int8=True)}; running its "
+                  "fp32 graphs")
+        return False
+    return True
 
 
 def _has_onnxruntime() -> bool:
@@ -97,13 +127,15 @@ def _say_once(key, message: str) -> None:
 def for_job(backend: str | None, sentence_vectors: str | None = None) -> str | None:
     """``backend``, except that ``auto`` is PyTorch for HMDE's contextualised sentence vectors (``context``),
     which only PyTorch's upper encoder gives."""
-    return "torch" if backend == DEFAULT and sentence_vectors == "context" else backend
+    return "torch" if backend in (DEFAULT, FP32) and sentence_vectors == "context" else backend
 
 
 def for_index(meta, asked: str | None = None) -> str:
-    """The backend that searches or adds to an index (its ``meta``): ``asked``, else one that gives its vectors
-    (:func:`for_reading`); PyTorch where it holds contextualised sentence vectors (:func:`for_job`)."""
-    return for_job(asked or for_reading(meta.backend), meta.sentence_vectors)
+    """The backend that searches or adds to an index (its ``meta``): ``asked``, else (also for ``auto``) one that
+    gives its vectors (:func:`for_reading`); PyTorch where it holds contextualised sentence vectors
+    (:func:`for_job`)."""
+    chosen = asked if asked and asked != DEFAULT else for_reading(meta.backend)
+    return for_job(chosen, meta.sentence_vectors)
 
 
 def for_adding(asked: str | None, meta, path) -> str:
@@ -111,7 +143,7 @@ def for_adding(asked: str | None, meta, path) -> str:
     (refused in one line where it does not), else one that does."""
     from ..errors import HmdeError
 
-    if asked and not same_vectors(asked, meta.backend):
+    if asked and asked != DEFAULT and not same_vectors(asked, meta.backend):
         raise HmdeError(f"index {path} was encoded with --backend {meta.backend}; add to it with that backend (or "
                         f"leave --backend out), not {asked}")
     return for_index(meta, asked)

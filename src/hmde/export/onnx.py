@@ -6,7 +6,8 @@ vector); on CPUs hmde makes and checks them itself on first use (:mod:`hmde.expo
 are ONNX Runtime sessions: segmentation, batching and windowing are the PyTorch model's own
 code, so it reproduces ``encode_documents`` (tested to 1e-4 in fp32). ``--int8`` adds ``lower.int8.onnx``
 (:func:`quantize_lower`): the lower encoder, which holds nearly all the compute, with per-channel int8 weights and
-int8 activations except in its feed-forward down-projections (measured: docs/speed.md).
+int8 activations except in its feed-forward down-projections, smoothed first where hmde ships the model's
+calibration (:mod:`hmde.export.smoothing`; measured: docs/speed.md).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ..encoders.sentence_encoder import SentenceEncoder
 
 
 
-def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) -> Path:
-    """Write ``output`` with lower.onnx, upper.onnx, the tokenizer and config.json."""
+def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17, ranges=None) -> Path:
+    """Write ``output`` with lower.onnx, upper.onnx, the tokenizer and config.json (``int8``: also lower.int8.onnx,
+    smoothed with calibration ``ranges`` where given: :func:`quantize_lower`)."""
     import torch
 
     class Lower(torch.nn.Module):
@@ -71,9 +73,10 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17) 
                           output_names=["document"], opset_version=max(opset, 18), dynamo=True,
                           dynamic_shapes=({0: batch, 1: units}, {0: batch, 1: units}))
         if int8:
-            quantize_lower(tmp / "lower.onnx", tmp / "lower.int8.onnx")
+            quantize_lower(tmp / "lower.onnx", tmp / "lower.int8.onnx", ranges)
         tok.save_pretrained(str(tmp / "tokenizer"))
         meta = {"format": FORMAT, "dim": model.dim, "config": model.config.to_dict(), "int8": int8,
+                "int8_smoothed": bool(int8 and ranges is not None),
                 "source": getattr(model, "source", None)}
         from ..text.coverage import model_languages
 
@@ -98,13 +101,34 @@ def down_projections(graph: Path) -> list[str]:
             and len(shapes.get(n.input[1], [])) == 2 and shapes[n.input[1]][0] > shapes[n.input[1]][1]]
 
 
-def quantize_lower(source: Path, target: Path) -> None:
+def quantize_lower(source: Path, target: Path, ranges=None) -> None:
     """ONNX Runtime's dynamic int8 quantisation of the lower graph: per-channel weights, matrix products only
-    (the embedding table stays float32), the down-projections kept float32 (:func:`down_projections`)."""
+    (the embedding table stays float32), the down-projections kept float32 (:func:`down_projections`); with
+    calibration ``ranges`` (:mod:`hmde.export.smoothing`), the other products' activations smoothed first and
+    quantised with fixed scales (each sentence's vector independent of its batch)."""
+    import os
+    import tempfile
+
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"], nodes_to_exclude=down_projections(source))
+    kept = down_projections(source)
+    fd, smoothed = tempfile.mkstemp(prefix=".lower.smoothed.", suffix=".onnx", dir=Path(target).parent)
+    os.close(fd)
+    try:
+        if ranges is not None:
+            from .smoothing import smooth
+
+            smooth(source, smoothed, ranges, skip=kept)
+        with _quiet_logger(None):  # the quantiser's advice to pre-process, on the root logger
+            quantize_dynamic(smoothed if ranges is not None else str(source), str(target),
+                             weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
+                             nodes_to_exclude=kept)
+        if ranges is not None:
+            from .smoothing import fix_activation_scales
+
+            fix_activation_scales(target, ranges)
+    finally:
+        Path(smoothed).unlink(missing_ok=True)
 
 
 class OnnxSentenceEncoder(SentenceEncoder):
@@ -205,7 +229,7 @@ class OnnxHierarchicalEncoder(HierarchicalEncoder):
                                          meta.get("prompts"), meta.get("document_prompt", ""),
                                          meta.get("covered_languages"))
         self.upper = OnnxUpper(_session(ort, path / "upper.onnx", options, providers))
-        self.source = str(path)
+        self.source, self.int8 = str(path), bool(int8)
         self.eval()
 
     def save_pretrained(self, path, dtype=None) -> None:

@@ -4,10 +4,12 @@ written (create, add, upsert, delete, compact) through the one write path of :mo
 
 from __future__ import annotations
 
+import dataclasses
 
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..encoders.backends import for_index, for_job
+from ..encoders.backends import recorded as recorded_backend
 from ..encoders.model_loading import load_model
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .search_checks import (_checked_records, _ids, check_batch_size, check_filter,  # noqa: F401  (their names here)
@@ -85,6 +87,7 @@ class Index:
             raise HmdeError(f"sentence_vectors 'context' stores HMDE's contextualised sentence vectors: method hmde, "
                             f"not {method}")
         recorded = recorded_name(name)
+        chosen = dataclasses.replace(chosen, backend=recorded_backend(chosen.backend, loaded))
         meta = new_meta(chosen, recorded, model_hash(resolve_model_path(recorded)),
                         int((loaded.lower if kind == "hmde" else loaded).dim), method, path)
         written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))

@@ -48,6 +48,9 @@ class RepresentationInfo:
     dim: int
     sentence_vectors: str = "lower"  # or "context": HMDE's contextualised sentence vectors
     rows: int = 0
+    # the family of vectors (hmde.encoders.backends.recorded): "onnx-int8" for the int8 graph, else fp32 ("torch"
+    # in files written before the int8 default); an index built from the file records it
+    backend: str = "torch"
 
 
 def schema(dim: int, info: RepresentationInfo):
@@ -61,7 +64,7 @@ def schema(dim: int, info: RepresentationInfo):
               pa.field(METADATA, pa.string())]
     meta = {"hmde.format": FORMAT, "hmde.model": info.model, "hmde.model_sha256": info.model_sha256 or "",
             "hmde.method": info.method, "hmde.dim": str(dim), "hmde.sentence_vectors": info.sentence_vectors,
-            "hmde.vector_norm": VECTOR_NORM}
+            "hmde.vector_norm": VECTOR_NORM, "hmde.backend": info.backend}
     return pa.schema(fields, metadata={k: v.encode("utf-8") for k, v in meta.items()})
 
 
@@ -207,7 +210,7 @@ def read_info(path: str | Path) -> RepresentationInfo | None:
     try:
         return RepresentationInfo(meta["hmde.model"], meta.get("hmde.model_sha256") or None, meta["hmde.method"],
                                   int(meta["hmde.dim"]), meta.get("hmde.sentence_vectors", "lower"),
-                                  pq.ParquetFile(str(path)).metadata.num_rows)
+                                  pq.ParquetFile(str(path)).metadata.num_rows, meta.get("hmde.backend", "torch"))
     except (KeyError, ValueError) as exc:
         raise InputError(f"damaged hmde metadata ({exc}); encode the documents again", str(path)) from None
 
