@@ -59,14 +59,11 @@ def activation_ranges(graph: str | Path, tokenizer, texts: Sequence[str], batch_
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from .onnx import session_options
-
     model = onnx.load(str(graph))
     names = [name for name, _ in weighted_inputs(model)]
     for name in names:
         model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    session = ort.InferenceSession(model.SerializeToString(), session_options(ort),
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     del model
     wanted = [o.name for o in session.get_outputs()][1:]
     highest: dict[str, np.ndarray] = {}
