@@ -79,7 +79,7 @@ def resolve(name: str, device: str, backend: str | None) -> str:
     from ..export.cached import describe, ensure_export, trusted
 
     try:
-        _, record = ensure_export(name)
+        folder, record = ensure_export(name)
     except Exception as exc:  # an export that fails (an operator, a disk) must not stop a search: PyTorch runs it
         _say_once(name, f"the ONNX graphs of {name} could not be made ({str(exc).splitlines()[0][:200]}); "
                   "running PyTorch")
@@ -87,18 +87,20 @@ def resolve(name: str, device: str, backend: str | None) -> str:
     if not trusted(record):
         _say_once(name, f"the ONNX graphs of {name} are not used: {describe(record)}; running PyTorch")
         return "torch"
-    return "onnx-int8" if backend == DEFAULT and _int8_trusted(name) else "onnx"
+    return "onnx-int8" if backend == DEFAULT and _int8_trusted(name, folder, record) else "onnx"
 
 
-def _int8_trusted(name: str) -> bool:
-    """Whether ``name``'s smoothed int8 graph (made once where hmde ships its calibration) passed its check."""
-    from ..export.cached import describe, ensure_export, export_folder, int8_form, trusted
+def _int8_trusted(name: str, folder: Path, record: dict) -> bool:
+    """Whether ``name``'s smoothed int8 graph (made once where hmde ships its calibration) passed its check;
+    ``folder`` and ``record``: its export and check, as :func:`resolve` read them."""
+    from ..export.cached import describe, ensure_export, int8_form, trusted
     from ..export.smoothing import FORM
 
-    if int8_form(export_folder(name)) != FORM:
+    if int8_form(folder) != FORM:
         return False
     try:
-        _, record = ensure_export(name, int8=True)
+        if (record.get("int8") or {}).get("form") != FORM:  # not made yet: made once here
+            _, record = ensure_export(name, int8=True)
     except Exception as exc:
         _say_once((name, "int8"), f"the int8 graph of {name} could not be made ({str(exc).splitlines()[0][:200]}); "
                   "running its fp32 graphs")

@@ -75,15 +75,19 @@ def trusted(record: dict, int8: bool = False) -> bool:
     return bool(part.get("passed")) and part.get("form") == smoothing.FORM
 
 
+def _digest(folder: Path) -> str:
+    """The model's content hash (16 digits) that names its export ``folder`` (:func:`export_folder`)."""
+    return folder.name.split("-")[-3]
+
+
 def int8_ranges(folder: Path):
-    """The calibration ranges hmde ships for the model exported to ``folder`` (named by its content hash,
-    :func:`export_folder`), or None."""
-    return smoothing.load_ranges(folder.name.split("-")[-3])
+    """The calibration ranges hmde ships for the model exported to ``folder``, or None."""
+    return smoothing.load_ranges(_digest(folder))
 
 
 def int8_form(folder: Path) -> str:
     """The recipe of the int8 graph in ``folder``: smoothed where hmde ships the model's ranges, else plain."""
-    return smoothing.FORM if smoothing.ranges_file(folder.name.split("-")[-3]).is_file() else "plain-v1"
+    return smoothing.FORM if smoothing.ranges_file(_digest(folder)).is_file() else "plain-v1"
 
 
 def _read_check(folder: Path) -> dict | None:

@@ -112,21 +112,23 @@ def quantize_lower(source: Path, target: Path, ranges=None) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     kept = down_projections(source)
+
+    def quantize(graph) -> None:
+        with _quiet_logger(None):  # the quantiser's advice to pre-process, on the root logger
+            quantize_dynamic(str(graph), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"], nodes_to_exclude=kept)
+
+    if ranges is None:
+        quantize(source)
+        return
+    from .smoothing import fix_activation_scales, smooth
+
     fd, smoothed = tempfile.mkstemp(prefix=".lower.smoothed.", suffix=".onnx", dir=Path(target).parent)
     os.close(fd)
     try:
-        if ranges is not None:
-            from .smoothing import smooth
-
-            smooth(source, smoothed, ranges, skip=kept)
-        with _quiet_logger(None):  # the quantiser's advice to pre-process, on the root logger
-            quantize_dynamic(smoothed if ranges is not None else str(source), str(target),
-                             weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"],
-                             nodes_to_exclude=kept)
-        if ranges is not None:
-            from .smoothing import fix_activation_scales
-
-            fix_activation_scales(target, ranges)
+        smooth(source, smoothed, ranges, skip=kept)
+        quantize(smoothed)
+        fix_activation_scales(target, ranges)
     finally:
         Path(smoothed).unlink(missing_ok=True)
 
