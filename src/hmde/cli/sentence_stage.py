@@ -11,11 +11,12 @@ from .common import add_device_argument
 
 # the stage's settings a user may change; the rest of SentenceStageConfig (the translation files) keep theirs
 SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_tokens", "lower_trainable", "seed",
-            "checkpoint_every", "ranking_chunk", "pairs", "alpha", "ranking_weight", "distill_weight")
+            "checkpoint_every", "ranking_chunk", "pairs", "alpha", "ranking_weight", "distill_weight", "roles",
+            "hard_negatives", "negative_ceiling")
 
 
 def register(sub) -> None:
-    from ..pretraining.sentence_stage_config import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage_config import PAIR_KINDS, ROLES, SHIPPED_KINDS, SentenceStageConfig
 
     p = sub.add_parser(
         "sentence-stage", help="train a model's lower encoder on query-like sentence pairs across languages "
@@ -40,7 +41,8 @@ def register(sub) -> None:
     defaults = SentenceStageConfig()
     for name in SETTINGS:
         value = getattr(defaults, name)
-        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value,
+        choices = {"roles": ROLES}.get(name)
+        p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
                        help=f"default {value}")
     add_device_argument(p)
     p.set_defaults(func=run)
@@ -48,7 +50,7 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..encoders.devices import pick_device
-    from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs
+    from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs, sample_tagged_pairs
     from ..pretraining.sentence_stage_config import PAIR_KINDS, SentenceStageConfig
 
     data = Path(args.data)
@@ -64,7 +66,14 @@ def run(args: argparse.Namespace) -> int:
     config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
     config.check()
     shares = {kind: args.mono_share for kind in kinds}
-    pairs = sample_stage_pairs(data, config, shares)  # its errors and the pairs' count before the model loads
+    languages = None
+    if config.hard_negatives:  # mined within the y side's language: translation pairs, which know it
+        if kinds != ["translations"]:
+            raise HmdeError("--hard-negatives is for --pairs-from translations alone")
+        tagged = sample_tagged_pairs(data, config)
+        pairs, languages = [(x, y) for x, y, _ in tagged], [lang for _, _, lang in tagged]
+    else:
+        pairs = sample_stage_pairs(data, config, shares)  # its errors and the pairs' count before the model loads
     config.check_pairs(len(pairs), str(data))
     record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
@@ -73,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from ..pretraining.sentence_stage import SentenceStageTrainer
 
     model = load_model(args.model, pick_device(args.device))[1]
-    SentenceStageTrainer(model, pairs, config, args.output).train()
+    SentenceStageTrainer(model, pairs, config, args.output, languages).train()
     out = Path(args.output) / "model"
     model.save_pretrained(out)
     print(f"saved {out}")

@@ -52,14 +52,18 @@ from ..text.coverage import DATA_HELD_OUT, RECIPE_HELD_OUT
 HELD_OUT = RECIPE_HELD_OUT + DATA_HELD_OUT  # held out of document training: kept out here too
 
 
-def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0.3, scale: float = 20.0) -> torch.Tensor:
-    """LaBSE's additive-margin softmax over the batch, both directions summed (module docstring)."""
+def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0.3, scale: float = 20.0,
+                             negatives: torch.Tensor | None = None) -> torch.Tensor:
+    """LaBSE's additive-margin softmax over the batch, both directions summed (module docstring). ``negatives``:
+    hard negatives of the y side (any number of vectors), more columns of the x -> y direction only."""
     if len(a) != len(b) or len(a) < 2:
         raise HmdeError("translation ranking needs two equal batches of at least 2 vectors")
-    sims = F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
+    a = F.normalize(a, dim=-1)
+    sims = a @ F.normalize(b, dim=-1).T
     logits = scale * (sims - margin * torch.eye(len(a), dtype=sims.dtype, device=sims.device))
     target = torch.arange(len(a), device=a.device)
-    return F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)
+    forward = logits if negatives is None else torch.cat([logits, scale * (a @ F.normalize(negatives, dim=-1).T)], 1)
+    return F.cross_entropy(forward, target) + F.cross_entropy(logits.T, target)
 
 
 def distillation_loss(student_other: torch.Tensor, student_english: torch.Tensor,
@@ -112,6 +116,12 @@ def docs_pages(data: Path, sources):
 
 def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str]]:
     """``config.pairs`` translation pairs, each file's share proportional to its size ** alpha, shuffled (seeded)."""
+    return [(x, y) for x, y, _ in sample_tagged_pairs(data, config)]
+
+
+def sample_tagged_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str, str]]:
+    """:func:`sample_pairs` with the language of each pair's y side: ``(x, y, y's language)`` (hard negatives are
+    mined within a language)."""
     files = pair_files(data, config.sources)
     if config.distill_weight > 0:
         files = [f for f in files if "eng" in f[1:]]
@@ -124,9 +134,9 @@ def sample_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[str, str
     for (_, x, y), pairs, n in zip(files, rows, quota):
         picked = rng.choice(len(pairs), int(n), replace=False) if n else []
         if config.distill_weight > 0:  # (other, English): the teacher reads the English side
-            out += [pairs[i][::-1] if x == "eng" else pairs[i] for i in picked]
+            out += [(*pairs[i][::-1], x) if x == "eng" else (*pairs[i], y) for i in picked]
         else:
-            out += [pairs[i] if rng.random() < 0.5 else pairs[i][::-1] for i in picked]
+            out += [(*pairs[i], y) if rng.random() < 0.5 else (*pairs[i][::-1], x) for i in picked]
     order = rng.permutation(len(out))
     return [out[i] for i in order]
 
@@ -299,10 +309,16 @@ def record_run_pairs(output: Path, record: dict) -> None:
 class SentenceStageTrainer:
     """Trains ``model.lower`` (a model of :func:`hmde.encoders.model_loading.load_model`) on ``pairs``."""
 
-    def __init__(self, model, pairs: list[tuple[str, str]], config: SentenceStageConfig, output: str | Path):
+    def __init__(self, model, pairs: list[tuple[str, str]], config: SentenceStageConfig, output: str | Path,
+                 languages: list[str] | None = None):
+        """``languages``: each pair's y language (:func:`sample_tagged_pairs`), which hard negatives need."""
         config.check()
         config.check_pairs(len(pairs))
+        if config.hard_negatives and (languages is None or len(languages) != len(pairs)):
+            raise HmdeError("hard negatives need the y language of every pair (sample_tagged_pairs)")
         self.model, self.pairs, self.config, self.output = model, pairs, config, Path(output)
+        self.languages = languages
+        self.negatives = None  # per pair, the indices of the pairs whose y sides are its hard negatives (train())
         self.lower = model.lower if hasattr(model, "lower") else model
         self.module = self.lower.model  # the lower encoder's torch module: what this stage trains and checkpoints
         self.teacher = None
@@ -312,11 +328,19 @@ class SentenceStageTrainer:
             for p in self.teacher.model.parameters():
                 p.requires_grad_(False)
 
+    def _start(self, step: int) -> int:
+        n, size = len(self.pairs), self.config.batch_size
+        return (step * size) % (n - n % size or n)
+
     def batch(self, step: int) -> list[tuple[str, str]]:
         """The pairs of ``step`` (0-based): consecutive slices of the shuffled pairs, again from the start."""
-        n, size = len(self.pairs), self.config.batch_size
-        start = (step * size) % (n - n % size or n)
-        return self.pairs[start:start + size]
+        start = self._start(step)
+        return self.pairs[start:start + self.config.batch_size]
+
+    def negative_texts(self, step: int) -> list[str]:
+        """The hard negatives of ``step``'s pairs (the y sides of the pairs each was given), pair by pair."""
+        start = self._start(step)
+        return [self.pairs[j][1] for row in self.negatives[start:start + self.config.batch_size] for j in row]
 
     def _ids(self, texts, role) -> list:
         """``texts`` tokenised with ``role``'s prompt, cut to ``max_tokens``."""
@@ -330,9 +354,11 @@ class SentenceStageTrainer:
 
     def loss(self, batch, step: int = 0) -> torch.Tensor:
         lower, cfg, ids, embed = self.lower, self.config, self._ids, self._embed
-        if self.teacher is None:  # x as a query, y as a document sentence
-            a, b = embed(lower, ids([x for x, _ in batch], "query")), embed(lower, ids([y for _, y in batch], None))
-            return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
+        if self.teacher is None:  # x as a query (or a document sentence: roles), y as a document sentence
+            x_role = "query" if cfg.roles == "query-document" else None
+            a, b = embed(lower, ids([x for x, _ in batch], x_role)), embed(lower, ids([y for _, y in batch], None))
+            h = embed(lower, ids(self.negative_texts(step), None)) if self.negatives is not None else None
+            return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale, h)
         role = "query" if step % 2 == 0 else None  # one role a step, in turn
         other, english = ids([x for x, _ in batch], role), ids([y for _, y in batch], role)
         a, b = embed(lower, other), embed(lower, english)
@@ -350,7 +376,8 @@ class SentenceStageTrainer:
         (dropout) is replayed, so the gradient is the one a single pass would give. Returns the loss."""
         lower, cfg, size = self.lower, self.config, self.config.ranking_chunk
         cuda = lower.device.type == "cuda"
-        sides = [self._ids([x for x, _ in batch], "query"), self._ids([y for _, y in batch], None)]
+        x_role = "query" if cfg.roles == "query-document" else None
+        sides = [self._ids([x for x, _ in batch], x_role), self._ids([y for _, y in batch], None)]
         chunks = [(s, k) for s in range(2) for k in range(0, len(batch), size)]
         states, vectors = [], [[], []]
         with torch.no_grad():
@@ -379,6 +406,10 @@ class SentenceStageTrainer:
 
         cfg = self.config
         self.output.mkdir(parents=True, exist_ok=True)
+        if cfg.hard_negatives:  # mined with the starting model, before a checkpoint loads; kept for the resumed run
+            from .hard_negatives import hard_negatives_for_run
+
+            self.negatives = hard_negatives_for_run(self.lower, self.pairs, self.languages, cfg, self.output, log)
         freeze_lower_parts(self.module, cfg.lower_trainable)
         params = [p for p in self.module.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..errors import HmdeError
 
 PAIR_KINDS = ("titles", "headings", "neighbours", "translations")
+ROLES = ("query-document", "document")
 # hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
 # third as many translation pairs, which keep Tatoeba and PUD alignment up where titles and headings alone fell a hair
 SHIPPED_KINDS = {"titles": 0.3, "headings": 0.3, "translations": 0.3}
@@ -36,6 +37,15 @@ class SentenceStageConfig:
     # Setup"): the ranking loss over the whole batch, the encoder run this many texts at a time (0: all at once),
     # so a CPU or a small GPU trains with the in-batch negatives of a large batch; the same gradient as one pass
     ranking_chunk: int = 0
+    # the roles the two sides of a pair are embedded in: "query-document" (x as a query, y as a document sentence:
+    # cross-lingual search, hmde-e5's stage) or "document" (both as document sentences, as translation mining and
+    # sentence alignment embed them: issue 79's translation encoder)
+    roles: str = "query-document"
+    # hard negatives (issue 79; ANCE-style, mined once with the starting model): per pair, this many y sides of other
+    # pairs in the pair's y language, the nearest to its x, none closer than negative_ceiling x the pair's own cosine
+    # (a near-equal sentence is likely a translation too: NV-Retriever's positive-aware mining); translations only
+    hard_negatives: int = 0
+    negative_ceiling: float = 0.95
 
     def check_pairs(self, count: int, source: str = "") -> None:
         """A run needs at least one batch of pairs (``source``: where they came from, for the message)."""
@@ -69,6 +79,16 @@ class SentenceStageConfig:
             raise HmdeError(f"ranking_chunk must be >= 0 (0: the whole batch in one pass), got {self.ranking_chunk}")
         if self.ranking_chunk and self.distill_weight > 0:
             raise HmdeError("ranking_chunk (gradient caching) is for the ranking loss alone: set distill_weight 0")
+        if self.roles not in ROLES:
+            raise HmdeError(f"roles must be one of {', '.join(ROLES)}, got {self.roles!r}")
+        if self.hard_negatives < 0:
+            raise HmdeError(f"hard_negatives must be >= 0 (per pair), got {self.hard_negatives}")
+        if not (math.isfinite(self.negative_ceiling) and 0 < self.negative_ceiling <= 1):
+            raise HmdeError(f"negative_ceiling must be in (0, 1] (a share of the pair's own cosine), got "
+                            f"{self.negative_ceiling}")
+        if self.hard_negatives and (self.distill_weight > 0 or self.ranking_chunk):
+            raise HmdeError("hard_negatives are for the ranking loss in one pass: set distill_weight 0 and "
+                            "ranking_chunk 0")
         if self.batch_size < 2:
             raise HmdeError("batch_size must be >= 2: a pair needs another pair of the batch to rank against")
         if not 0 <= self.alpha <= 1:
