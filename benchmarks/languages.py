@@ -9,6 +9,11 @@ Three tasks, each scored per language with the default model (hmde-e5, its defau
 - **masakhanews**: MasakhaNEWS (16 African languages) dev sets, up to ``--news`` articles: the headline (as a query)
   finds its own article among that language's articles (MRR, monolingual).
 
+Beside the scores, each language's **tokenizer coverage** (:mod:`hmde.text.tokenizer_coverage`, no model run): the
+share of ``<unk>`` tokens and the tokens a word costs, on its UDHR articles (else its Tatoeba sentences, else its
+news). ``--coverage-into FILE`` adds those two to every language of a written table (the shipped
+``hmde/text/language_quality.json``) without scoring again.
+
 A language's **score** is the mean of its tasks; the **tail** is the bottom fifth of the languages by score. The
 languages held out of training (ukr, lav/lvs, eus: the held-out Bible's; docs/ leaves them out) are marked. Each
 language is also marked where it is outside the sentence encoder's pretraining (XLM-R's 100 languages for
@@ -82,6 +87,38 @@ def masakhanews(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]
     return out
 
 
+def coverage(tokenizer, data: Path, pairs: int = 300, news: int = 150) -> dict[str, dict[str, float]]:
+    """Per language of the data, its tokenizer coverage (module docstring): ``unknown_tokens``, ``tokens_per_word``."""
+    from hmde.text.tokenizer_coverage import tokenizer_coverage
+
+    texts: dict[str, list[str]] = {}
+    for lang, (headlines, articles) in masakhanews(data, news).items():
+        texts[lang] = articles
+    for lang, (xxx, _) in tatoeba(data, pairs).items():
+        texts[lang] = xxx
+    for lang, articles in udhr(data).items():
+        texts[lang] = list(articles.values())
+    out = {}
+    for lang, some in texts.items():
+        c = tokenizer_coverage(tokenizer, some)
+        out[lang] = {"unknown_tokens": round(c.unknown_share, 4), "tokens_per_word": round(c.tokens_per_word, 2)}
+    return out
+
+
+def coverage_into(path: Path, tokenizer, data: Path) -> None:
+    """Add each language's tokenizer coverage to every model's rows of the table at ``path`` (written atomically)."""
+    from hmde.ground.atomic import write_text_atomic
+
+    table = json.loads(path.read_text(encoding="utf-8"))
+    found = coverage(tokenizer, data)
+    for model, rows in table.items():
+        if isinstance(rows, dict) and not model.startswith("_"):
+            for lang, row in rows.items():
+                row.update(found.get(lang, {}))
+    write_text_atomic(path, json.dumps(table, indent=0, sort_keys=True) + "\n")
+    print(f"{path}: tokenizer coverage of {len(found)} languages added")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="../shared/data")
@@ -91,6 +128,8 @@ def main() -> None:
     parser.add_argument("--news", type=int, default=150, help="MasakhaNEWS articles a language (default 150)")
     parser.add_argument("--tasks", default="tatoeba,udhr,masakhanews")
     parser.add_argument("-o", "--output", default=None)
+    parser.add_argument("--coverage-into", type=Path, default=None, metavar="FILE",
+                        help="add tokenizer coverage to the table FILE, scoring nothing")
     args = parser.parse_args()
 
     from hmde.encoders.model_loading import load_model
@@ -101,6 +140,9 @@ def main() -> None:
 
     data = Path(args.data)
     _, model = load_model(args.model, "cpu", backend=args.backend)
+    if args.coverage_into:
+        coverage_into(args.coverage_into, model.lower.tokenizer, data)
+        return
     vectorizer = DocumentVectorizer(model, "mean")
     known = model_languages(model)
     tasks = args.tasks.split(",")
@@ -135,22 +177,24 @@ def main() -> None:
         print(f"masakhanews done ({time.time() - started:.0f} s)", file=sys.stderr)
 
     table = {}
+    tokens = coverage(model.lower.tokenizer, data, args.pairs, args.news)
     for lang, by_task in scores.items():
         code = language_code(lang.split("_")[0]) or lang
-        table[lang] = {"score": float(np.mean(list(by_task.values()))), **by_task,
+        table[lang] = {"score": float(np.mean(list(by_task.values()))), **by_task, **tokens.get(lang, {}),
                        "pretrained": None if known is None else code in known[1], "held_out": lang in HELD_OUT}
     tiers = tiers_of({lang: row["score"] for lang, row in table.items()})
     for lang, tier in tiers.items():
         table[lang]["tier"] = tier
     ordered = sorted(table, key=lambda lang: -table[lang]["score"])
     tail = set(ordered[len(ordered) - len(ordered) // 5:])
-    print(f"\n| language | score | {' | '.join(tasks)} | tier | in pretraining | |\n|---|---|"
-          + "---|" * len(tasks) + "---|---|---|")
+    print(f"\n| language | score | {' | '.join(tasks)} | tier | <unk> | tokens/word | in pretraining | |\n|---|---|"
+          + "---|" * len(tasks) + "---|---|---|---|---|")
     for lang in ordered:
         row = table[lang]
         cells = " | ".join(f"{row[t]:.3f}" if t in row else "" for t in tasks)
         marks = ", ".join(m for m, on in (("tail", lang in tail), ("held out", row["held_out"])) if on)
-        print(f"| {lang} | {row['score']:.3f} | {cells} | {row['tier']} | "
+        print(f"| {lang} | {row['score']:.3f} | {cells} | {row['tier']} | {row.get('unknown_tokens', '')} | "
+              f"{row.get('tokens_per_word', '')} | "
               f"{'' if row['pretrained'] is None else ('yes' if row['pretrained'] else 'no')} | {marks} |")
     head = [table[lang]["score"] for lang in ordered if lang not in tail]
     print(f"\n{len(table)} languages; the tail (bottom fifth, {len(tail)}): mean {np.mean([table[x]['score'] for x in tail]):.3f};"

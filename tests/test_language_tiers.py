@@ -31,6 +31,7 @@ def test_index_info_names_each_language_with_its_tier():
     info = with_tiers("hmde-e5", {"eng": 3, "unknown": 1})
     assert info["eng"]["tier"] == "strong" and info["eng"]["documents"] == 3 and 0.9 <= info["eng"]["score"] <= 1
     assert info["unknown"] == {"documents": 1, "tier": "unmeasured"}
+    assert info["eng"]["unknown_tokens"] == 0.0  # the tokenizer's coverage of the language (issue 80)
 
 
 def test_a_collection_mostly_in_weak_languages_is_said_in_one_line(monkeypatch, capsys):
@@ -42,6 +43,11 @@ def test_a_collection_mostly_in_weak_languages_is_said_in_one_line(monkeypatch, 
     assert not warn_weak("m", Counter({"yor": 2, "eng": 2}), "documents")  # half is not most
     assert not warn_weak("m", Counter({None: 4}), "documents")
     assert capsys.readouterr().err == ""
+    # a script the tokenizer cannot read is named as such
+    monkeypatch.setattr(language_tiers, "quality", lambda model: {"jv": {"score": 0.05, "tier": "weak",
+                                                                         "unknown_tokens": 0.976}})
+    assert warn_weak("m", Counter({"jav_Java": 3}), "documents")
+    assert "jav_Java (0.05; 98% of its tokens <unk>)" in capsys.readouterr().err
 
 
 def test_hmde_index_info_prints_the_tiers(tmp_path, capsys):

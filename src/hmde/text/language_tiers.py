@@ -72,8 +72,18 @@ def with_tiers(model: str | None, languages: dict[str, int]) -> dict[str, dict]:
     for lang, n in languages.items():
         row = quality(model).get(_code(lang), {})
         out[lang] = {"documents": int(n), "tier": row.get("tier", "unmeasured"),
-                     **({"score": round(float(row["score"]), 3)} if row else {})}
+                     **({"score": round(float(row["score"]), 3)} if row else {}),
+                     **({"unknown_tokens": row["unknown_tokens"]} if "unknown_tokens" in row else {})}
     return out
+
+
+UNREADABLE = 0.2  # a language whose text is this share of <unk> tokens or more is one the tokenizer cannot read
+
+
+def _named(model, lang) -> str:
+    row = quality(model)[_code(lang)]
+    unknown = row.get("unknown_tokens", 0.0)
+    return f"{lang} ({row['score']:.2f}{f'; {unknown:.0%} of its tokens <unk>' if unknown >= UNREADABLE else ''})"
 
 
 def _code(lang: str) -> str:
@@ -89,7 +99,7 @@ def warn_weak(model: str | None, languages: Counter, what: str = "documents", st
     weak = Counter({lang: n for lang, n in languages.items() if lang and language_tier(model, lang) == "weak"})
     if not total or sum(weak.values()) * 2 <= total:
         return False
-    names = ", ".join(f"{lang} ({quality(model)[_code(lang)]['score']:.2f})" for lang, _ in weak.most_common(5))
+    names = ", ".join(_named(model, lang) for lang, _ in weak.most_common(5))
     print(f"hmde: warning: {sum(weak.values())} of {total} {what} are in languages where {model} is weak on its dev "
           f"table: {names}; expect fewer right answers first (docs/languages.md)", file=stream or sys.stderr)
     return True
