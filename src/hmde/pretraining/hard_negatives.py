@@ -73,9 +73,11 @@ def _fill(out, x, y, keys, own, rows, pool, k, ceiling, chunk) -> None:
         head = np.argpartition(-sims, top - 1, axis=1)[:, :top] if top < sims.shape[1] else \
             np.tile(np.arange(sims.shape[1]), (len(part), 1))
         for r, i in enumerate(part):
-            candidates = head[r][np.argsort(-sims[r, head[r]], kind="stable")]
-            for order in (candidates, np.argsort(-sims[r], kind="stable")):
-                for c in order:
+            near = np.sort(head[r])  # ties go to the lower index, as in the full order
+            orders = (near[np.argsort(-sims[r, near], kind="stable")],
+                      lambda r=r: np.argsort(-sims[r], kind="stable"))  # the full order only where needed
+            for order in orders:
+                for c in (order() if callable(order) else order):
                     if len(out[i]) >= k or not np.isfinite(sims[r, c]):
                         break
                     j = int(pool[c])
