@@ -17,7 +17,8 @@ from pathlib import Path
 
 def main() -> None:
     from hmde.encoders.model_loading import load_model
-    from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs
+    from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs,
+                                                 sample_tagged_pairs)
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="../shared/data")
@@ -63,15 +64,20 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
-    pairs = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0})
+    languages = None
+    if config.hard_negatives and not kinds:  # mined within the y side's language (translations know it)
+        tagged = sample_tagged_pairs(Path(args.data), config)
+        pairs, languages = [(x, y) for x, y, _ in tagged], [lang for _, _, lang in tagged]
+    else:
+        pairs = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0})
     print(f"{len(pairs)} pairs; {config}", flush=True)
     if args.pack:
         from hmde.recipes import sentence_gpu
 
-        print(sentence_gpu.pack(args.model, pairs, config, args.pack, args.budget_mib), flush=True)
+        print(sentence_gpu.pack(args.model, pairs, config, args.pack, args.budget_mib, languages), flush=True)
         return
     model = load_model(args.model, "cpu")[1]
-    SentenceStageTrainer(model, pairs, config, args.output).train()
+    SentenceStageTrainer(model, pairs, config, args.output, languages).train()
     model.save_pretrained(Path(args.output) / "model")
     print(f"saved {Path(args.output) / 'model'}", flush=True)
 

@@ -122,3 +122,24 @@ def test_the_command_mines_hard_negatives_for_translations_only(tmp_path, hmde_d
     assert json.loads((out / "config.json").read_text())["roles"] == "document"
     assert main(command[:7] + ["titles"] + command[8:]) == 2
     assert "--hard-negatives is for --pairs-from translations alone" in capsys.readouterr().err
+
+
+def test_a_run_written_before_the_new_settings_resumes_with_their_defaults(tmp_path, hmde_dir):
+    from hmde.encoders.model_loading import load_model
+    from hmde.training.checkpoint import STATE_FILE, load_checkpoint, save_checkpoint
+
+    pairs = [(f"Satz {i}.", f"Sentence {i}.") for i in range(8)]
+    config = SentenceStageConfig(batch_size=4, steps=4, checkpoint_every=2, lr=1e-3, warmup=1)
+    run = tmp_path / "run"
+    SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs, config, run).train(log=lambda *_: None,
+                                                                                      stop_at_step=2)
+    state = load_checkpoint(run / "checkpoint")
+    for name in ("roles", "hard_negatives", "negative_ceiling"):  # as an earlier hmde wrote it
+        del state["config"][name]
+    save_checkpoint(run / "checkpoint", state)
+    assert (run / "checkpoint" / STATE_FILE).is_file()
+    SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs, config, run).train(log=lambda *_: None)
+    assert len((run / "log.jsonl").read_text().splitlines()) == 4
+    with pytest.raises(HmdeError, match="roles 'query-document' there, 'document' now"):
+        SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs,
+                             SentenceStageConfig(**{**vars(config), "roles": "document"}), run).train(log=print)

@@ -41,3 +41,24 @@ def test_a_packed_run_unpacked_equals_the_same_steps_on_the_whole_wheel(tmp_path
         assert (got[k] - reference[k]).abs().max().item() <= 0.02 * step + 1e-6, k
     for k in set(reference) - set(changed):  # saving keeps a change only where fp16 sees it (hmde.e5.module)
         assert torch.allclose(got[k], before[k], rtol=1e-3, atol=1e-7), k
+
+
+def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_the_run_there_mines_with_them(tmp_path):
+    import gzip
+    import json
+
+    from hmde.errors import HmdeError
+    from hmde.pretraining.sentence_stage import SentenceStageConfig
+    from hmde.recipes import sentence_gpu
+
+    config = SentenceStageConfig(batch_size=2, steps=1, lr=1e-3, warmup=1, max_tokens=24, hard_negatives=1,
+                                 roles="document")
+    with pytest.raises(HmdeError, match="y language of every pair"):
+        sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "none", budget_mib=200)
+    languages = ["eng", "eng", "eng", "eng"]
+    sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200, languages=languages)
+    with gzip.open(tmp_path / "pack" / sentence_gpu.PAIRS, "rt", encoding="utf-8") as f:
+        assert [row[2] for row in json.load(f)] == languages
+    logged = []
+    sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=logged.append)
+    assert any("mining 1 hard negative(s) for each of 4 pairs" in line for line in logged)

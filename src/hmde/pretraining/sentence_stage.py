@@ -419,9 +419,11 @@ class SentenceStageTrainer:
         folder = self.output / "checkpoint"
         if resume and (folder / STATE_FILE).is_file():
             state = load_checkpoint(folder)  # the random states too
-            if state["config"] != asdict(cfg):
-                changed = [f"{k} {state['config'].get(k)!r} there, {v!r} now" for k, v in asdict(cfg).items()
-                           if state["config"].get(k) != v]
+            # a run written before a setting existed ran with its default (roles, hard negatives: issue 79)
+            saved = {**asdict(SentenceStageConfig()), **state["config"]}
+            if saved != asdict(cfg):
+                changed = [f"{k} {saved.get(k)!r} there, {v!r} now" for k, v in asdict(cfg).items()
+                           if saved.get(k) != v]
                 raise HmdeError(f"{folder} was written with other settings ({'; '.join(changed)}): give the same, or "
                                 "another --output for a new run")
             missing = set(self._trainable_names()) - set(state["model"])

@@ -1,7 +1,7 @@
 """The sentence-level alignment stage (hmde.pretraining.sentence_stage) on a GPU lent for minutes: pack here,
 train there, unpack here, as hmde.recipes.e5_gpu does for the joint stage.
 
-1. ``pack`` (here): the sampled pairs (text, gzip), e5 restricted to the pieces those texts use with both of
+1. ``pack`` (here): the sampled pairs (text, gzip; with each pair's y language where hard negatives are mined), e5 restricted to the pieces those texts use with both of
    e5's prompts (:mod:`hmde.e5.restricted`, checked piece for piece), and the starting model (hmde-e5) whose
    lower encoder alone, whose e5 changes are re-indexed to the restricted token table (rows no pair uses are
    dropped: the run never reads them), with ``pack.json`` (the wheel's SHA-256, the stage's settings). Refused over ``budget_mib``.
@@ -57,8 +57,11 @@ def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
 
 
 def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
-         budget_mib: float = DEFAULT_BUDGET_MIB) -> dict:
-    """Write the pack (module docstring, step 1); returns its manifest (with its size)."""
+         budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None) -> dict:
+    """Write the pack (module docstring, step 1); returns its manifest (with its size). ``languages``: each pair's
+    y language, carried with it (hard negatives are mined there, within a language)."""
+    if config.hard_negatives and (languages is None or len(languages) != len(pairs)):
+        raise HmdeError("a pack for hard negatives needs the y language of every pair")
     from ..e5.folder import PROMPTS, find_resources
     from ..e5.q4_file import E5Q4File
     from ..e5.restricted import pieces_for, write_restricted
@@ -82,7 +85,8 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
         _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
         _carry_packages(tmp / SITE)  # put PACK/site on the path there
         with gzip.open(tmp / PAIRS, "wt", encoding="utf-8") as f:
-            json.dump([list(p) for p in pairs], f, ensure_ascii=False)
+            json.dump([[*p, languages[i]] if languages else list(p) for i, p in enumerate(pairs)], f,
+                      ensure_ascii=False)
         manifest = {"format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
                     "model": str(model), "pieces": len(keep), "pairs": len(pairs), "config": asdict(config)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -119,13 +123,15 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
     manifest = read_manifest(pack_dir)
     config = SentenceStageConfig(**{**manifest["config"], "lower_trainable": "no-embeddings", **(overrides or {})})
     with gzip.open(pack_dir / PAIRS, "rt", encoding="utf-8") as f:
-        pairs = [tuple(p) for p in json.load(f)]
+        rows = json.load(f)
+    pairs = [tuple(p[:2]) for p in rows]
+    languages = [p[2] for p in rows] if rows and len(rows[0]) > 2 else None
     output.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp, restricted_e5(pack_dir):
         model = SentenceEncoder.load(str(pack_dir / START), device=device)
         module = model.model
         reference = {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
-        trainer = SentenceStageTrainer(model, pairs, config, Path(tmp) / "run")
+        trainer = SentenceStageTrainer(model, pairs, config, Path(tmp) / "run", languages)
         trainer.train(resume=False, log=log, minutes=minutes)
         state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
         delta = {k: (state[k] - reference[k]).to(torch.float16).contiguous() for k in state
