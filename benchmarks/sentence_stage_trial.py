@@ -17,8 +17,7 @@ from pathlib import Path
 
 def main() -> None:
     from hmde.encoders.model_loading import load_model
-    from hmde.pretraining.sentence_stage import (SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs,
-                                                 sample_tagged_pairs)
+    from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="../shared/data")
@@ -64,12 +63,9 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
-    languages = None
-    if config.hard_negatives and not kinds:  # mined within the y side's language (translations know it)
-        tagged = sample_tagged_pairs(Path(args.data), config)
-        pairs, languages = [(x, y) for x, y, _ in tagged], [lang for _, _, lang in tagged]
-    else:
-        pairs = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0})
+    tagged = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0}, with_languages=True)
+    pairs = [(x, y) for x, y, _ in tagged]
+    languages = [lang for _, _, lang in tagged] if config.hard_negatives else None  # hard negatives: by language
     print(f"{len(pairs)} pairs; {config}", flush=True)
     if args.pack:
         from hmde.recipes import sentence_gpu

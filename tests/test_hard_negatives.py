@@ -121,7 +121,8 @@ def test_the_command_mines_hard_negatives_for_translations_only(tmp_path, hmde_d
     assert "mining 1 hard negative(s) for each of 8 pairs" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["roles"] == "document"
     assert main(command[:7] + ["titles"] + command[8:]) == 2
-    assert "--hard-negatives is for --pairs-from translations alone" in capsys.readouterr().err
+    assert "--hard-negatives needs pairs that know their languages: --pairs-from some of translations, udhr, " \
+        "bible" in capsys.readouterr().err
 
 
 def test_a_run_written_before_the_new_settings_resumes_with_their_defaults(tmp_path, hmde_dir):

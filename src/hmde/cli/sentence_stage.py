@@ -50,8 +50,8 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..encoders.devices import pick_device
-    from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs, sample_tagged_pairs
-    from ..pretraining.sentence_stage_config import PAIR_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs
+    from ..pretraining.sentence_stage_config import PAIR_KINDS, TAGGED_KINDS, SentenceStageConfig
 
     data = Path(args.data)
     if not data.is_dir():
@@ -66,14 +66,12 @@ def run(args: argparse.Namespace) -> int:
     config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
     config.check()
     shares = {kind: args.mono_share for kind in kinds}
-    languages = None
-    if config.hard_negatives:  # mined within the y side's language: translation pairs, which know it
-        if kinds != ["translations"]:
-            raise HmdeError("--hard-negatives is for --pairs-from translations alone")
-        tagged = sample_tagged_pairs(data, config)
-        pairs, languages = [(x, y) for x, y, _ in tagged], [lang for _, _, lang in tagged]
-    else:
-        pairs = sample_stage_pairs(data, config, shares)  # its errors and the pairs' count before the model loads
+    if config.hard_negatives and set(kinds) - set(TAGGED_KINDS):  # mined within the y side's language
+        raise HmdeError(f"--hard-negatives needs pairs that know their languages: --pairs-from some of "
+                        f"{', '.join(TAGGED_KINDS)}")
+    tagged = sample_stage_pairs(data, config, shares, with_languages=True)  # errors and count before the model loads
+    pairs = [(x, y) for x, y, _ in tagged]
+    languages = [lang for _, _, lang in tagged] if config.hard_negatives else None
     config.check_pairs(len(pairs), str(data))
     record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)

@@ -260,28 +260,37 @@ def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 
     return [out[i] for i in order]
 
 
-def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str, float] | None = None
-                       ) -> list[tuple[str, str]]:
+def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str, float] | None = None,
+                       with_languages: bool = False) -> list[tuple]:
     """The pairs a run trains on: each kind named (``titles``, ``headings``, ``neighbours``, with its share of pairs
-    within one language; ``translations``, the parallel sentences of ``config.sources``), shuffled together (seeded
-    by ``config.seed``). ``None``: hmde-e5's shipped stage (:data:`SHIPPED_KINDS`)."""
+    within one language; ``translations``, the parallel sentences of ``config.sources``; ``udhr`` and ``bible``, the
+    tail's languages paired with English, capped per language: :mod:`hmde.pretraining.tail_pairs`), shuffled
+    together (seeded by ``config.seed``). ``None``: hmde-e5's shipped stage (:data:`SHIPPED_KINDS`).
+    ``with_languages``: ``(x, y, y's language)`` triples, for hard negatives (the kinds of :data:`TAGGED_KINDS`
+    know it; the others give None)."""
+    from .tail_pairs import sample_bible_pairs, sample_udhr_pairs
+
     kinds = SHIPPED_KINDS if kinds is None else kinds
     unknown = sorted(set(kinds) - set(PAIR_KINDS))
     if unknown or not kinds:
         raise HmdeError(f"pair kinds must be some of {', '.join(PAIR_KINDS)}; got {', '.join(unknown) or 'none'}")
     data = Path(data)
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple] = []
     if "titles" in kinds:
-        pairs += sample_title_pairs(data, kinds["titles"], seed=config.seed)
+        pairs += [(*p, None) for p in sample_title_pairs(data, kinds["titles"], seed=config.seed)]
     if "headings" in kinds:
-        pairs += sample_heading_pairs(data, kinds["headings"], seed=config.seed)
+        pairs += [(*p, None) for p in sample_heading_pairs(data, kinds["headings"], seed=config.seed)]
     if "neighbours" in kinds:
-        pairs += sample_neighbour_pairs(data, config.pairs, kinds["neighbours"], seed=config.seed)
+        pairs += [(*p, None) for p in sample_neighbour_pairs(data, config.pairs, kinds["neighbours"], seed=config.seed)]
     if "translations" in kinds:
-        pairs += sample_pairs(data, config)
-    if set(kinds) == {"translations"}:  # as sampled (shuffled there); any other mix shuffled once more
-        return pairs
-    return [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
+        pairs += sample_tagged_pairs(data, config)
+    if "udhr" in kinds:
+        pairs += sample_udhr_pairs(data, seed=config.seed)
+    if "bible" in kinds:
+        pairs += sample_bible_pairs(data, seed=config.seed)
+    if set(kinds) != {"translations"}:  # translations alone as sampled (shuffled there); any mix shuffled once more
+        pairs = [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
+    return pairs if with_languages else [(x, y) for x, y, _ in pairs]
 
 
 PAIRS_FILE = "pairs.json"

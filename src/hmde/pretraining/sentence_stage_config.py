@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from ..errors import HmdeError
 
-PAIR_KINDS = ("titles", "headings", "neighbours", "translations")
+PAIR_KINDS = ("titles", "headings", "neighbours", "translations", "udhr", "bible")
+TAGGED_KINDS = ("translations", "udhr", "bible")  # kinds that know each pair's y language (hard negatives need it)
 ROLES = ("query-document", "document")
 # hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
 # third as many translation pairs, which keep Tatoeba and PUD alignment up where titles and headings alone fell a hair

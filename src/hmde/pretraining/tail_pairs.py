@@ -1,0 +1,87 @@
+"""Pairs for the languages' tail (issue 80): the sentence stage's data in the languages that only the Universal
+Declaration and the Bible hold.
+
+Most of the per-language table's bottom fifth (docs/languages.md) are languages with no text in the shared data
+but UDHR's 30 articles, and a few with a New Testament. Two pair kinds bring them into the stage that trains the
+lower encoder, each capped per language so that 380 small languages do not outweigh the translation pairs:
+
+- ``udhr``: an article in a language and the same article in English (whole, cut at ``max_chars``), for the
+  articles outside the development slice (:func:`hmde.pretraining.sentence_stage.dev_concept`: 8 of the 30 articles,
+  which ``benchmarks/languages.py --udhr-articles dev`` scores, so a model trained on these pairs is measured on
+  articles it never saw);
+- ``bible``: verses of a chapter in a language and the same verses in English, in chapters whose verse counts agree
+  (a merged verse shifts every later one), at most ``per_language`` a language, drawn.
+
+Each pair comes as ``(x, y, y's language)`` with its direction drawn, as translation pairs do; the languages held
+out of training stay out. Seeded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+from ..errors import HmdeError
+
+UDHR_PER_LANGUAGE = 22  # every article outside the development slice
+BIBLE_PER_LANGUAGE = 200
+
+
+def _read(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _drawn(rng: random.Random, x: str, y: str, x_lang: str, y_lang: str) -> tuple[str, str, str]:
+    return (x, y, y_lang) if rng.random() < 0.5 else (y, x, x_lang)
+
+
+def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: int = 0,
+                      max_chars: int = 600) -> list[tuple[str, str, str]]:
+    """Article pairs with English (module docstring), at most ``per_language`` a language."""
+    from .sentence_stage import HELD_OUT, dev_concept
+
+    folder = Path(data) / "docs" / "udhr"
+    if not (folder / "eng.jsonl.gz").is_file():
+        raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English UDHR to pair the articles with")
+    english = {r["concept"]: r["text"][:max_chars] for r in _read(folder / "eng.jsonl.gz")}
+    rng = random.Random(seed)
+    out = []
+    for path in sorted(folder.glob("*.jsonl.gz")):
+        lang = path.name[:-len(".jsonl.gz")]
+        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
+            continue
+        rows = [r for r in _read(path) if r["concept"] in english and not dev_concept("udhr", r["concept"])
+                and r["text"].strip()]
+        for r in rng.sample(rows, min(per_language, len(rows))):
+            out.append(_drawn(rng, r["text"][:max_chars], english[r["concept"]], lang, "eng"))
+    rng.shuffle(out)
+    return out
+
+
+def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
+                       min_chars: int = 20) -> list[tuple[str, str, str]]:
+    """Verse pairs with English (module docstring), at most ``per_language`` a language."""
+    from .sentence_stage import HELD_OUT
+
+    folder = Path(data) / "bible"
+    if not (folder / "eng.jsonl.gz").is_file():
+        raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English Bible to pair the verses with")
+    english = {r["concept"]: r.get("verses") or [] for r in _read(folder / "eng.jsonl.gz")}
+    rng = random.Random(seed)
+    out = []
+    for path in sorted(folder.glob("*.jsonl.gz")):
+        lang = path.name[:-len(".jsonl.gz")]
+        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
+            continue
+        verses = []
+        for r in _read(path):
+            theirs, ours = r.get("verses") or [], english.get(r["concept"], [])
+            if len(theirs) == len(ours):
+                verses += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
+        for a, b in rng.sample(verses, min(per_language, len(verses))):
+            out.append(_drawn(rng, a, b, lang, "eng"))
+    rng.shuffle(out)
+    return out

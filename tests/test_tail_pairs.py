@@ -1,0 +1,69 @@
+"""Pairs for the languages' tail (issue 80): UDHR articles outside the development slice and Bible verses of
+chapters whose verse counts agree, each paired with English, capped per language, held-out languages out."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from hmde.errors import HmdeError
+from hmde.pretraining.sentence_stage import SentenceStageConfig, dev_concept, sample_stage_pairs
+from hmde.pretraining.tail_pairs import sample_bible_pairs, sample_udhr_pairs
+
+
+def write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def udhr(data, lang, word):
+    write(data / "docs" / "udhr" / f"{lang}.jsonl.gz",
+          [{"concept": f"udhr.{n}", "lang": lang, "text": f"{word} article {n}."} for n in range(1, 31)])
+
+
+def test_udhr_pairs_leave_the_development_articles_out_and_pair_every_other_with_english(tmp_path):
+    dev = {f"udhr.{n}" for n in range(1, 31) if dev_concept("udhr", f"udhr.{n}")}
+    assert len(dev) == 8  # the articles benchmarks/languages.py --udhr-articles dev scores
+    languages = {"English": "eng", "Kiche": "quc", "Ukrainian": "ukr", "Javanese": "jav_Java"}
+    for word, lang in languages.items():
+        udhr(tmp_path, lang, word)
+    pairs = sample_udhr_pairs(tmp_path)
+    assert len(pairs) == 2 * 22  # quc and jav_Java; ukr is held out of training
+    for x, y, y_lang in pairs:
+        english, other = (x, y) if x.startswith("English") else (y, x)
+        assert english.split()[-1] == other.split()[-1]  # the same article
+        assert f"udhr.{english.split()[-1].rstrip('.')}" not in dev
+        assert y_lang == languages[y.split()[0]]
+    assert {x.startswith("English") for x, _, _ in pairs} == {True, False}  # both directions drawn
+    assert len(sample_udhr_pairs(tmp_path, per_language=5)) == 10
+    assert sample_udhr_pairs(tmp_path) == pairs and sample_udhr_pairs(tmp_path, seed=1) != pairs  # seeded
+    with pytest.raises(HmdeError, match="no English UDHR"):
+        sample_udhr_pairs(tmp_path / "nothing")
+
+
+def test_bible_pairs_take_verses_of_chapters_whose_counts_agree(tmp_path):
+    verses = [f"Verse number {i} of the chapter." for i in range(5)]
+    write(tmp_path / "bible" / "eng.jsonl.gz", [{"concept": "MAT.1", "verses": verses},
+                                                {"concept": "MAT.2", "verses": verses}])
+    write(tmp_path / "bible" / "acu.jsonl.gz", [{"concept": "MAT.1", "verses": [f"Achuar {i} aarmawaitai." for i in
+                                                                               range(5)]},
+                                                {"concept": "MAT.2", "verses": ["merged verses", "x"]}])
+    write(tmp_path / "bible" / "swh.jsonl.gz", [{"concept": "MAT.1", "verses": verses}])  # held out
+    pairs = sample_bible_pairs(tmp_path)
+    assert len(pairs) == 5  # MAT.2's counts differ: left out
+    for x, y, y_lang in pairs:
+        achuar, english = (x, y) if x.startswith("Achuar") else (y, x)
+        assert achuar.split()[1] == english.split()[2]  # verse i with verse i
+        assert y_lang == ("acu" if y is achuar else "eng")
+    assert len(sample_bible_pairs(tmp_path, per_language=2)) == 2
+
+
+def test_the_stage_mixes_the_tail_kinds_with_their_languages_for_hard_negatives(tmp_path):
+    for lang, word in (("eng", "English"), ("quc", "Kiche")):
+        udhr(tmp_path, lang, word)
+    tagged = sample_stage_pairs(tmp_path, SentenceStageConfig(), {"udhr": 0.0}, with_languages=True)
+    assert len(tagged) == 22 and {lang for *_, lang in tagged} <= {"eng", "quc"}
+    assert sample_stage_pairs(tmp_path, SentenceStageConfig(), {"udhr": 0.0}) == [(x, y) for x, y, _ in tagged]
