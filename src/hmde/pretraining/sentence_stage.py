@@ -13,6 +13,12 @@ sentence (``passage:``): the two roles a cross-lingual search gives them. Pairs 
 power ``alpha`` (0.3, as the document stage's Bible pairs), so that low-resource pairs count; the direction of each
 pair is drawn at random. The languages held out of document training stay out.
 
+For a **translation encoder** (issue 79: mining and sentence alignment, which embed both sides as document
+sentences) ``roles="document"`` embeds x as y is, and ``hard_negatives`` adds, per pair, the nearest other y sides of
+its language by the starting model (:mod:`hmde.pretraining.hard_negatives`) as more columns of x's softmax. The
+``udhr`` and ``bible`` pair kinds (:mod:`hmde.pretraining.tail_pairs`) bring the languages that only those texts
+hold (issue 80).
+
 A second objective, **self-distillation** (``distill_weight``; Reimers & Gurevych, 2020, with the starting model as
 its own teacher): for a pair (english, other) the student's vector of the other sentence and of the English one are
 both pulled to the frozen starting model's vector of the English sentence,
