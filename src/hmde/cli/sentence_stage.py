@@ -15,6 +15,16 @@ SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_token
             "hard_negatives", "negative_ceiling")
 
 
+HELP = {
+    "roles": "how the two sides of a pair are embedded: query-document (x as a query: search) or document (both as "
+             "document sentences, as hmde mine and align-sentences embed them: a translation encoder)",
+    "hard_negatives": "per pair, this many hard negatives: the nearest other sentences of its y side's language by "
+                      "the starting model, mined once and kept in OUTPUT (pairs of translations, udhr, bible)",
+    "negative_ceiling": "a hard negative's cosine to x stays under this share of the pair's own (a closer one is "
+                        "likely a translation too)",
+}
+
+
 def register(sub) -> None:
     from ..pretraining.sentence_stage_config import PAIR_KINDS, ROLES, SHIPPED_KINDS, SentenceStageConfig
 
@@ -43,7 +53,7 @@ def register(sub) -> None:
         value = getattr(defaults, name)
         choices = {"roles": ROLES}.get(name)
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
-                       help=f"default {value}")
+                       help=f"{HELP[name]} (default {value})" if name in HELP else f"default {value}")
     add_device_argument(p)
     p.set_defaults(func=run)
 
