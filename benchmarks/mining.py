@@ -97,6 +97,15 @@ def dev(args) -> None:
         print(f"| {lang} | {p:.3f} | {r:.3f} | {f:.3f} |")
     print(f"| mean | {np.mean([chosen[x][best][0] for x in LANGS]):.3f} | "
           f"{np.mean([chosen[x][best][1] for x in LANGS]):.3f} | {mean_f1('max', best):.3f} |")
+    if args.record:  # hmde mine's default for this model (hmde.align.mining_threshold)
+        from hmde.align.mining_threshold import record_threshold
+
+        path = record_threshold(args.model, best, {
+            "f1": round(mean_f1("max", best), 4), "selection": "max",
+            "precision": round(float(np.mean([chosen[x][best][0] for x in LANGS])), 4),
+            "recall": round(float(np.mean([chosen[x][best][1] for x in LANGS])), 4),
+            "measured_on": f"benchmarks/mining.py: {len(LANGS)} Tatoeba languages, BUCC's shape (docs/mining.md)"})
+        print(f"recorded in {path}")
 
 
 def one_size(args) -> None:
@@ -135,6 +144,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--model", default="hmde-e5")
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--record", action="store_true", help="write the best threshold into the model folder's "
+                        "mining.json: hmde mine's default for that model")
     parser.add_argument("--thresholds", type=float, nargs=2, metavar=("FIRST", "LAST"),
                         help="the dev table's threshold grid, steps of 0.005 (default 1.0 1.1)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])

@@ -185,3 +185,40 @@ def test_the_measured_defaults_are_pinned():
     from hmde.align.mining import text_length
 
     assert (text_length("我爱你。"), text_length("I love you."), text_length("사랑해")) == (10, 11, 9)
+
+
+def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_path, hmde_dir, capsys):
+    """hmde.align.mining_threshold: benchmarks/mining.py --record writes the model's best threshold into its folder;
+    hmde mine takes it when no --threshold is given (an encoder trained for translation spreads its margins)."""
+    import shutil
+
+    from hmde.align.mining_threshold import FILE, default_threshold, record_threshold, threshold_for
+
+    model = tmp_path / "model"
+    shutil.copytree(hmde_dir, model)
+    assert default_threshold(str(model)) == 1.025 == default_threshold(None)  # none recorded: hmde-e5's
+    record_threshold(model, 1.215, {"f1": 0.843})
+    assert json.loads((model / FILE).read_text()) == {"threshold": 1.215, "f1": 0.843}
+    assert default_threshold(str(model)) == 1.215
+    src, tgt = tmp_path / "a.txt", tmp_path / "b.txt"
+    src.write_text("The river floods.\nA city sleeps.\n")
+    tgt.write_text("the river\na city\n")
+    out = tmp_path / "pairs.jsonl"
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(out), "--no-progress", "--device", "cpu"]) == 0
+    assert "margin >= 1.215" in capsys.readouterr().out
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(out), "--no-progress", "--device", "cpu",
+                 "--threshold", "1.0"]) == 0
+    assert "margin >= 1.0" in capsys.readouterr().out
+    # a Parquet side's vectors name the model that made them: its threshold, where no model is named
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{n}", "text": t}) + "\n" for n, t in enumerate(["One.", "Two."])))
+    assert main(["encode", str(model), str(docs), "-o", str(tmp_path / "d.parquet"), "--no-progress",
+                 "--device", "cpu"]) == 0
+    assert threshold_for(None, (str(src), str(tmp_path / "d.parquet"))) == 1.215
+    assert threshold_for("hmde-e5", (str(tmp_path / "d.parquet"),)) == 1.025  # a named model wins
+    (model / FILE).write_text('{"threshold": "high"}')
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == (f"hmde: error: {model / FILE}, field 'threshold': must be a finite "
+                                               "number, got 'high'")
+    with pytest.raises(Exception, match="not a model folder"):
+        record_threshold(tmp_path / "nothing", 1.1, {})

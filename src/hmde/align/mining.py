@@ -32,7 +32,9 @@ from .similarity import DIRECTIONS, margin_of
 
 @dataclass
 class MiningOptions:
-    threshold: float = 1.025  # the ratio margin a pair needs: the best mean F1 of hmde-e5 on the dev table (docs/mining.md)
+    # the ratio margin a pair needs: the best mean F1 of hmde-e5 on the dev table (docs/mining.md); None: the one
+    # measured for the model that embeds (hmde.align.mining_threshold), resolved by hmde.mine
+    threshold: float | None = 1.025
     k: int = 4  # neighbours of the margin (Artetxe and Schwenk's 4)
     candidates: int = 8  # nearest neighbours re-scored by margin per sentence
     direction: str = "max"
@@ -50,6 +52,8 @@ class MiningOptions:
                 raise HmdeError(f"{name} must be a whole number >= 1, got {value!r}")
         for name, low in (("threshold", None), ("max_length_ratio", 0.0)):
             value = getattr(self, name)
+            if name == "threshold" and value is None:  # the model's, resolved when it is known
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
                     (low is not None and value < low):
                 raise HmdeError(f"{name} must be a finite number{' >= 0' if low is not None else ''}, got {value!r}")

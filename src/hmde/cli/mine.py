@@ -30,8 +30,9 @@ def register(sub) -> None:
     p.add_argument("--format", choices=FORMATS, default="jsonl", help="jsonl (default: one object a pair: src and "
                    "tgt line numbers, score, src_text, tgt_text, and the ids of JSONL inputs), tsv (a two-column "
                    "bitext), moses (two files named by the languages), tmx (a TMX 1.4b translation memory)")
-    p.add_argument("--threshold", type=finite_float, default=defaults.threshold, help="the ratio margin a pair "
-                   f"needs (default {defaults.threshold}, measured: docs/mining.md)")
+    p.add_argument("--threshold", type=finite_float, help="the ratio margin a pair needs (default: the one "
+                   f"measured for the model, recorded in its folder's mining.json; else {defaults.threshold}, "
+                   "hmde-e5's: docs/mining.md)")
     p.add_argument("--direction", choices=DIRECTIONS, default=defaults.direction, help="max (default: both "
                    "directions' best, each sentence once), intersection (mutual best), forward, backward")
     p.add_argument("--k", type=positive_int, default=defaults.k, help=f"neighbours of the margin (default "
@@ -63,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
     for path in output_paths(args.output, args.format, args.src_lang, args.tgt_lang):
         check_output_file(str(path), (args.src, args.tgt))
+    from ..align.mining_threshold import threshold_for
+
+    if args.threshold is None:  # the one measured for the model (hmde.mine resolves it the same way)
+        args.threshold = threshold_for(args.model, (args.src, args.tgt))
     options = MiningOptions(threshold=args.threshold, k=args.k, candidates=args.candidates, direction=args.direction,
                             max_length_ratio=args.max_length_ratio, keep_copies=args.keep_copies,
                             exact_limit=args.exact_limit).check()

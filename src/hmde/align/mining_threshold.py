@@ -1,0 +1,87 @@
+"""The ratio-margin threshold measured for a model (issue 79): where ``hmde mine`` takes its default from.
+
+The margin a translation needs depends on the encoder: hmde-e5's lower encoder, tuned for search, separates
+translations from their neighbours by a narrow margin (best mean F1 at 1.025 on the dev mining table), while an
+encoder trained for translation ranking spreads the margins (its best near 1.2). One default for all would mine
+badly with every encoder but the one it was measured on. So ``benchmarks/mining.py --record`` writes the threshold
+of the best mean F1 into the model's folder (``mining.json``: the threshold, the F1, what it was measured on), and
+``hmde mine`` / :func:`hmde.mine` take it from there when no threshold is given; a model without one gets
+:class:`~hmde.align.mining.MiningOptions`' default (hmde-e5's). A given ``--threshold`` always wins.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..errors import InputError
+
+FILE = "mining.json"
+
+
+def _folder(model: str | None) -> Path | None:
+    from ..encoders.registry import bundled_folder
+
+    if not model:
+        return None
+    path = Path(str(model)).expanduser()
+    return path if path.is_dir() else bundled_folder(str(model))
+
+
+def recorded_threshold(model: str | None) -> float | None:
+    """The threshold recorded in ``model``'s folder (a path or a bundled name), or None where it records none.
+    A bad file is refused in one line naming it and the field."""
+    folder = _folder(model)
+    path = folder / FILE if folder is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"unreadable ({exc})", str(path)) from None
+    value = record.get("threshold") if isinstance(record, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"must be a finite number, got {value!r}", str(path), None, "threshold")
+    return float(value)
+
+
+def default_threshold(model: str | None) -> float:
+    """The threshold ``hmde mine`` uses with ``model`` when none is given (module docstring)."""
+    from ..encoders.registry import DEFAULT_MODEL
+    from .mining import MiningOptions
+
+    recorded = recorded_threshold(model or DEFAULT_MODEL)
+    return MiningOptions().threshold if recorded is None else recorded
+
+
+def threshold_for(model: str | None, paths=()) -> float:
+    """:func:`default_threshold` of ``model``, or where none is named of the model that made the vectors of an hmde
+    representation Parquet among ``paths`` (its metadata alone is read; a path that is not one is left to the
+    reader that checks it)."""
+    if not model:
+        from ..io.representation_parquet import read_info
+
+        for path in paths:
+            if str(path).lower().endswith(".parquet") and Path(path).is_file():
+                try:
+                    info = read_info(str(path))
+                except Exception:  # a bad file is refused, in one line, by hmde.align.miner.read_side
+                    info = None
+                if info is not None and info.model:
+                    model = info.model
+                    break
+    return default_threshold(model)
+
+
+def record_threshold(folder: str | Path, threshold: float, measured: dict) -> Path:
+    """Write ``mining.json`` into the model folder ``folder`` (atomically): ``threshold`` and what ``measured``
+    says of it (the F1, the table, the selection)."""
+    from ..ground.atomic import write_text_atomic
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("not a model folder: the threshold is recorded beside the model's files", str(folder))
+    path = folder / FILE
+    write_text_atomic(path, json.dumps({"threshold": float(threshold), **measured}, indent=1) + "\n")
+    return path
