@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import hashlib
 import json
 import math
 import time
@@ -53,9 +52,7 @@ import torch.nn.functional as F
 
 from ..errors import HmdeError
 from .sentence_stage_config import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
-from ..text.coverage import DATA_HELD_OUT, RECIPE_HELD_OUT
-
-HELD_OUT = RECIPE_HELD_OUT + DATA_HELD_OUT  # held out of document training: kept out here too
+from .dev_slice import DEV_CONCEPT_EVERY, HELD_OUT, dev_concept  # noqa: F401 (DEV_CONCEPT_EVERY: its name here)
 
 
 def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0.3, scale: float = 20.0,
@@ -148,18 +145,6 @@ def sample_tagged_pairs(data: Path, config: SentenceStageConfig) -> list[tuple[s
 
 
 TITLE_SOURCES = ("libreoffice", "gnome", "tldr")  # docs/ sources whose titles are short query-like texts
-DEV_CONCEPT_EVERY = 3  # one docs/ concept in 3 is kept out of the stage, for the README's keyword rows
-
-
-def dev_concept(source: str, concept: str) -> bool:
-    """Whether a ``docs/`` concept belongs to the development slice that the title and heading pairs never use:
-    the README's keyword rows (English help-page titles -> the page's body in another language,
-    benchmarks/contextual_retrieval.py) take their queries from it, so a model trained on these pairs is measured
-    on pages it did not see. A third of the concepts, by a hash of ``source/concept`` (the same on every machine)."""
-    digest = hashlib.sha256(f"{source}/{concept}".encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % DEV_CONCEPT_EVERY == 0
-
-
 def sample_title_pairs(data: Path, mono_share: float = 0.3, sources=TITLE_SOURCES, seed: int = 0,
                        max_chars: int = 600) -> list[tuple[str, str]]:
     """Query-passage pairs across languages from the shared ``docs/`` pages (issue 64's lead, docs/hmde-e5.md): one

@@ -6,7 +6,7 @@ but UDHR's 30 articles, and a few with a New Testament. Two pair kinds bring the
 lower encoder, each capped per language so that 380 small languages do not outweigh the translation pairs:
 
 - ``udhr``: an article in a language and the same article in English (whole, cut at ``max_chars``), for the
-  articles outside the development slice (:func:`hmde.pretraining.sentence_stage.dev_concept`: 8 of the 30 articles,
+  articles outside the development slice (:func:`hmde.pretraining.dev_slice.dev_concept`: 8 of the 30 articles,
   which ``benchmarks/languages.py --udhr-articles dev`` scores, so a model trained on these pairs is measured on
   articles it never saw);
 - ``bible``: verses of a chapter in a language and the same verses in English, in chapters whose verse counts agree
@@ -41,7 +41,7 @@ def _drawn(rng: random.Random, x: str, y: str, x_lang: str, y_lang: str) -> tupl
 def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: int = 0,
                       max_chars: int = 600) -> list[tuple[str, str, str]]:
     """Article pairs with English (module docstring), at most ``per_language`` a language."""
-    from .sentence_stage import HELD_OUT, dev_concept
+    from .dev_slice import HELD_OUT, dev_concept
 
     folder = Path(data) / "docs" / "udhr"
     if not (folder / "eng.jsonl.gz").is_file():
@@ -64,7 +64,7 @@ def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: i
 def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
                        min_chars: int = 20) -> list[tuple[str, str, str]]:
     """Verse pairs with English (module docstring), at most ``per_language`` a language."""
-    from .sentence_stage import HELD_OUT
+    from .dev_slice import HELD_OUT
 
     folder = Path(data) / "bible"
     if not (folder / "eng.jsonl.gz").is_file():
