@@ -2,9 +2,10 @@
 train there, unpack here, as hmde.recipes.e5_gpu does for the joint stage.
 
 1. ``pack`` (here): the sampled pairs (text, gzip; with each pair's y language where hard negatives are mined,
-   there), e5 restricted to the pieces those texts use with both of e5's prompts (:mod:`hmde.e5.restricted`, checked piece for piece), and the starting model (hmde-e5) whose
-   lower encoder alone, whose e5 changes are re-indexed to the restricted token table (rows no pair uses are
-   dropped: the run never reads them), with ``pack.json`` (the wheel's SHA-256, the stage's settings). Refused over ``budget_mib``.
+   there), e5 restricted to the pieces those texts use with both of e5's prompts (:mod:`hmde.e5.restricted`,
+   checked piece for piece), and the starting model (hmde-e5) whose lower encoder alone, whose e5 changes are
+   re-indexed to the restricted token table (rows no pair uses are dropped: the run never reads them), with
+   ``pack.json`` (the wheel's SHA-256, the stage's settings). Refused over ``budget_mib``.
 2. ``train`` (there): ``$HMDE_E5_FILE`` points at the restricted file, the stage runs for ``minutes`` (the
    step count and its schedule fitted to the measured rate, :mod:`hmde.training.time_budget`), with the token
    table frozen (``no-embeddings``: what comes back is the layers' change alone, mapped to no vocabulary), and
