@@ -40,7 +40,7 @@ def test_udhr_pairs_leave_the_development_articles_out_and_pair_every_other_with
     assert {x.startswith("English") for x, _, _ in pairs} == {True, False}  # both directions drawn
     assert len(sample_udhr_pairs(tmp_path, per_language=5)) == 10
     assert sample_udhr_pairs(tmp_path) == pairs and sample_udhr_pairs(tmp_path, seed=1) != pairs  # seeded
-    with pytest.raises(HmdeError, match="no English UDHR"):
+    with pytest.raises(HmdeError, match="no English UDHR to pair with"):
         sample_udhr_pairs(tmp_path / "nothing")
 
 

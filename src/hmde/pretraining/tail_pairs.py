@@ -34,54 +34,52 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _drawn(rng: random.Random, x: str, y: str, x_lang: str, y_lang: str) -> tuple[str, str, str]:
-    return (x, y, y_lang) if rng.random() < 0.5 else (y, x, x_lang)
+def _with_english(folder: Path, what: str, per_language: int, seed: int, english_of, pairs_of
+                  ) -> list[tuple[str, str, str]]:
+    """Each language file of ``folder`` but English and the held-out ones: ``pairs_of(its rows, english)`` (texts
+    of the language, English texts), at most ``per_language`` of them drawn, each direction drawn; shuffled.
+    ``english_of``: what English's rows give those pairs to be made with."""
+    from .dev_slice import HELD_OUT
+
+    if not (folder / "eng.jsonl.gz").is_file():
+        raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English {what} to pair with")
+    english = english_of(_read(folder / "eng.jsonl.gz"))
+    rng = random.Random(seed)
+    out = []
+    for path in sorted(folder.glob("*.jsonl.gz")):
+        lang = path.name[:-len(".jsonl.gz")]
+        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
+            continue
+        pairs = pairs_of(_read(path), english)
+        for x, y in rng.sample(pairs, min(per_language, len(pairs))):
+            out.append((x, y, "eng") if rng.random() < 0.5 else (y, x, lang))
+    rng.shuffle(out)
+    return out
 
 
 def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: int = 0,
                       max_chars: int = 600) -> list[tuple[str, str, str]]:
     """Article pairs with English (module docstring), at most ``per_language`` a language."""
-    from .dev_slice import HELD_OUT, dev_concept
+    from .dev_slice import dev_concept
 
-    folder = Path(data) / "docs" / "udhr"
-    if not (folder / "eng.jsonl.gz").is_file():
-        raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English UDHR to pair the articles with")
-    english = {r["concept"]: r["text"][:max_chars] for r in _read(folder / "eng.jsonl.gz")}
-    rng = random.Random(seed)
-    out = []
-    for path in sorted(folder.glob("*.jsonl.gz")):
-        lang = path.name[:-len(".jsonl.gz")]
-        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
-            continue
-        rows = [r for r in _read(path) if r["concept"] in english and not dev_concept("udhr", r["concept"])
-                and r["text"].strip()]
-        for r in rng.sample(rows, min(per_language, len(rows))):
-            out.append(_drawn(rng, r["text"][:max_chars], english[r["concept"]], lang, "eng"))
-    rng.shuffle(out)
-    return out
+    def articles(rows, english):
+        return [(r["text"][:max_chars], english[r["concept"]]) for r in rows if r["concept"] in english
+                and not dev_concept("udhr", r["concept"]) and r["text"].strip()]
+
+    return _with_english(Path(data) / "docs" / "udhr", "UDHR", per_language, seed,
+                         lambda rows: {r["concept"]: r["text"][:max_chars] for r in rows}, articles)
 
 
 def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
                        min_chars: int = 20) -> list[tuple[str, str, str]]:
     """Verse pairs with English (module docstring), at most ``per_language`` a language."""
-    from .dev_slice import HELD_OUT
-
-    folder = Path(data) / "bible"
-    if not (folder / "eng.jsonl.gz").is_file():
-        raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English Bible to pair the verses with")
-    english = {r["concept"]: r.get("verses") or [] for r in _read(folder / "eng.jsonl.gz")}
-    rng = random.Random(seed)
-    out = []
-    for path in sorted(folder.glob("*.jsonl.gz")):
-        lang = path.name[:-len(".jsonl.gz")]
-        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
-            continue
-        verses = []
-        for r in _read(path):
+    def verses(rows, english):
+        out = []
+        for r in rows:
             theirs, ours = r.get("verses") or [], english.get(r["concept"], [])
             if len(theirs) == len(ours):
-                verses += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
-        for a, b in rng.sample(verses, min(per_language, len(verses))):
-            out.append(_drawn(rng, a, b, lang, "eng"))
-    rng.shuffle(out)
-    return out
+                out += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
+        return out
+
+    return _with_english(Path(data) / "bible", "Bible", per_language, seed,
+                         lambda rows: {r["concept"]: r.get("verses") or [] for r in rows}, verses)
