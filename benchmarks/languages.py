@@ -22,6 +22,8 @@ language is also marked where it is outside the sentence encoder's pretraining (
 hmde-e5: ``hmde.text.coverage``).
 
     python benchmarks/languages.py --data ../shared/data -o languages.json     # about 15 minutes on 2 cores
+    python benchmarks/languages.py --model RUN/model --backend torch --udhr-articles dev -o trained.json
+    python benchmarks/languages.py --compare base.json trained.json   # the tail's rise, the languages that fell
 """
 
 from __future__ import annotations
@@ -121,6 +123,47 @@ def coverage_into(path: Path, tokenizer, data: Path) -> None:
     print(f"{path}: tokenizer coverage of {len(found)} languages added")
 
 
+def tail_of(scores: dict[str, float]) -> set[str]:
+    """The bottom fifth of the languages by score (the tail of the module docstring)."""
+    ordered = sorted(scores, key=lambda lang: -scores[lang])
+    return set(ordered[len(ordered) - len(ordered) // 5:])
+
+
+def compare(before: dict, after: dict, tolerance: float = 0.005) -> dict:
+    """Issue 80's done-when on two tables' ``languages`` (those both have): the tail of ``before`` (its bottom fifth)
+    and the rest, each mean before and after; ``fallen``: the languages of the rest whose score fell by more than
+    ``tolerance``, worst first, as ``(language, before, after)``; ``tasks``: each task's mean over the languages that
+    have it in both."""
+    common = [lang for lang in before if lang in after]
+    tail = tail_of({lang: before[lang]["score"] for lang in common})
+    rest = [lang for lang in common if lang not in tail]
+
+    def mean(langs, table, key="score"):
+        return float(np.mean([table[lang][key] for lang in langs])) if langs else float("nan")
+
+    fallen = sorted(((lang, before[lang]["score"], after[lang]["score"]) for lang in rest
+                     if after[lang]["score"] < before[lang]["score"] - tolerance), key=lambda f: f[2] - f[1])
+    tasks = {}
+    for task in ("tatoeba", "udhr", "masakhanews"):
+        both = [lang for lang in common if task in before[lang] and task in after[lang]]
+        if both:
+            tasks[task] = (len(both), mean(both, before, task), mean(both, after, task))
+    return {"tail": (len(tail), mean(sorted(tail), before), mean(sorted(tail), after)),
+            "rest": (len(rest), mean(rest, before), mean(rest, after)), "fallen": fallen, "tasks": tasks}
+
+
+def print_comparison(found: dict, tolerance: float = 0.005, show: int = 25) -> None:
+    n, b, a = found["tail"]
+    print(f"the tail (bottom fifth of the first table, {n}): {b:.4f} -> {a:.4f} ({a - b:+.4f}; the issue asks +0.05)")
+    n, b, a = found["rest"]
+    print(f"the rest ({n}): {b:.4f} -> {a:.4f} ({a - b:+.4f}); fallen by more than {tolerance}: "
+          f"{len(found['fallen'])} (the issue allows none)")
+    for lang, b, a in found["fallen"][:show]:
+        print(f"  {lang} {b:.3f} -> {a:.3f} ({a - b:+.3f})")
+    for task, (n, b, a) in found["tasks"].items():
+        print(f"{task} ({n} languages): {b:.4f} -> {a:.4f} ({a - b:+.4f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="../shared/data")
@@ -133,9 +176,16 @@ def main() -> None:
     parser.add_argument("--udhr-articles", choices=("all", "dev"), default="all",
                         help="UDHR's 30 articles (default), or the 8 of the development slice that the sentence "
                         "stage's udhr pairs leave out (to measure a model trained on them)")
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), default=None,
+                        help="compare two written tables (-o) by the issue's done-when, scoring nothing")
     parser.add_argument("--coverage-into", type=Path, default=None, metavar="FILE",
                         help="add tokenizer coverage to the table FILE, scoring nothing")
     args = parser.parse_args()
+
+    if args.compare:
+        before, after = (json.loads(p.read_text(encoding="utf-8"))["languages"] for p in args.compare)
+        print_comparison(compare(before, after))
+        return
 
     from hmde.encoders.model_loading import load_model
     from hmde.methods.vectorizer import DocumentVectorizer
@@ -195,7 +245,7 @@ def main() -> None:
     for lang, tier in tiers.items():
         table[lang]["tier"] = tier
     ordered = sorted(table, key=lambda lang: -table[lang]["score"])
-    tail = set(ordered[len(ordered) - len(ordered) // 5:])
+    tail = tail_of({lang: row["score"] for lang, row in table.items()})
     print(f"\n| language | score | {' | '.join(tasks)} | tier | <unk> | tokens/word | in pretraining | |\n|---|---|"
           + "---|" * len(tasks) + "---|---|---|---|---|")
     for lang in ordered:

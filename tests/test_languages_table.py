@@ -1,0 +1,55 @@
+"""benchmarks/languages.py --compare: issue 80's done-when read off two tables (the tail's rise, the rest's falls)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+from languages import compare, tail_of  # noqa: E402
+
+
+def table(scores: dict[str, float], task: str = "udhr") -> dict:
+    return {lang: {"score": s, task: s} for lang, s in scores.items()}
+
+
+BEFORE = {"a": 1.0, "b": 0.9, "c": 0.8, "d": 0.7, "e": 0.6, "f": 0.5, "g": 0.4, "h": 0.3, "i": 0.1, "j": 0.0}
+
+
+def test_the_tail_is_the_bottom_fifth():
+    assert tail_of(BEFORE) == {"i", "j"}
+    assert tail_of({"x": 0.5, "y": 0.2, "z": 0.9}) == set()  # a fifth of 3 is none
+
+
+def test_compare_reads_the_tails_rise_and_names_the_languages_that_fell_worst_first():
+    after = dict(BEFORE, i=0.3, j=0.2, b=0.896, c=0.79, g=0.3, h=0.31)
+    found = compare(table(BEFORE), table(after))
+    n, before_tail, after_tail = found["tail"]
+    assert (n, before_tail, after_tail) == (2, pytest.approx(0.05), pytest.approx(0.25))
+    # b fell by 0.004 (within 0.005), c by 0.01, g by 0.1; h rose
+    assert [(lang, round(b, 3), round(a, 3)) for lang, b, a in found["fallen"]] == [("g", 0.4, 0.3), ("c", 0.8, 0.79)]
+    n, b, a = found["rest"]
+    assert n == 8 and a - b == pytest.approx((-0.004 - 0.01 - 0.1 + 0.01) / 8)
+    assert found["tasks"]["udhr"][0] == 10
+
+
+def test_compare_takes_the_languages_both_tables_have():
+    after = {lang: s for lang, s in BEFORE.items() if lang != "a"}
+    found = compare(table(BEFORE), table(after))
+    assert found["tail"][0] + found["rest"][0] == 9 and not found["fallen"]
+
+
+def test_the_command_compares_two_written_tables_without_a_model(tmp_path):
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps({"languages": table(BEFORE)}))
+    after.write_text(json.dumps({"languages": table(dict(BEFORE, j=0.5, a=0.9))}))
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "languages.py"), "--compare", str(before), str(after)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "the tail (bottom fifth of the first table, 2): 0.0500 -> 0.3000 (+0.2500" in run.stdout
+    assert "fallen by more than 0.005: 1" in run.stdout and "  a 1.000 -> 0.900 (-0.100)" in run.stdout
