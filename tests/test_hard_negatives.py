@@ -63,7 +63,7 @@ def test_mining_takes_the_nearest_other_y_of_the_language_below_the_ceiling_and_
 
 
 def test_settings_are_checked_before_anything_runs():
-    for kwargs, message in [({"roles": "both"}, "roles must be one of query-document, document"),
+    for kwargs, message in [({"roles": "both"}, "roles must be one of query-document, document, by-kind"),
                             ({"hard_negatives": -1}, "hard_negatives must be >= 0"),
                             ({"negative_ceiling": 1.5}, r"negative_ceiling must be in \(0, 1\]"),
                             ({"hard_negatives": 1, "ranking_chunk": 2}, "in one pass")]:
@@ -123,6 +123,9 @@ def test_the_command_mines_hard_negatives_for_translations_only(tmp_path, hmde_d
     assert main(command[:7] + ["titles"] + command[8:]) == 2
     assert "--hard-negatives needs pairs that know their languages: --pairs-from some of translations, udhr, " \
         "bible" in capsys.readouterr().err
+    by_kind = command[:command.index("--hard-negatives")] + ["--roles", "by-kind", "--device", "cpu"]
+    assert main(by_kind[:5] + [str(tmp_path / "by-kind")] + by_kind[6:]) == 0  # the command gives the languages
+    assert json.loads((tmp_path / "by-kind" / "config.json").read_text())["roles"] == "by-kind"
 
 
 def test_a_run_written_before_the_new_settings_resumes_with_their_defaults(tmp_path, hmde_dir):
@@ -144,3 +147,36 @@ def test_a_run_written_before_the_new_settings_resumes_with_their_defaults(tmp_p
     with pytest.raises(HmdeError, match="roles 'query-document' there, 'document' now"):
         SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs,
                              SentenceStageConfig(**{**vars(config), "roles": "document"}), run).train(log=print)
+
+
+def test_by_kind_roles_embed_x_as_a_query_in_query_like_pairs_and_as_a_document_in_translation_pairs(tmp_path,
+                                                                                                      hmde_dir):
+    """roles="by-kind" (issue 80's tail run): a pair whose language is known (translations, udhr, bible) has its x
+    embedded as a document sentence, a title or heading pair (language None) as a query; every y as a document."""
+    from hmde.encoders.model_loading import load_model
+
+    pairs = [(f"Titel {i}", f"Seite {i} über Flüsse.") if i % 3 == 0 else (f"Satz {i}.", f"Sentence {i}.")
+             for i in range(8)]
+    languages = [None if i % 3 == 0 else "eng" for i in range(8)]
+    config = SentenceStageConfig(batch_size=4, steps=2, checkpoint_every=2, lr=1e-3, warmup=1, roles="by-kind")
+    with pytest.raises(HmdeError, match="roles by-kind needs each pair's language"):
+        SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs, config, tmp_path / "x")
+    trainer = SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs, config, tmp_path / "run", languages)
+    assert trainer.x_roles(0, 4) == ["query", None, None, "query"]
+    assert trainer.x_roles(1, 4) == [None, None, "query", None]
+    seen = []
+    trainer._ids = (lambda ids: lambda texts, role: seen.append((role, list(texts))) or ids(texts, role))(trainer._ids)
+    x_ids = trainer._x_ids([x for x, _ in pairs[:4]], trainer.x_roles(0, 4))
+    assert seen == [("query", ["Titel 0", "Titel 3"]), (None, ["Satz 1.", "Satz 2."])]
+    lower = trainer.lower  # each text's ids in its place, in its own role
+
+    def ids(text, role):
+        return lower.token_ids([text], prompt=lower.prompt_for(role))[0][:config.max_tokens]
+
+    assert x_ids == [ids("Titel 0", "query"), ids("Satz 1.", None), ids("Satz 2.", None), ids("Titel 3", "query")]
+    seen.clear()
+    trainer.train(log=lambda *_: None)
+    assert [role for role, _ in seen[:2]] == ["query", None] and seen[2][0] is None  # step 0: x's two roles, then y
+    plain = SentenceStageTrainer(load_model(str(hmde_dir), "cpu")[1], pairs, SentenceStageConfig(
+        batch_size=4, steps=2, roles="document"), tmp_path / "plain")
+    assert plain.x_roles(0, 3) == [None, None, None]

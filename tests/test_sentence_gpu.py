@@ -53,7 +53,7 @@ def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_the_run_there
 
     config = SentenceStageConfig(batch_size=2, steps=1, lr=1e-3, warmup=1, max_tokens=24, hard_negatives=1,
                                  roles="document")
-    with pytest.raises(HmdeError, match="y language of every pair"):
+    with pytest.raises(HmdeError, match="needs each pair.s language"):
         sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "none", budget_mib=200)
     languages = ["eng", "eng", "eng", "eng"]
     sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200, languages=languages)

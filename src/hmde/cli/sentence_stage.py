@@ -16,8 +16,9 @@ SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_token
 
 
 HELP = {
-    "roles": "how the two sides of a pair are embedded: query-document (x as a query: search) or document (both as "
-             "document sentences, as hmde mine and align-sentences embed them: a translation encoder)",
+    "roles": "how the two sides of a pair are embedded: query-document (x as a query: search), document (both as "
+             "document sentences, as hmde mine and align-sentences embed them: a translation encoder) or by-kind (x "
+             "as a query in titles, headings and neighbours, as a document sentence in translations, udhr, bible)",
     "hard_negatives": "per pair, this many hard negatives: the nearest other sentences of its y side's language by "
                       "the starting model, mined once and kept in OUTPUT (pairs of translations, udhr, bible)",
     "negative_ceiling": "a hard negative's cosine to x stays under this share of the pair's own (a closer one is "
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                         f"{', '.join(TAGGED_KINDS)}")
     tagged = sample_stage_pairs(data, config, shares, with_languages=True)  # errors and count before the model loads
     pairs = [(x, y) for x, y, _ in tagged]
-    languages = [lang for _, _, lang in tagged] if config.hard_negatives else None
+    languages = [lang for _, _, lang in tagged] if config.hard_negatives or config.roles == "by-kind" else None
     config.check_pairs(len(pairs), str(data))
     record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)

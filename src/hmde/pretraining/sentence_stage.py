@@ -311,11 +311,15 @@ class SentenceStageTrainer:
 
     def __init__(self, model, pairs: list[tuple[str, str]], config: SentenceStageConfig, output: str | Path,
                  languages: list[str] | None = None):
-        """``languages``: each pair's y language (:func:`sample_tagged_pairs`), which hard negatives need."""
+        """``languages``: each pair's y language (:func:`sample_tagged_pairs`; None for a pair of the query-like
+        kinds), which hard negatives and ``roles="by-kind"`` need."""
         config.check()
         config.check_pairs(len(pairs))
         if config.hard_negatives and (languages is None or len(languages) != len(pairs)):
             raise HmdeError("hard negatives need the y language of every pair (sample_tagged_pairs)")
+        if config.roles == "by-kind" and (languages is None or len(languages) != len(pairs)):
+            raise HmdeError("roles by-kind needs each pair's language, None for the query-like kinds "
+                            "(sample_stage_pairs(..., with_languages=True))")
         self.model, self.pairs, self.config, self.output = model, pairs, config, Path(output)
         self.languages = languages
         self.negatives = None  # per pair, the indices of the pairs whose y sides are its hard negatives (train())
@@ -342,6 +346,24 @@ class SentenceStageTrainer:
         start = self._start(step)
         return [self.pairs[j][1] for row in self.negatives[start:start + self.config.batch_size] for j in row]
 
+    def x_roles(self, step: int, count: int) -> list:
+        """The role each x of ``step``'s ``count`` pairs is embedded in (``"query"``, or None: a document sentence):
+        ``config.roles``, and for ``by-kind`` the pair's kind (a known language: a translation kind)."""
+        roles = self.config.roles
+        if roles != "by-kind":
+            return [("query" if roles == "query-document" else None)] * count
+        start = self._start(step)
+        return [None if lang is not None else "query" for lang in self.languages[start:start + count]]
+
+    def _x_ids(self, texts, roles) -> list:
+        """``texts`` tokenised each in its own role (:meth:`x_roles`), one call to :meth:`_ids` a role."""
+        out: list = [None] * len(texts)
+        for role in dict.fromkeys(roles):
+            where = [i for i, r in enumerate(roles) if r == role]
+            for i, ids in zip(where, self._ids([texts[i] for i in where], role)):
+                out[i] = ids
+        return out
+
     def _ids(self, texts, role) -> list:
         """``texts`` tokenised with ``role``'s prompt, cut to ``max_tokens``."""
         lower = self.lower
@@ -355,8 +377,8 @@ class SentenceStageTrainer:
     def loss(self, batch, step: int = 0) -> torch.Tensor:
         lower, cfg, ids, embed = self.lower, self.config, self._ids, self._embed
         if self.teacher is None:  # x as a query (or a document sentence: roles), y as a document sentence
-            x_role = "query" if cfg.roles == "query-document" else None
-            a, b = embed(lower, ids([x for x, _ in batch], x_role)), embed(lower, ids([y for _, y in batch], None))
+            x_ids = self._x_ids([x for x, _ in batch], self.x_roles(step, len(batch)))
+            a, b = embed(lower, x_ids), embed(lower, ids([y for _, y in batch], None))
             h = embed(lower, ids(self.negative_texts(step), None)) if self.negatives is not None else None
             return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale, h)
         role = "query" if step % 2 == 0 else None  # one role a step, in turn
@@ -369,15 +391,15 @@ class SentenceStageTrainer:
             loss = loss + cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale)
         return loss
 
-    def cached_backward(self, batch) -> torch.Tensor:
+    def cached_backward(self, batch, step: int = 0) -> torch.Tensor:
         """The ranking loss's gradient over the whole batch with the encoder run ``ranking_chunk`` texts at a time
         (gradient caching): every vector first without a graph, the loss's gradient with respect to the vectors,
         then each chunk again with its graph, its vectors' gradients pushed through it. Each chunk's random state
         (dropout) is replayed, so the gradient is the one a single pass would give. Returns the loss."""
         lower, cfg, size = self.lower, self.config, self.config.ranking_chunk
         cuda = lower.device.type == "cuda"
-        x_role = "query" if cfg.roles == "query-document" else None
-        sides = [self._ids([x for x, _ in batch], x_role), self._ids([y for _, y in batch], None)]
+        sides = [self._x_ids([x for x, _ in batch], self.x_roles(step, len(batch))),
+                 self._ids([y for _, y in batch], None)]
         chunks = [(s, k) for s in range(2) for k in range(0, len(batch), size)]
         states, vectors = [], [[], []]
         with torch.no_grad():
@@ -444,7 +466,7 @@ class SentenceStageTrainer:
         cached = 0 < cfg.ranking_chunk < cfg.batch_size  # gradient caching: cached_backward runs the backward pass
         while step < min(cfg.steps, stop_at_step or cfg.steps):
             optimizer.zero_grad(set_to_none=True)
-            loss = self.cached_backward(self.batch(step)) if cached else self.loss(self.batch(step), step)
+            loss = self.cached_backward(self.batch(step), step) if cached else self.loss(self.batch(step), step)
             if not math.isfinite(loss.item()):
                 raise HmdeError(f"the loss is {loss.item()} at step {step + 1}")
             if not cached:

@@ -10,7 +10,7 @@ from ..errors import HmdeError
 
 PAIR_KINDS = ("titles", "headings", "neighbours", "translations", "udhr", "bible")
 TAGGED_KINDS = ("translations", "udhr", "bible")  # kinds that know each pair's y language (hard negatives need it)
-ROLES = ("query-document", "document")
+ROLES = ("query-document", "document", "by-kind")
 # hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
 # third as many translation pairs, which keep Tatoeba and PUD alignment up where titles and headings alone fell a hair
 SHIPPED_KINDS = {"titles": 0.3, "headings": 0.3, "translations": 0.3}
@@ -40,7 +40,9 @@ class SentenceStageConfig:
     ranking_chunk: int = 0
     # the roles the two sides of a pair are embedded in: "query-document" (x as a query, y as a document sentence:
     # cross-lingual search, hmde-e5's stage) or "document" (both as document sentences, as translation mining and
-    # sentence alignment embed them: issue 79's translation encoder)
+    # sentence alignment embed them: issue 79's translation encoder) or "by-kind" (x as a query in the query-like
+    # kinds, titles, headings, neighbours; as a document sentence in the translation kinds, translations, udhr,
+    # bible: issue 80's tail run, where translation pairs through the query role cost monolingual headline search)
     roles: str = "query-document"
     # hard negatives (issue 79; ANCE-style, mined once with the starting model): per pair, this many y sides of other
     # pairs in the pair's y language, the nearest to its x, none closer than negative_ceiling x the pair's own cosine
