@@ -17,7 +17,8 @@ For a **translation encoder** (issue 79: mining and sentence alignment, which em
 sentences) ``roles="document"`` embeds x as y is, and ``hard_negatives`` adds, per pair, the nearest other y sides of
 its language by the starting model (:mod:`hmde.pretraining.hard_negatives`) as more columns of x's softmax. The
 ``udhr`` and ``bible`` pair kinds (:mod:`hmde.pretraining.tail_pairs`) bring the languages that only those texts
-hold (issue 80).
+hold (issue 80); mixed with the query-like kinds, ``roles="by-kind"`` embeds their x (and translations') as document
+sentences and keeps the query prompt for titles, headings and neighbours.
 
 A second objective, **self-distillation** (``distill_weight``; Reimers & Gurevych, 2020, with the starting model as
 its own teacher): for a pair (english, other) the student's vector of the other sentence and of the English one are
