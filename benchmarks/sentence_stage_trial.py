@@ -65,8 +65,7 @@ def main() -> None:
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
     tagged = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0}, with_languages=True)
     pairs = [(x, y) for x, y, _ in tagged]
-    # hard negatives (mined by language) and by-kind roles (a known language: a translation kind) need them
-    languages = [lang for _, _, lang in tagged] if config.hard_negatives or config.roles == "by-kind" else None
+    languages = [lang for _, _, lang in tagged] if config.needs_languages else None
     print(f"{len(pairs)} pairs; {config}", flush=True)
     if args.pack:
         from hmde.recipes import sentence_gpu

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                         f"{', '.join(TAGGED_KINDS)}")
     tagged = sample_stage_pairs(data, config, shares, with_languages=True)  # errors and count before the model loads
     pairs = [(x, y) for x, y, _ in tagged]
-    languages = [lang for _, _, lang in tagged] if config.hard_negatives or config.roles == "by-kind" else None
+    languages = [lang for _, _, lang in tagged] if config.needs_languages else None
     config.check_pairs(len(pairs), str(data))
     record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)

@@ -316,11 +316,10 @@ class SentenceStageTrainer:
         kinds), which hard negatives and ``roles="by-kind"`` need."""
         config.check()
         config.check_pairs(len(pairs))
-        if config.hard_negatives and (languages is None or len(languages) != len(pairs)):
-            raise HmdeError("hard negatives need the y language of every pair (sample_tagged_pairs)")
-        if config.roles == "by-kind" and (languages is None or len(languages) != len(pairs)):
-            raise HmdeError("roles by-kind needs each pair's language, None for the query-like kinds "
-                            "(sample_stage_pairs(..., with_languages=True))")
+        if config.needs_languages and (languages is None or len(languages) != len(pairs)):
+            raise HmdeError("hard negatives need the y language of every pair (sample_tagged_pairs)"
+                            if config.hard_negatives else "roles by-kind needs each pair's language, None for the "
+                            "query-like kinds (sample_stage_pairs(..., with_languages=True))")
         self.model, self.pairs, self.config, self.output = model, pairs, config, Path(output)
         self.languages = languages
         self.negatives = None  # per pair, the indices of the pairs whose y sides are its hard negatives (train())

@@ -55,6 +55,12 @@ class SentenceStageConfig:
         if count < self.batch_size:
             raise HmdeError(f"{source + ': ' if source else ''}{count} pairs for batches of {self.batch_size}")
 
+    @property
+    def needs_languages(self) -> bool:
+        """Whether a run needs each pair's language (``sample_stage_pairs(..., with_languages=True)``): hard
+        negatives are mined within it, and ``by-kind`` roles tell a translation kind by it (None: a query-like kind)."""
+        return bool(self.hard_negatives) or self.roles == "by-kind"
+
     def check(self) -> None:
         """Every setting in range, in one line naming it, before any data is read or the model loads (a negative
         scale trained pairs apart; --lr nan failed after the model loaded)."""

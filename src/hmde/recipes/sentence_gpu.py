@@ -60,8 +60,8 @@ def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
 def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
          budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None) -> dict:
     """Write the pack (module docstring, step 1); returns its manifest (with its size). ``languages``: each pair's
-    y language, carried with it (hard negatives are mined there, within a language)."""
-    if (config.hard_negatives or config.roles == "by-kind") and (languages is None or len(languages) != len(pairs)):
+    y language, carried with it (hard negatives are mined there, within a language; by-kind roles read it)."""
+    if config.needs_languages and (languages is None or len(languages) != len(pairs)):
         raise HmdeError("a pack for hard negatives or by-kind roles needs each pair's language")
     from ..e5.folder import PROMPTS, find_resources
     from ..e5.q4_file import E5Q4File
