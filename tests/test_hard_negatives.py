@@ -66,7 +66,9 @@ def test_settings_are_checked_before_anything_runs():
     for kwargs, message in [({"roles": "both"}, "roles must be one of query-document, document, by-kind"),
                             ({"hard_negatives": -1}, "hard_negatives must be >= 0"),
                             ({"negative_ceiling": 1.5}, r"negative_ceiling must be in \(0, 1\]"),
-                            ({"hard_negatives": 1, "ranking_chunk": 2}, "in one pass")]:
+                            ({"hard_negatives": 1, "ranking_chunk": 2}, "in one pass"),
+                            ({"roles": "by-kind", "distill_weight": 1.0}, "roles by-kind is for the ranking loss alone"),
+                            ({"roles": "document", "distill_weight": 0.5}, "roles document is for the ranking")]:
         with pytest.raises(HmdeError, match=message):
             SentenceStageConfig(**kwargs).check()
 

@@ -95,6 +95,9 @@ class SentenceStageConfig:
         if not (math.isfinite(self.negative_ceiling) and 0 < self.negative_ceiling <= 1):
             raise HmdeError(f"negative_ceiling must be in (0, 1] (a share of the pair's own cosine), got "
                             f"{self.negative_ceiling}")
+        if self.roles != "query-document" and self.distill_weight > 0:
+            raise HmdeError(f"roles {self.roles} is for the ranking loss alone (self-distillation embeds both sides in "
+                            "one role a step, in turn): set distill_weight 0 or roles query-document")
         if self.hard_negatives and (self.distill_weight > 0 or self.ranking_chunk):
             raise HmdeError("hard_negatives are for the ranking loss in one pass: set distill_weight 0 and "
                             "ranking_chunk 0")
