@@ -176,6 +176,9 @@ def main() -> None:
     parser.add_argument("--udhr-articles", choices=("all", "dev"), default="all",
                         help="UDHR's 30 articles (default), or the 8 of the development slice that the sentence "
                         "stage's udhr pairs leave out (to measure a model trained on them)")
+    parser.add_argument("--tail-model", default=None, metavar="DIR",
+                        help="a routed encoder (hmde sentence-stage --english-side teacher): the languages of its "
+                        "DIR/route.json are embedded by it, every other language (English too) by --model")
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), default=None,
                         help="compare two written tables (-o) by the issue's done-when, scoring nothing")
     parser.add_argument("--coverage-into", type=Path, default=None, metavar="FILE",
@@ -203,18 +206,26 @@ def main() -> None:
     tasks = args.tasks.split(",")
     scores: dict[str, dict[str, float]] = defaultdict(dict)
     started = time.time()
+    route, routed_to = set(), None
+    if args.tail_model:  # the routed languages' texts go to the tail model, queries and documents alike
+        route = set(json.loads((Path(args.tail_model) / "route.json").read_text(encoding="utf-8"))["languages"])
+        tail_model = load_model(args.tail_model, "cpu", backend=args.backend)[1]
+        routed_to = (tail_model, DocumentVectorizer(tail_model, "mean"))
+        print(f"{len(route)} languages routed to {args.tail_model}", file=sys.stderr)
 
-    def queries(texts):
-        return np.asarray(model.lower.encode(texts, prompt_name="query"), np.float32)
+    def queries(texts, key="eng"):
+        lower = routed_to[0].lower if key in route else model.lower
+        return np.asarray(lower.encode(texts, prompt_name="query"), np.float32)
 
-    def documents(texts, lang):
-        v = np.asarray(vectorizer.encode(texts, [lang] * len(texts)), np.float32)
+    def documents(texts, key):
+        lang = key.split("_")[0]
+        v = np.asarray((routed_to[1] if key in route else vectorizer).encode(texts, [lang] * len(texts)), np.float32)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
     if "tatoeba" in tasks:
         sets = tatoeba(data, args.pairs)
         for i, (lang, (xxx, eng)) in enumerate(sets.items()):
-            scores[lang]["tatoeba"] = p_at_1(queries(xxx), queries(eng))
+            scores[lang]["tatoeba"] = p_at_1(queries(xxx, lang), queries(eng))
             print(f"\rtatoeba {i + 1}/{len(sets)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
     if "udhr" in tasks:
@@ -227,12 +238,12 @@ def main() -> None:
         english = documents([articles["eng"][c] for c in concepts], "eng")
         for i, (lang, texts) in enumerate(articles.items()):
             if lang != "eng" and set(concepts) <= set(texts):
-                scores[lang]["udhr"] = p_at_1(documents([texts[c] for c in concepts], lang.split("_")[0]), english)
+                scores[lang]["udhr"] = p_at_1(documents([texts[c] for c in concepts], lang), english)
             print(f"\rudhr {i + 1}/{len(articles)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
     if "masakhanews" in tasks:
         for lang, (headlines, texts) in masakhanews(data, args.news).items():
-            scores[lang]["masakhanews"] = mrr(queries(headlines), documents(texts, lang))
+            scores[lang]["masakhanews"] = mrr(queries(headlines, lang), documents(texts, lang))
         print(f"masakhanews done ({time.time() - started:.0f} s)", file=sys.stderr)
 
     table = {}

@@ -67,3 +67,29 @@ def test_the_stage_mixes_the_tail_kinds_with_their_languages_for_hard_negatives(
     tagged = sample_stage_pairs(tmp_path, SentenceStageConfig(), {"udhr": 0.0}, with_languages=True)
     assert len(tagged) == 22 and {lang for *_, lang in tagged} <= {"eng", "quc"}
     assert sample_stage_pairs(tmp_path, SentenceStageConfig(), {"udhr": 0.0}) == [(x, y) for x, y, _ in tagged]
+
+
+def test_routed_pairs_put_the_language_first_and_english_second_for_the_languages_named_alone(tmp_path):
+    """A routed encoder's pairs (hmde sentence-stage --english-side teacher): (text, English, its language), of the
+    languages it serves (the script named: jav_Java is not jav), translations capped per language."""
+    from hmde.pretraining.tail_pairs import sample_routed_pairs
+
+    for word, lang in {"English": "eng", "Kiche": "quc", "Javanese": "jav_Java", "Latin": "jav"}.items():
+        udhr(tmp_path, lang, word)
+    folder = tmp_path / "parallel" / "tatoeba"
+    folder.mkdir(parents=True)
+    for name, line in (("eng-quc", "Sentence {i}.\tKiche {i}.\n"), ("kab-eng", "Kabyle {i}.\tSentence {i}.\n"),
+                       ("deu-eng", "Satz {i}.\tSentence {i}.\n")):
+        with gzip.open(folder / f"{name}.tsv.gz", "wt", encoding="utf-8") as f:
+            f.writelines(line.format(i=i) for i in range(7))
+    pairs = sample_routed_pairs(tmp_path, ["translations", "udhr"], ["quc", "jav_Java", "kab"], per_language=5)
+    assert sorted({lang for *_, lang in pairs}) == ["jav_Java", "kab", "quc"]
+    assert sum(lang == "quc" for *_, lang in pairs) == 5 + 22 and sum(lang == "kab" for *_, lang in pairs) == 5
+    for text, english, lang in pairs:
+        assert english.startswith(("English", "Sentence")) and text.split()[0] in ("Kiche", "Javanese", "Kabyle")
+        assert text.split()[-1] == english.split()[-1]  # the same article or sentence
+    assert sample_routed_pairs(tmp_path, ["udhr"], ["quc"]) == sample_routed_pairs(tmp_path, ["udhr"], ["quc"])
+    with pytest.raises(HmdeError, match="not titles"):
+        sample_routed_pairs(tmp_path, ["titles", "udhr"], ["quc"])
+    with pytest.raises(HmdeError, match="no udhr pairs with English in xyz"):
+        sample_routed_pairs(tmp_path, ["udhr"], ["xyz"])

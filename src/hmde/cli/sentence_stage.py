@@ -4,15 +4,18 @@ the bundled hmde-e5 (issue 64; :mod:`hmde.pretraining.sentence_stage`, docs/hmde
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from ..errors import HmdeError
 from .common import add_device_argument
 
+ROUTE_FILE = "route.json"  # a routed encoder's languages (the ones its pairs had), beside its weights
+
 # the stage's settings a user may change; the rest of SentenceStageConfig (the translation files) keep theirs
 SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_tokens", "lower_trainable", "seed",
             "checkpoint_every", "ranking_chunk", "pairs", "alpha", "ranking_weight", "distill_weight", "roles",
-            "hard_negatives", "negative_ceiling")
+            "hard_negatives", "negative_ceiling", "english_side")
 
 
 HELP = {
@@ -21,6 +24,9 @@ HELP = {
              "as a query in titles, headings and neighbours, as a document sentence in translations, udhr, bible)",
     "hard_negatives": "per pair, this many hard negatives: the nearest other sentences of its y side's language by "
                       "the starting model, mined once and kept in OUTPUT (pairs of translations, udhr, bible)",
+    "english_side": "who embeds the English side of a pair: student (the model trained, one encoder for every "
+                    "language) or teacher (MODEL itself, frozen: the trained model is a routed encoder for "
+                    "--languages alone, its vectors in MODEL's space; pairs of translations, udhr, bible with English)",
     "negative_ceiling": "a hard negative's cosine to x stays under this share of the pair's own (a closer one is "
                         "likely a translation too)",
 }
@@ -52,11 +58,31 @@ def register(sub) -> None:
     defaults = SentenceStageConfig()
     for name in SETTINGS:
         value = getattr(defaults, name)
-        choices = {"roles": ROLES}.get(name)
+        choices = {"roles": ROLES, "english_side": ("student", "teacher")}.get(name)
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
                        help=f"{HELP[name]} (default {value})" if name in HELP else f"default {value}")
+    p.add_argument("--languages", default="", help="with --english-side teacher: the languages the routed "
+                   "encoder serves (its pairs' other side), comma-separated codes as the data names them (jav_Java, "
+                   "quc), or weak-unseen: those MODEL's language table puts in the weak tier and outside its "
+                   "pretraining (docs/languages.md); written to OUTPUT/model/route.json")
     add_device_argument(p)
     p.set_defaults(func=run)
+
+
+def route_languages(spec: str, model: str) -> list[str]:
+    """``--languages``: codes, or ``weak-unseen`` (:func:`hmde.text.language_tiers.weak_unseen` of MODEL's name)."""
+    from ..text.language_tiers import weak_unseen
+
+    names = [c.strip() for c in spec.split(",") if c.strip()]
+    if names == ["weak-unseen"]:
+        found = weak_unseen(Path(model).name)
+        if not found:
+            raise HmdeError(f"--languages weak-unseen: {model} has no measured language table "
+                            "(hmde/text/language_quality.json); name the languages")
+        return found
+    if not names:
+        raise HmdeError("--english-side teacher needs --languages: the languages the routed encoder serves")
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,11 +106,21 @@ def run(args: argparse.Namespace) -> int:
     if config.hard_negatives and set(kinds) - set(TAGGED_KINDS):  # mined within the y side's language
         raise HmdeError(f"--hard-negatives needs pairs that know their languages: --pairs-from some of "
                         f"{', '.join(TAGGED_KINDS)}")
-    tagged = sample_stage_pairs(data, config, shares, with_languages=True)  # errors and count before the model loads
+    route = None
+    if config.english_side == "teacher":  # a routed encoder: (other, English) pairs of its languages alone
+        from ..pretraining.tail_pairs import sample_routed_pairs
+
+        route = route_languages(args.languages, args.model)
+        tagged = sample_routed_pairs(data, kinds, route, config.sources, seed=config.seed)
+    elif args.languages:
+        raise HmdeError("--languages is for --english-side teacher (a routed encoder)")
+    else:  # errors and count before the model loads
+        tagged = sample_stage_pairs(data, config, shares, with_languages=True)
     pairs = [(x, y) for x, y, _ in tagged]
     languages = [lang for _, _, lang in tagged] if config.needs_languages else None
     config.check_pairs(len(pairs), str(data))
-    record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)})
+    record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)}
+                     | ({"languages": route} if route is not None else {}))
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
 
     from ..encoders.model_loading import load_model
@@ -94,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
     SentenceStageTrainer(model, pairs, config, args.output, languages).train()
     out = Path(args.output) / "model"
     model.save_pretrained(out)
+    if route is not None:
+        from ..ground.atomic import write_text_atomic
+
+        served = sorted({lang for _, _, lang in tagged})
+        write_text_atomic(out / ROUTE_FILE, json.dumps({"starting_model": args.model, "languages": served}, indent=1))
     print(f"saved {out}")
     return 0
 

@@ -326,7 +326,8 @@ class SentenceStageTrainer:
         self.lower = model.lower if hasattr(model, "lower") else model
         self.module = self.lower.model  # the lower encoder's torch module: what this stage trains and checkpoints
         self.teacher = None
-        if config.distill_weight > 0:  # the starting model, frozen (taken before a checkpoint is loaded)
+        if config.distill_weight > 0 or config.english_side == "teacher":  # the starting model, frozen (taken
+            # before a checkpoint is loaded)
             self.teacher = copy.deepcopy(self.lower)
             self.teacher.model.eval()
             for p in self.teacher.model.parameters():
@@ -383,6 +384,12 @@ class SentenceStageTrainer:
             return cfg.ranking_weight * translation_ranking_loss(a, b, cfg.margin, cfg.scale, h)
         role = "query" if step % 2 == 0 else None  # one role a step, in turn
         other, english = ids([x for x, _ in batch], role), ids([y for _, y in batch], role)
+        if cfg.english_side == "teacher":  # a routed encoder: its other-language vectors against the teacher's English
+            a = embed(lower, other)
+            with torch.no_grad():
+                t = embed(self.teacher, english)
+            loss = cfg.distill_weight * (a - t).pow(2).sum(-1).mean()
+            return loss + cfg.ranking_weight * translation_ranking_loss(a, t, cfg.margin, cfg.scale)
         a, b = embed(lower, other), embed(lower, english)
         with torch.no_grad():
             t = embed(self.teacher, english)

@@ -49,6 +49,11 @@ class SentenceStageConfig:
     # (a near-equal sentence is likely a translation too: NV-Retriever's positive-aware mining); translations only
     hard_negatives: int = 0
     negative_ceiling: float = 0.95
+    # who embeds a pair's English side (issue 80's routed tail encoder): "student" (the model trained: one encoder
+    # for every language) or "teacher" (the starting model, frozen: the trained model serves the pairs' other
+    # languages alone, routed to by a document's language, and its vectors of them are pulled into the starting
+    # model's space, which keeps every other language; pairs (other, English): hmde.pretraining.tail_pairs)
+    english_side: str = "student"
 
     def check_pairs(self, count: int, source: str = "") -> None:
         """A run needs at least one batch of pairs (``source``: where they came from, for the message)."""
@@ -95,6 +100,12 @@ class SentenceStageConfig:
         if not (math.isfinite(self.negative_ceiling) and 0 < self.negative_ceiling <= 1):
             raise HmdeError(f"negative_ceiling must be in (0, 1] (a share of the pair's own cosine), got "
                             f"{self.negative_ceiling}")
+        if self.english_side not in ("student", "teacher"):
+            raise HmdeError(f"english_side must be student or teacher, got {self.english_side!r}")
+        if self.english_side == "teacher" and (self.hard_negatives or self.ranking_chunk or self.roles != "query-document"):
+            raise HmdeError("english_side teacher (a routed encoder) embeds each side in one role a step, in turn, "
+                            "against the teacher's English vectors: set hard_negatives 0, ranking_chunk 0 and roles "
+                            "query-document")
         if self.roles != "query-document" and self.distill_weight > 0:
             raise HmdeError(f"roles {self.roles} is for the ranking loss alone (self-distillation embeds both sides in "
                             "one role a step, in turn): set distill_weight 0 or roles query-document")

@@ -34,11 +34,12 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _with_english(folder: Path, what: str, per_language: int, seed: int, english_of, pairs_of
-                  ) -> list[tuple[str, str, str]]:
+def _with_english(folder: Path, what: str, per_language: int, seed: int, english_of, pairs_of,
+                  english_last: bool = False) -> list[tuple[str, str, str]]:
     """Each language file of ``folder`` but English and the held-out ones: ``pairs_of(its rows, english)`` (texts
     of the language, English texts), at most ``per_language`` of them drawn, each direction drawn; shuffled.
-    ``english_of``: what English's rows give those pairs to be made with."""
+    ``english_of``: what English's rows give those pairs to be made with. ``english_last``: every pair as
+    ``(the language's text, English, the language)`` (a routed encoder's pairs: :func:`sample_routed_pairs`)."""
     from .dev_slice import HELD_OUT
 
     if not (folder / "eng.jsonl.gz").is_file():
@@ -52,13 +53,16 @@ def _with_english(folder: Path, what: str, per_language: int, seed: int, english
             continue
         pairs = pairs_of(_read(path), english)
         for x, y in rng.sample(pairs, min(per_language, len(pairs))):
-            out.append((x, y, "eng") if rng.random() < 0.5 else (y, x, lang))
+            if english_last:
+                out.append((x, y, lang))
+            else:
+                out.append((x, y, "eng") if rng.random() < 0.5 else (y, x, lang))
     rng.shuffle(out)
     return out
 
 
 def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: int = 0,
-                      max_chars: int = 600) -> list[tuple[str, str, str]]:
+                      max_chars: int = 600, english_last: bool = False) -> list[tuple[str, str, str]]:
     """Article pairs with English (module docstring), at most ``per_language`` a language."""
     from .dev_slice import dev_concept
 
@@ -67,11 +71,11 @@ def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: i
                 and not dev_concept("udhr", r["concept"]) and r["text"].strip()]
 
     return _with_english(Path(data) / "docs" / "udhr", "UDHR", per_language, seed,
-                         lambda rows: {r["concept"]: r["text"][:max_chars] for r in rows}, articles)
+                         lambda rows: {r["concept"]: r["text"][:max_chars] for r in rows}, articles, english_last)
 
 
 def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
-                       min_chars: int = 20) -> list[tuple[str, str, str]]:
+                       min_chars: int = 20, english_last: bool = False) -> list[tuple[str, str, str]]:
     """Verse pairs with English (module docstring), at most ``per_language`` a language."""
     def verses(rows, english):
         out = []
@@ -82,4 +86,44 @@ def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed:
         return out
 
     return _with_english(Path(data) / "bible", "Bible", per_language, seed,
-                         lambda rows: {r["concept"]: r.get("verses") or [] for r in rows}, verses)
+                         lambda rows: {r["concept"]: r.get("verses") or [] for r in rows}, verses, english_last)
+
+
+TRANSLATIONS_PER_LANGUAGE = 500
+
+
+def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt", "multi30k"), seed: int = 0,
+                        per_language: int = TRANSLATIONS_PER_LANGUAGE) -> list[tuple[str, str, str]]:
+    """The pairs of a routed encoder (one that embeds ``languages`` alone, its vectors in the space of the model
+    that embeds English and every other language: ``english_side="teacher"``): ``(text, English text, its
+    language)`` of the ``kinds`` named (``translations``: the parallel files of ``sources`` between English and
+    one of ``languages``, at most ``per_language`` pairs a language; ``udhr``; ``bible``) whose language (its code as
+    the data names it, script included: ``jav_Java`` is not ``jav``) is one of ``languages``; shuffled, seeded."""
+    from .sentence_stage import pair_files, read_pairs
+
+    wanted = set(languages)
+    if not wanted:
+        raise HmdeError("a routed encoder needs languages to serve; none given")
+    unknown = sorted(set(kinds) - {"translations", "udhr", "bible"})
+    if unknown:
+        raise HmdeError(f"a routed encoder trains on pairs with English of known languages (translations, udhr, "
+                        f"bible); not {', '.join(unknown)}")
+
+    rng = random.Random(seed)
+    out: list[tuple[str, str, str]] = []
+    if "translations" in kinds:
+        for path, x, y in pair_files(data, sources):
+            if "eng" not in (x, y) or (y if x == "eng" else x) not in wanted:
+                continue
+            lang = y if x == "eng" else x
+            rows = [(a, b) if y == "eng" else (b, a) for a, b in read_pairs(path) if a.strip() and b.strip()]
+            out += [(a, b, lang) for a, b in rng.sample(rows, min(per_language, len(rows)))]
+    if "udhr" in kinds:
+        out += [p for p in sample_udhr_pairs(data, seed=seed, english_last=True) if p[2] in wanted]
+    if "bible" in kinds:
+        out += [p for p in sample_bible_pairs(data, seed=seed, english_last=True) if p[2] in wanted]
+    if not out:
+        raise HmdeError(f"no {', '.join(kinds)} pairs with English in {', '.join(sorted(wanted)[:8])}"
+                        f"{'...' if len(wanted) > 8 else ''} under {data}")
+    rng.shuffle(out)
+    return out

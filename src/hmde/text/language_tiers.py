@@ -56,6 +56,13 @@ def quality(model: str | None) -> dict[str, dict]:
     return out
 
 
+def weak_unseen(model: str | None) -> list[str]:
+    """The languages (the table's keys, scripts kept: ``jav_Java``) a bundled model serves weakly and never saw in
+    its pretraining: what a routed tail encoder is trained for (issue 80); [] for a model without a table."""
+    rows = _tables().get(str(model or ""), {})
+    return sorted(k for k, r in rows.items() if r.get("tier") == "weak" and r.get("pretrained") is False)
+
+
 def language_tier(model: str | None, lang: str | None) -> str:
     """``strong``, ``fair``, ``weak`` or ``unmeasured``."""
     from .language_codes import language_code
