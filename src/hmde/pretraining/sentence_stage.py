@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from ..errors import HmdeError
 from .sentence_stage_config import PAIR_KINDS, SHIPPED_KINDS, SentenceStageConfig
 from .dev_slice import DEV_CONCEPT_EVERY, HELD_OUT, dev_concept  # noqa: F401 (DEV_CONCEPT_EVERY: its name here)
+from .parallel_files import pair_files, read_pairs
 
 
 def translation_ranking_loss(a: torch.Tensor, b: torch.Tensor, margin: float = 0.3, scale: float = 20.0,
@@ -79,25 +80,6 @@ def distillation_loss(student_other: torch.Tensor, student_english: torch.Tensor
     t = F.normalize(teacher_english, dim=-1).detach()
     return ((F.normalize(student_other, dim=-1) - t).pow(2).sum(-1)
             + (F.normalize(student_english, dim=-1) - t).pow(2).sum(-1)).mean()
-
-
-def pair_files(data: Path, sources) -> list[tuple[Path, str, str]]:
-    """The parallel files of ``sources`` (``parallel/<source>/<xxx>-<yyy>.tsv.gz``) without a held-out language."""
-    out = []
-    for source in sources:
-        for path in sorted((Path(data) / "parallel" / source).glob("*.tsv.gz")):
-            x, y = path.name[:-len(".tsv.gz")].split("-", 1)
-            if x not in HELD_OUT and y not in HELD_OUT:
-                out.append((path, x, y))
-    if not out:
-        raise HmdeError(f"no parallel files of {', '.join(sources)} under {Path(data) / 'parallel'}")
-    return out
-
-
-def read_pairs(path: Path) -> list[tuple[str, str]]:
-    """A parallel file's lines as (xxx, yyy) text pairs, in file order (lines without a tab left out)."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [tuple(line.rstrip("\n").split("\t")[:2]) for line in f if "\t" in line]
 
 
 def file_quotas(sizes, total: int, alpha: float) -> np.ndarray:

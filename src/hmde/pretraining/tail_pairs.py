@@ -99,7 +99,7 @@ def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt",
     language)`` of the ``kinds`` named (``translations``: the parallel files of ``sources`` between English and
     one of ``languages``, at most ``per_language`` pairs a language; ``udhr``; ``bible``) whose language (its code as
     the data names it, script included: ``jav_Java`` is not ``jav``) is one of ``languages``; shuffled, seeded."""
-    from .sentence_stage import pair_files, read_pairs
+    from .parallel_files import pair_files, read_pairs
 
     wanted = set(languages)
     if not wanted:
