@@ -208,7 +208,9 @@ def main() -> None:
     started = time.time()
     route, routed_to = set(), None
     if args.tail_model:  # the routed languages' texts go to the tail model, queries and documents alike
-        route = set(json.loads((Path(args.tail_model) / "route.json").read_text(encoding="utf-8"))["languages"])
+        from hmde.pretraining.tail_pairs import ROUTE_FILE
+
+        route = set(json.loads((Path(args.tail_model) / ROUTE_FILE).read_text(encoding="utf-8"))["languages"])
         tail_model = load_model(args.tail_model, "cpu", backend=args.backend)[1]
         routed_to = (tail_model, DocumentVectorizer(tail_model, "mean"))
         print(f"{len(route)} languages routed to {args.tail_model}", file=sys.stderr)

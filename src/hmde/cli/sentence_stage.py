@@ -10,8 +10,6 @@ from pathlib import Path
 from ..errors import HmdeError
 from .common import add_device_argument
 
-ROUTE_FILE = "route.json"  # a routed encoder's languages (the ones its pairs had), beside its weights
-
 # the stage's settings a user may change; the rest of SentenceStageConfig (the translation files) keep theirs
 SETTINGS = ("steps", "batch_size", "lr", "warmup", "margin", "scale", "max_tokens", "lower_trainable", "seed",
             "checkpoint_every", "ranking_chunk", "pairs", "alpha", "ranking_weight", "distill_weight", "roles",
@@ -33,7 +31,7 @@ HELP = {
 
 
 def register(sub) -> None:
-    from ..pretraining.sentence_stage_config import PAIR_KINDS, ROLES, SHIPPED_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage_config import ENGLISH_SIDES, PAIR_KINDS, ROLES, SHIPPED_KINDS, SentenceStageConfig
 
     p = sub.add_parser(
         "sentence-stage", help="train a model's lower encoder on query-like sentence pairs across languages "
@@ -58,7 +56,7 @@ def register(sub) -> None:
     defaults = SentenceStageConfig()
     for name in SETTINGS:
         value = getattr(defaults, name)
-        choices = {"roles": ROLES, "english_side": ("student", "teacher")}.get(name)
+        choices = {"roles": ROLES, "english_side": ENGLISH_SIDES}.get(name)
         p.add_argument("--" + name.replace("_", "-"), type=type(value), default=value, choices=choices,
                        help=f"{HELP[name]} (default {value})" if name in HELP else f"default {value}")
     p.add_argument("--languages", default="", help="with --english-side teacher: the languages the routed "
@@ -132,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
     model.save_pretrained(out)
     if route is not None:
         from ..ground.atomic import write_text_atomic
+        from ..pretraining.tail_pairs import ROUTE_FILE
 
         served = sorted({lang for _, _, lang in tagged})
         write_text_atomic(out / ROUTE_FILE, json.dumps({"starting_model": args.model, "languages": served}, indent=1))

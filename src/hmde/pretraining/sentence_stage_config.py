@@ -11,6 +11,7 @@ from ..errors import HmdeError
 PAIR_KINDS = ("titles", "headings", "neighbours", "translations", "udhr", "bible")
 TAGGED_KINDS = ("translations", "udhr", "bible")  # kinds that know each pair's y language (hard negatives need it)
 ROLES = ("query-document", "document", "by-kind")
+ENGLISH_SIDES = ("student", "teacher")  # who embeds a pair's English side (english_side below)
 # hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
 # third as many translation pairs, which keep Tatoeba and PUD alignment up where titles and headings alone fell a hair
 SHIPPED_KINDS = {"titles": 0.3, "headings": 0.3, "translations": 0.3}
@@ -100,9 +101,10 @@ class SentenceStageConfig:
         if not (math.isfinite(self.negative_ceiling) and 0 < self.negative_ceiling <= 1):
             raise HmdeError(f"negative_ceiling must be in (0, 1] (a share of the pair's own cosine), got "
                             f"{self.negative_ceiling}")
-        if self.english_side not in ("student", "teacher"):
-            raise HmdeError(f"english_side must be student or teacher, got {self.english_side!r}")
-        if self.english_side == "teacher" and (self.hard_negatives or self.ranking_chunk or self.roles != "query-document"):
+        if self.english_side not in ENGLISH_SIDES:
+            raise HmdeError(f"english_side must be {' or '.join(ENGLISH_SIDES)}, got {self.english_side!r}")
+        routed = self.english_side == "teacher"
+        if routed and (self.hard_negatives or self.ranking_chunk or self.roles != "query-document"):
             raise HmdeError("english_side teacher (a routed encoder) embeds each side in one role a step, in turn, "
                             "against the teacher's English vectors: set hard_negatives 0, ranking_chunk 0 and roles "
                             "query-document")

@@ -90,6 +90,7 @@ def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed:
 
 
 TRANSLATIONS_PER_LANGUAGE = 500
+ROUTE_FILE = "route.json"  # beside a routed encoder's weights: the languages it serves (those its pairs had)
 
 
 def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt", "multi30k"), seed: int = 0,
@@ -100,22 +101,23 @@ def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt",
     one of ``languages``, at most ``per_language`` pairs a language; ``udhr``; ``bible``) whose language (its code as
     the data names it, script included: ``jav_Java`` is not ``jav``) is one of ``languages``; shuffled, seeded."""
     from .parallel_files import pair_files, read_pairs
+    from .sentence_stage_config import TAGGED_KINDS
 
     wanted = set(languages)
     if not wanted:
         raise HmdeError("a routed encoder needs languages to serve; none given")
-    unknown = sorted(set(kinds) - {"translations", "udhr", "bible"})
+    unknown = sorted(set(kinds) - set(TAGGED_KINDS))
     if unknown:
-        raise HmdeError(f"a routed encoder trains on pairs with English of known languages (translations, udhr, "
-                        f"bible); not {', '.join(unknown)}")
+        raise HmdeError("a routed encoder trains on pairs with English of known languages "
+                        f"({', '.join(TAGGED_KINDS)}); not {', '.join(unknown)}")
 
     rng = random.Random(seed)
     out: list[tuple[str, str, str]] = []
     if "translations" in kinds:
         for path, x, y in pair_files(data, sources):
-            if "eng" not in (x, y) or (y if x == "eng" else x) not in wanted:
-                continue
             lang = y if x == "eng" else x
+            if "eng" not in (x, y) or lang not in wanted:
+                continue
             rows = [(a, b) if y == "eng" else (b, a) for a, b in read_pairs(path) if a.strip() and b.strip()]
             out += [(a, b, lang) for a, b in rng.sample(rows, min(per_language, len(rows)))]
     if "udhr" in kinds:
