@@ -24,6 +24,8 @@ hmde-e5: ``hmde.text.coverage``).
     python benchmarks/languages.py --data ../shared/data -o languages.json     # about 15 minutes on 2 cores
     python benchmarks/languages.py --model RUN/model --backend torch --udhr-articles dev -o trained.json
     python benchmarks/languages.py --compare base.json trained.json   # the tail's rise, the languages that fell
+    python benchmarks/languages.py --model hmde-e5 --tail-model RUN/model --backend torch --udhr-articles dev \
+        --routed-only base.json -o routed.json   # a routed encoder: its languages scored, the rest from base.json
 """
 
 from __future__ import annotations
@@ -179,12 +181,18 @@ def main() -> None:
     parser.add_argument("--tail-model", default=None, metavar="DIR",
                         help="a routed encoder (hmde sentence-stage --english-side teacher): the languages of its "
                         "DIR/route.json are embedded by it, every other language (English too) by --model")
+    parser.add_argument("--routed-only", type=Path, default=None, metavar="BASE",
+                        help="with --tail-model: score the routed languages alone and take every other language's "
+                        "row from BASE, a table of --model written with the same settings (the languages not routed "
+                        "embed exactly as --model does, so this gives the whole table in a fraction of the time)")
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), default=None,
                         help="compare two written tables (-o) by the issue's done-when, scoring nothing")
     parser.add_argument("--coverage-into", type=Path, default=None, metavar="FILE",
                         help="add tokenizer coverage to the table FILE, scoring nothing")
     args = parser.parse_args()
 
+    if args.routed_only and not args.tail_model:
+        parser.error("--routed-only is for --tail-model")
     if args.compare:
         before, after = (json.loads(p.read_text(encoding="utf-8"))["languages"] for p in args.compare)
         print_comparison(compare(before, after))
@@ -215,6 +223,9 @@ def main() -> None:
         routed_to = (tail_model, DocumentVectorizer(tail_model, "mean"))
         print(f"{len(route)} languages routed to {args.tail_model}", file=sys.stderr)
 
+    def scored(lang):  # whether this run scores the language (--routed-only: the routed ones alone)
+        return not args.routed_only or lang in route
+
     def queries(texts, key="eng"):
         lower = routed_to[0].lower if key in route else model.lower
         return np.asarray(lower.encode(texts, prompt_name="query"), np.float32)
@@ -226,7 +237,7 @@ def main() -> None:
 
     if "tatoeba" in tasks:
         sets = tatoeba(data, args.pairs)
-        for i, (lang, (xxx, eng)) in enumerate(sets.items()):
+        for i, (lang, (xxx, eng)) in enumerate((lang, pair) for lang, pair in sets.items() if scored(lang)):
             scores[lang]["tatoeba"] = p_at_1(queries(xxx, lang), queries(eng))
             print(f"\rtatoeba {i + 1}/{len(sets)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
@@ -239,12 +250,14 @@ def main() -> None:
             concepts = [c for c in concepts if dev_concept("udhr", c)]
         english = documents([articles["eng"][c] for c in concepts], "eng")
         for i, (lang, texts) in enumerate(articles.items()):
-            if lang != "eng" and set(concepts) <= set(texts):
+            if lang != "eng" and set(concepts) <= set(texts) and scored(lang):
                 scores[lang]["udhr"] = p_at_1(documents([texts[c] for c in concepts], lang), english)
             print(f"\rudhr {i + 1}/{len(articles)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
     if "masakhanews" in tasks:
         for lang, (headlines, texts) in masakhanews(data, args.news).items():
+            if not scored(lang):
+                continue
             scores[lang]["masakhanews"] = mrr(queries(headlines, lang), documents(texts, lang))
         print(f"masakhanews done ({time.time() - started:.0f} s)", file=sys.stderr)
 
@@ -254,6 +267,15 @@ def main() -> None:
         code = language_code(lang.split("_")[0]) or lang
         table[lang] = {"score": float(np.mean(list(by_task.values()))), **by_task, **tokens.get(lang, {}),
                        "pretrained": None if known is None else code in known[1], "held_out": lang in HELD_OUT}
+    if args.routed_only:  # every language not routed: as --model scored it, with the same settings
+        base = json.loads(args.routed_only.read_text(encoding="utf-8"))
+        settings = {k: base["settings"].get(k) for k in ("pairs", "news", "tasks", "udhr_articles", "backend")}
+        if settings != {k: getattr(args, k) for k in settings} or base["settings"].get("model") != args.model:
+            sys.exit(f"{args.routed_only}: written with other settings ({settings}, model "
+                     f"{base['settings'].get('model')}); --routed-only needs a table of --model with these")
+        for lang, row in base["languages"].items():
+            if lang not in route:
+                table[lang] = {k: v for k, v in row.items() if k != "tier"}
     tiers = tiers_of({lang: row["score"] for lang, row in table.items()})
     for lang, tier in tiers.items():
         table[lang]["tier"] = tier
@@ -273,7 +295,7 @@ def main() -> None:
           f" the rest: mean {np.mean(head):.3f}; {time.time() - started:.0f} s")
     if args.output:
         Path(args.output).write_text(json.dumps({"model": args.model, "settings": vars(args), "languages": table,
-                                                 "tail": sorted(tail)}, indent=1, sort_keys=True) + "\n")
+                                                 "tail": sorted(tail)}, indent=1, sort_keys=True, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -53,3 +53,44 @@ def test_the_command_compares_two_written_tables_without_a_model(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "the tail (bottom fifth of the first table, 2): 0.0500 -> 0.3000 (+0.2500" in run.stdout
     assert "fallen by more than 0.005: 1" in run.stdout and "  a 1.000 -> 0.900 (-0.100)" in run.stdout
+
+
+def test_routed_only_scores_the_routed_languages_and_takes_every_other_row_from_the_base_table(tmp_path, hmde_dir):
+    """--routed-only BASE: the languages of the tail model's route are scored, the others copied from BASE (a table
+    of the same model and settings); a BASE written otherwise is refused."""
+    import gzip
+    import shutil
+
+    data = tmp_path / "data"
+    (data / "eval" / "masakhanews").mkdir(parents=True)
+    (data / "eval" / "tatoeba").mkdir(parents=True)
+    for lang, word in (("eng", "English rights"), ("quc", "Kiche ri"), ("deu", "Deutsch Recht")):
+        path = data / "docs" / "udhr" / f"{lang}.jsonl.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps({"concept": f"udhr.{n}", "text": f"{word} article {n} " + "word " * n}) + "\n"
+                         for n in range(1, 31))
+    tail = tmp_path / "tail"
+    shutil.copytree(hmde_dir, tail)
+    (tail / "route.json").write_text(json.dumps({"languages": ["quc"]}))
+
+    def run(*extra):
+        return subprocess.run([sys.executable, str(BENCHMARKS / "languages.py"), "--data", str(data), "--model",
+                               str(hmde_dir), "--backend", "torch", "--tasks", "udhr", *extra],
+                              capture_output=True, text=True, timeout=600)
+
+    base = tmp_path / "base.json"
+    assert run("-o", str(base)).returncode == 0
+    written = json.loads(base.read_text())
+    scored = written["languages"]["quc"]["udhr"]
+    for lang, mark in (("deu", 0.123), ("quc", 0.456)):  # marks a copied row
+        written["languages"][lang]["udhr"] = written["languages"][lang]["score"] = mark
+    base.write_text(json.dumps(written))
+    routed = tmp_path / "routed.json"
+    done = run("--tail-model", str(tail), "--routed-only", str(base), "-o", str(routed))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(routed.read_text())["languages"]
+    assert rows["deu"]["udhr"] == 0.123  # not scored: BASE's row
+    assert rows["quc"]["udhr"] == scored  # scored again (the same weights: the same score)
+    refused = run("--tail-model", str(tail), "--routed-only", str(base), "--udhr-articles", "dev")
+    assert refused.returncode != 0 and "written with other settings" in refused.stderr

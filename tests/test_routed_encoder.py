@@ -79,3 +79,29 @@ def test_the_command_trains_a_routed_encoder_for_the_languages_named_and_writes_
     assert "--english-side teacher needs --languages" in capsys.readouterr().err
     assert main(command[:-3] + ["weak-unseen", "-o", str(tmp_path / "d")]) == 2  # a test model has no table
     assert "has no measured language table" in capsys.readouterr().err
+
+
+def test_select_route_trains_without_the_validation_slice_and_writes_the_route_it_chose(tmp_path, hmde_dir, capsys):
+    from hmde.cli.main import main
+
+    for lang, word in (("eng", "English"), ("quc", "Kiche")):
+        path = tmp_path / "data" / "docs" / "udhr" / f"{lang}.jsonl.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps({"concept": f"udhr.{n}", "lang": lang, "text": f"{word} article {n}."}) + "\n"
+                         for n in range(1, 31))
+    out = tmp_path / "run"
+    command = ["sentence-stage", str(hmde_dir), "--data", str(tmp_path / "data"), "-o", str(out), "--pairs-from",
+               "udhr", "--steps", "2", "--batch-size", "4", "--english-side", "teacher", "--languages", "quc",
+               "--device", "cpu", "--select-route"]
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "16 pairs (udhr)" in printed  # the 22 articles outside the development slice, less the validation 6
+    route = json.loads((out / "model" / "route.json").read_text())
+    assert route["trained_for"] == ["quc"] and set(route["validation"]) == {"quc"}
+    row = route["validation"]["quc"]
+    assert route["languages"] == (["quc"] if row["routed"] > row["base"] else [])
+    assert f"route: {len(route['languages'])} of the 1 languages" in printed
+    assert json.loads((out / "pairs.json").read_text())["validation_slice"] == "held out"
+    assert main(command[:command.index("--english-side")] + ["--select-route", "-o", str(tmp_path / "b")]) == 2
+    assert "--select-route is for --english-side teacher" in capsys.readouterr().err

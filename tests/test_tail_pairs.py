@@ -93,3 +93,32 @@ def test_routed_pairs_put_the_language_first_and_english_second_for_the_language
         sample_routed_pairs(tmp_path, ["titles", "udhr"], ["quc"])
     with pytest.raises(HmdeError, match="no udhr pairs with English in xyz"):
         sample_routed_pairs(tmp_path, ["udhr"], ["xyz"])
+
+
+def test_the_validation_slice_takes_a_quarter_of_what_the_development_slice_leaves_and_never_meets_it(tmp_path):
+    """A routed run that chooses its route (--select-route) trains on the training part; the route is chosen on the
+    validation part; the table's development articles are in neither."""
+    from hmde.pretraining.dev_slice import in_part, validation_item
+    from hmde.pretraining.tail_pairs import sample_routed_pairs
+
+    articles = [f"udhr.{n}" for n in range(1, 31)]
+    validation = [c for c in articles if validation_item("udhr", c)]
+    assert validation == ["udhr.4", "udhr.5", "udhr.7", "udhr.12", "udhr.16", "udhr.26"]
+    assert not {c for c in validation if dev_concept("udhr", c)}
+    for word, lang in {"English": "eng", "Kiche": "quc"}.items():
+        udhr(tmp_path, lang, word)
+    folder = tmp_path / "parallel" / "tatoeba"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "eng-quc.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"Sentence {i}.\tKiche {i}.\n" for i in range(400))
+    by_part = {part: sample_routed_pairs(tmp_path, ["translations", "udhr"], ["quc"], per_language=1000, part=part)
+               for part in ("all", "training", "validation")}
+    assert sorted(by_part["all"]) == sorted(by_part["training"] + by_part["validation"])
+    assert not set(by_part["training"]) & set(by_part["validation"])
+    held = [e for _, e, _ in by_part["validation"] if e.startswith("English")]
+    assert sorted(held) == sorted(f"English article {c.split('.')[1]}." for c in validation)
+    sentences = [e for _, e, _ in by_part["validation"] if e.startswith("Sentence")]
+    assert 70 < len(sentences) < 130 and all(validation_item("translations", e) for e in sentences)  # a quarter
+    assert sum(e.startswith("English") for _, e, _ in by_part["training"]) == 22 - 6
+    with pytest.raises(ValueError, match="part must be one of all, training, validation"):
+        in_part("dev", "udhr", "udhr.1")

@@ -63,6 +63,10 @@ def register(sub) -> None:
                    "encoder serves (its pairs' other side), comma-separated codes as the data names them (jav_Java, "
                    "quc), or weak-unseen: those MODEL's language table puts in the weak tier and outside its "
                    "pretraining (docs/languages.md); written to OUTPUT/model/route.json")
+    p.add_argument("--select-route", action="store_true", help="with --english-side teacher: keep the validation "
+                   "slice (a quarter of the UDHR articles, Bible chapters and translations outside the development "
+                   "slice) out of the pairs and, after training, route only the languages it shows the routed "
+                   "encoder gaining in (hmde.pretraining.route_validation; the table goes into route.json)")
     add_device_argument(p)
     p.set_defaults(func=run)
 
@@ -109,16 +113,19 @@ def run(args: argparse.Namespace) -> int:
         from ..pretraining.tail_pairs import sample_routed_pairs
 
         route = route_languages(args.languages, args.model)
-        tagged = sample_routed_pairs(data, kinds, route, config.sources, seed=config.seed)
-    elif args.languages:
-        raise HmdeError("--languages is for --english-side teacher (a routed encoder)")
+        tagged = sample_routed_pairs(data, kinds, route, config.sources, seed=config.seed,
+                                     part="training" if args.select_route else "all")
+    elif args.languages or args.select_route:
+        raise HmdeError(f"{'--languages' if args.languages else '--select-route'} is for --english-side teacher "
+                        "(a routed encoder)")
     else:  # errors and count before the model loads
         tagged = sample_stage_pairs(data, config, shares, with_languages=True)
     pairs = [(x, y) for x, y, _ in tagged]
     languages = [lang for _, _, lang in tagged] if config.needs_languages else None
     config.check_pairs(len(pairs), str(data))
     record_run_pairs(Path(args.output), {"kinds": shares, "pairs": len(pairs)}
-                     | ({"languages": route} if route is not None else {}))
+                     | ({"languages": route} if route is not None else {})
+                     | ({"validation_slice": "held out"} if args.select_route else {}))
     print(f"{len(pairs)} pairs ({', '.join(kinds)}); {config.steps} steps of {config.batch_size}", flush=True)
 
     from ..encoders.model_loading import load_model
@@ -133,7 +140,18 @@ def run(args: argparse.Namespace) -> int:
         from ..pretraining.tail_pairs import ROUTE_FILE
 
         served = sorted({lang for _, _, lang in tagged})
-        write_text_atomic(out / ROUTE_FILE, json.dumps({"starting_model": args.model, "languages": served}, indent=1))
+        record = {"starting_model": args.model, "languages": served}
+        if args.select_route:  # each language routed only where the validation slice says it gains
+            from ..pretraining.route_validation import choose_route, validate_route, validation_sets
+
+            sets = validation_sets(data, served, kinds, config.sources, seed=config.seed)
+            teacher = load_model(args.model, pick_device(args.device))[1]
+            table = validate_route(teacher, load_model(str(out), pick_device(args.device))[1], sets)  # as saved
+            chosen = choose_route(table)
+            record = {"starting_model": args.model, "languages": chosen, "trained_for": served, "validation": table}
+            print(f"route: {len(chosen)} of the {len(served)} languages trained for gain on the validation slice "
+                  f"({len(served) - len(table)} have none there and are not routed)", flush=True)
+        write_text_atomic(out / ROUTE_FILE, json.dumps(record, indent=1))
     print(f"saved {out}")
     return 0
 

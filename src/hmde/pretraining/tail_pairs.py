@@ -62,26 +62,31 @@ def _with_english(folder: Path, what: str, per_language: int, seed: int, english
 
 
 def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: int = 0,
-                      max_chars: int = 600, english_last: bool = False) -> list[tuple[str, str, str]]:
-    """Article pairs with English (module docstring), at most ``per_language`` a language."""
-    from .dev_slice import dev_concept
+                      max_chars: int = 600, english_last: bool = False, part: str = "all") -> list[tuple[str, str, str]]:
+    """Article pairs with English (module docstring), at most ``per_language`` a language. ``part``: all the
+    articles outside the development slice, or those outside the validation slice too (``training``), or the
+    validation slice alone (:func:`hmde.pretraining.dev_slice.in_part`)."""
+    from .dev_slice import dev_concept, in_part
 
     def articles(rows, english):
         return [(r["text"][:max_chars], english[r["concept"]]) for r in rows if r["concept"] in english
-                and not dev_concept("udhr", r["concept"]) and r["text"].strip()]
+                and not dev_concept("udhr", r["concept"]) and in_part(part, "udhr", r["concept"]) and r["text"].strip()]
 
     return _with_english(Path(data) / "docs" / "udhr", "UDHR", per_language, seed,
                          lambda rows: {r["concept"]: r["text"][:max_chars] for r in rows}, articles, english_last)
 
 
 def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
-                       min_chars: int = 20, english_last: bool = False) -> list[tuple[str, str, str]]:
-    """Verse pairs with English (module docstring), at most ``per_language`` a language."""
+                       min_chars: int = 20, english_last: bool = False, part: str = "all") -> list[tuple[str, str, str]]:
+    """Verse pairs with English (module docstring), at most ``per_language`` a language; ``part`` as
+    :func:`sample_udhr_pairs`'s, by chapter."""
+    from .dev_slice import in_part
+
     def verses(rows, english):
         out = []
         for r in rows:
             theirs, ours = r.get("verses") or [], english.get(r["concept"], [])
-            if len(theirs) == len(ours):
+            if len(theirs) == len(ours) and in_part(part, "bible", r["concept"]):
                 out += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
         return out
 
@@ -94,12 +99,17 @@ ROUTE_FILE = "route.json"  # beside a routed encoder's weights: the languages it
 
 
 def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt", "multi30k"), seed: int = 0,
-                        per_language: int = TRANSLATIONS_PER_LANGUAGE) -> list[tuple[str, str, str]]:
+                        per_language: int = TRANSLATIONS_PER_LANGUAGE, part: str = "all") -> list[tuple[str, str, str]]:
     """The pairs of a routed encoder (one that embeds ``languages`` alone, its vectors in the space of the model
     that embeds English and every other language: ``english_side="teacher"``): ``(text, English text, its
     language)`` of the ``kinds`` named (``translations``: the parallel files of ``sources`` between English and
     one of ``languages``, at most ``per_language`` pairs a language; ``udhr``; ``bible``) whose language (its code as
-    the data names it, script included: ``jav_Java`` is not ``jav``) is one of ``languages``; shuffled, seeded."""
+    the data names it, script included: ``jav_Java`` is not ``jav``) is one of ``languages``; shuffled, seeded.
+    ``part``: every pair, or those outside the validation slice (``training``: a run that chooses its route), or the
+    validation slice alone (its texts: :mod:`hmde.pretraining.route_validation`); a translation pair's item is its
+    English text."""
+    from .dev_slice import in_part
+
     from .parallel_files import pair_files, read_pairs
     from .sentence_stage_config import TAGGED_KINDS
 
@@ -119,11 +129,12 @@ def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt",
             if "eng" not in (x, y) or lang not in wanted:
                 continue
             rows = [(a, b) if y == "eng" else (b, a) for a, b in read_pairs(path) if a.strip() and b.strip()]
+            rows = [(a, b) for a, b in rows if in_part(part, "translations", b)]
             out += [(a, b, lang) for a, b in rng.sample(rows, min(per_language, len(rows)))]
     if "udhr" in kinds:
-        out += [p for p in sample_udhr_pairs(data, seed=seed, english_last=True) if p[2] in wanted]
+        out += [p for p in sample_udhr_pairs(data, seed=seed, english_last=True, part=part) if p[2] in wanted]
     if "bible" in kinds:
-        out += [p for p in sample_bible_pairs(data, seed=seed, english_last=True) if p[2] in wanted]
+        out += [p for p in sample_bible_pairs(data, seed=seed, english_last=True, part=part) if p[2] in wanted]
     if not out:
         raise HmdeError(f"no {', '.join(kinds)} pairs with English in {', '.join(sorted(wanted)[:8])}"
                         f"{'...' if len(wanted) > 8 else ''} under {data}")
