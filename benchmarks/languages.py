@@ -1,6 +1,6 @@
 """Every language the shared data has, measured one by one (issue 80): the per-language dev table.
 
-Three tasks, each scored per language with the default model (hmde-e5, its default backend and document method):
+Five tasks, each scored per language with the default model (hmde-e5, its default backend and document method):
 
 - **tatoeba**: LASER's Tatoeba sets (up to ``--pairs`` pairs a language): P@1 of nearest-neighbour search, the
   mean of both directions (xxx -> eng, eng -> xxx), sentences embedded as queries.
@@ -10,6 +10,12 @@ Three tasks, each scored per language with the default model (hmde-e5, its defau
   ``udhr`` pairs never use (hmde.pretraining.tail_pairs).
 - **masakhanews**: MasakhaNEWS (16 African languages) dev sets, up to ``--news`` articles: the headline (as a query)
   finds its own article among that language's articles (MRR, monolingual).
+- **bible**: every Bible of ``bible/`` (48): English verses (the first 3 of each chapter, as queries) find their
+  chapter among up to ``--chapters`` chapters of the language (MRR), chapters of the development slice, which the
+  sentence stage's ``bible`` pairs never use (hmde-e5's document stage trained on Bible chapters of its languages).
+- **help**: the help pages of ``docs/`` (GNOME, LibreOffice, tldr; 44 languages): an English page title (a query)
+  finds the page's body in the language among up to ``--pages`` pages of that source (MRR, each source's mean),
+  pages of the development slice, which the stage's titles and headings never use.
 
 Beside the scores, each language's **tokenizer coverage** (:mod:`hmde.text.tokenizer_coverage`, no model run): the
 share of ``<unk>`` tokens and the tokens a word costs, on its UDHR articles (else its Tatoeba sentences, else its
@@ -43,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 HELD_OUT = {"ukr", "lav", "lvs", "eus"}
+TASKS = ("tatoeba", "udhr", "masakhanews", "bible", "help")
 
 
 def p_at_1(a: np.ndarray, b: np.ndarray) -> float:
@@ -53,8 +60,14 @@ def p_at_1(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def mrr(queries: np.ndarray, docs: np.ndarray) -> float:
+    """MRR, query i's document row i of ``docs``."""
+    return mrr_of(queries, docs, list(range(len(queries))))
+
+
+def mrr_of(queries: np.ndarray, docs: np.ndarray, right: list[int]) -> float:
+    """MRR, query i's document row ``right[i]`` of ``docs`` (a document scoring as high counts as below it)."""
     sims = queries @ docs.T
-    own = sims[np.arange(len(sims)), np.arange(len(sims))]
+    own = sims[np.arange(len(sims)), right]
     ranks = (sims > own[:, None]).sum(1) + 1
     return float((1.0 / ranks).mean())
 
@@ -91,6 +104,73 @@ def masakhanews(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]
         rows = [r for r in rows if len(r) >= 3 and r[1].strip() and r[2].strip()]
         out[folder.name] = ([r[1] for r in rows], [r[2] for r in rows])
     return out
+
+
+def bible(data: Path, chapters: int, verses: int = 3, min_chars: int = 20) -> tuple[list[str], list[str], dict]:
+    """The ``bible`` task's data: up to ``chapters`` chapters of the development slice (those the sentence stage's
+    ``bible`` pairs never use: hmde.pretraining.tail_pairs) in English and every other Bible, the first ``verses``
+    English verses of each (at least ``min_chars`` long) the queries: ``(queries, their chapter, {lang: {chapter:
+    text}})``, each language's chapters the English ones it has."""
+    from hmde.pretraining.dev_slice import dev_concept
+
+    def chapters_of(path):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return {r["concept"]: r.get("verses") or [] for r in map(json.loads, f)
+                    if dev_concept("bible", r["concept"]) and r.get("verses")}
+
+    folder = data / "bible"
+    if not (folder / "eng.jsonl.gz").is_file():
+        return [], [], {}
+    english = chapters_of(folder / "eng.jsonl.gz")
+    named = sorted(english, key=lambda c: (c.split(".")[0], int(c.split(".")[1]) if c.split(".")[1].isdigit() else 0))
+    named = named[::max(1, len(named) // chapters)][:chapters]  # spread over the books
+    queries, owners = [], []
+    for concept in named:
+        for verse in [v for v in english[concept] if len(v) >= min_chars][:verses]:
+            queries.append(verse)
+            owners.append(concept)
+    out = {}
+    for path in sorted(folder.glob("*.jsonl.gz")):
+        lang = path.name.split(".")[0]
+        if lang != "eng":
+            theirs = chapters_of(path)
+            out[lang] = {c: "\n".join(theirs[c]) for c in named if c in theirs}
+    return queries, owners, out
+
+
+def help_pages(data: Path, pages: int) -> dict[str, list[tuple[str, str, str]]]:
+    """The ``help`` task's data: per language, ``(source, English title, the page's body in the language)`` for up to
+    ``pages`` pages of each help source (docs/ gnome, libreoffice, tldr) in the development slice (those the sentence
+    stage's titles and headings never use), titles unique in English, the body without its title paragraph."""
+    from hmde.pretraining.dev_slice import dev_concept
+
+    out: dict[str, list] = defaultdict(list)
+    for source in ("gnome", "libreoffice", "tldr"):
+        folder = data / "docs" / source
+        if not (folder / "eng.jsonl.gz").is_file():
+            continue
+
+        def read(path):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return [json.loads(line) for line in f]
+
+        english = read(folder / "eng.jsonl.gz")
+        counts: dict[str, int] = defaultdict(int)
+        for page in english:
+            counts[page["title"]] += 1
+        titles = {p["concept"]: p["title"] for p in english
+                  if counts[p["title"]] == 1 and dev_concept(source, p["concept"])}
+        for path in sorted(folder.glob("*.jsonl.gz")):
+            lang = path.name.split(".")[0]
+            if lang == "eng":
+                continue
+            found = []
+            for page in sorted(read(path), key=lambda p: p["concept"]):
+                body = page["paragraphs"][1:] if page["paragraphs"][:1] == [page["title"]] else page["paragraphs"]
+                if page["concept"] in titles and body:
+                    found.append((source, titles[page["concept"]], "\n".join(body)))
+            out[lang] += found[:pages]
+    return dict(out)
 
 
 def coverage(tokenizer, data: Path, pairs: int = 300, news: int = 150) -> dict[str, dict[str, float]]:
@@ -146,12 +226,31 @@ def compare(before: dict, after: dict, tolerance: float = 0.005) -> dict:
     fallen = sorted(((lang, before[lang]["score"], after[lang]["score"]) for lang in rest
                      if after[lang]["score"] < before[lang]["score"] - tolerance), key=lambda f: f[2] - f[1])
     tasks = {}
-    for task in ("tatoeba", "udhr", "masakhanews"):
+    for task in TASKS:
         both = [lang for lang in common if task in before[lang] and task in after[lang]]
         if both:
             tasks[task] = (len(both), mean(both, before, task), mean(both, after, task))
     return {"tail": (len(tail), mean(sorted(tail), before), mean(sorted(tail), after)),
             "rest": (len(rest), mean(rest, before), mean(rest, after)), "fallen": fallen, "tasks": tasks}
+
+
+def merge(first: dict, second: dict) -> dict:
+    """Two written tables of one model (-o) as one: each language's tasks of both (``second``'s where both have one),
+    its score their mean, its tier from that score; the tail recomputed; ``first``'s settings with the tasks of
+    both."""
+    from hmde.text.language_tiers import tier_of
+
+    rows = {lang: dict(row) for lang, row in first["languages"].items()}
+    for lang, row in second["languages"].items():
+        rows[lang] = {**rows.get(lang, {}), **row}
+    for row in rows.values():
+        row["score"] = float(np.mean([row[t] for t in TASKS if t in row]))
+        row["tier"] = tier_of(row["score"])
+    tasks = [t for t in TASKS if t in first["settings"]["tasks"].split(",") + second["settings"]["tasks"].split(",")]
+    return {"model": first["model"], "settings": {**first["settings"], **{k: v for k, v in second["settings"].items()
+                                                                          if k in ("chapters", "pages")},
+                                                  "tasks": ",".join(tasks)},
+            "languages": rows, "tail": sorted(tail_of({lang: row["score"] for lang, row in rows.items()}))}
 
 
 def print_comparison(found: dict, tolerance: float = 0.005, show: int = 25) -> None:
@@ -173,7 +272,9 @@ def main() -> None:
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--pairs", type=int, default=300, help="Tatoeba pairs a language (default 300)")
     parser.add_argument("--news", type=int, default=150, help="MasakhaNEWS articles a language (default 150)")
-    parser.add_argument("--tasks", default="tatoeba,udhr,masakhanews")
+    parser.add_argument("--chapters", type=int, default=20, help="Bible chapters a language (default 20)")
+    parser.add_argument("--pages", type=int, default=40, help="help pages a language and source (default 40)")
+    parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--udhr-articles", choices=("all", "dev"), default="all",
                         help="UDHR's 30 articles (default), or the 8 of the development slice that the sentence "
@@ -185,6 +286,8 @@ def main() -> None:
                         help="with --tail-model: score the routed languages alone and take every other language's "
                         "row from BASE, a table of --model written with the same settings (the languages not routed "
                         "embed exactly as --model does, so this gives the whole table in a fraction of the time)")
+    parser.add_argument("--merge", type=Path, nargs=2, metavar=("FIRST", "SECOND"), default=None,
+                        help="write (-o) two tables of one model as one (the tasks of both), scoring nothing")
     parser.add_argument("--compare", type=Path, nargs=2, metavar=("BEFORE", "AFTER"), default=None,
                         help="compare two written tables (-o) by the issue's done-when, scoring nothing")
     parser.add_argument("--coverage-into", type=Path, default=None, metavar="FILE",
@@ -193,6 +296,12 @@ def main() -> None:
 
     if args.routed_only and not args.tail_model:
         parser.error("--routed-only is for --tail-model")
+    if args.merge:
+        if not args.output:
+            parser.error("--merge writes the merged table to -o")
+        first, second = (json.loads(p.read_text(encoding="utf-8")) for p in args.merge)
+        Path(args.output).write_text(json.dumps(merge(first, second), indent=1, sort_keys=True, default=str) + "\n")
+        return
     if args.compare:
         before, after = (json.loads(p.read_text(encoding="utf-8"))["languages"] for p in args.compare)
         print_comparison(compare(before, after))
@@ -260,6 +369,30 @@ def main() -> None:
                 continue
             scores[lang]["masakhanews"] = mrr(queries(headlines, lang), documents(texts, lang))
         print(f"masakhanews done ({time.time() - started:.0f} s)", file=sys.stderr)
+    if "bible" in tasks:
+        verses, owners, chapters = bible(data, args.chapters)
+        english = queries(verses) if verses else None
+        for i, (lang, theirs) in enumerate(chapters.items()):
+            named = [c for c in sorted(set(owners)) if c in theirs]
+            rows = [k for k, c in enumerate(owners) if c in theirs]
+            if len(named) > 1 and scored(lang):  # its chapters among its own
+                found = documents([theirs[c] for c in named], lang)
+                scores[lang]["bible"] = mrr_of(english[rows], found, [named.index(owners[k]) for k in rows])
+            print(f"\rbible {i + 1}/{len(chapters)} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+    if "help" in tasks:
+        for i, (lang, rows) in enumerate(help_pages(data, args.pages).items()):
+            if not scored(lang):
+                continue
+            by_source = defaultdict(list)
+            for source, title, body in rows:
+                by_source[source].append((title, body))
+            found = [mrr(queries([t for t, _ in pages]), documents([b for _, b in pages], lang))
+                     for pages in by_source.values() if len(pages) > 1]
+            if found:
+                scores[lang]["help"] = float(np.mean(found))
+            print(f"\rhelp {i + 1} ({time.time() - started:.0f} s)", end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
 
     table = {}
     tokens = coverage(model.lower.tokenizer, data, args.pairs, args.news)
@@ -269,7 +402,9 @@ def main() -> None:
                        "pretrained": None if known is None else code in known[1], "held_out": lang in HELD_OUT}
     if args.routed_only:  # every language not routed: as --model scored it, with the same settings
         base = json.loads(args.routed_only.read_text(encoding="utf-8"))
-        settings = {k: base["settings"].get(k) for k in ("pairs", "news", "tasks", "udhr_articles", "backend")}
+        keys = ["pairs", "news", "tasks", "udhr_articles", "backend"] + ["chapters"] * ("bible" in tasks) \
+            + ["pages"] * ("help" in tasks)
+        settings = {k: base["settings"].get(k) for k in keys}
         if settings != {k: getattr(args, k) for k in settings} or base["settings"].get("model") != args.model:
             sys.exit(f"{args.routed_only}: written with other settings ({settings}, model "
                      f"{base['settings'].get('model')}); --routed-only needs a table of --model with these")

@@ -94,3 +94,55 @@ def test_routed_only_scores_the_routed_languages_and_takes_every_other_row_from_
     assert rows["quc"]["udhr"] == scored  # scored again (the same weights: the same score)
     refused = run("--tail-model", str(tail), "--routed-only", str(base), "--udhr-articles", "dev")
     assert refused.returncode != 0 and "written with other settings" in refused.stderr
+
+
+def test_the_bible_and_help_tasks_take_the_development_slice_alone(tmp_path):
+    """The bible task's chapters and the help task's pages are of the development slice, which the sentence stage's
+    pairs never use; help pages lose their title paragraph, titles not unique in English are no query."""
+    import gzip
+
+    from languages import bible, help_pages
+
+    from hmde.pretraining.dev_slice import dev_concept
+
+    def write(path, rows):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+
+    chapters = [f"MAT.{n}" for n in range(1, 29)]
+    for lang, word in (("eng", "English"), ("acu", "Achuar")):
+        write(tmp_path / "bible" / f"{lang}.jsonl.gz",
+              [{"concept": c, "verses": [f"{word} verse {v} of chapter {c}." for v in range(5)] + ["short"]}
+               for c in chapters if lang == "eng" or c != "MAT.1"])
+    queries, owners, theirs = bible(tmp_path, chapters=4)
+    dev = [c for c in chapters if dev_concept("bible", c)]
+    assert len(set(owners)) == 4 and set(owners) <= set(dev) and len(queries) == 12  # 3 verses a chapter
+    assert all(q.startswith(f"English verse {k % 3} of chapter {c}") for k, (q, c) in enumerate(zip(queries, owners)))
+    assert set(theirs["acu"]) == set(owners) - {"MAT.1"}
+    assert theirs["acu"][owners[-1]].split("\n")[0] == f"Achuar verse 0 of chapter {owners[-1]}."
+
+    pages = [f"page{n}" for n in range(12)]
+    for lang in ("eng", "deu"):
+        write(tmp_path / "docs" / "gnome" / f"{lang}.jsonl.gz",
+              [{"concept": c, "title": "Same" if c in ("page10", "page11") else f"{lang} {c}",
+                "paragraphs": [f"{lang} {c}", f"body of {c} in {lang}"]} for c in pages])
+    found = help_pages(tmp_path, pages=40)
+    expected = sorted(c for c in pages[:10] if dev_concept("gnome", c))  # page10, page11: one title in English
+    assert expected and any(dev_concept("gnome", c) for c in ("page10", "page11"))
+    assert found["deu"] == [("gnome", f"eng {c}", f"body of {c} in deu") for c in expected]
+
+
+def test_merge_puts_two_tables_tasks_together_and_rescores_each_language():
+    from languages import merge
+
+    first = {"model": "m", "settings": {"tasks": "tatoeba,udhr", "pairs": 300},
+             "languages": {"quc": {"score": 0.2, "udhr": 0.2}, "deu": {"score": 0.9, "udhr": 1.0, "tatoeba": 0.8}}}
+    second = {"model": "m", "settings": {"tasks": "bible,help", "chapters": 20, "pages": 40},
+              "languages": {"quc": {"score": 0.6, "bible": 0.6}, "acu": {"score": 0.1, "bible": 0.1}}}
+    merged = merge(first, second)
+    assert merged["languages"]["quc"] == {"score": pytest.approx(0.4), "udhr": 0.2, "bible": 0.6, "tier": "weak"}
+    assert merged["languages"]["deu"]["score"] == pytest.approx(0.9) and merged["languages"]["acu"]["score"] == 0.1
+    assert merged["settings"] == {"tasks": "tatoeba,udhr,bible,help", "pairs": 300, "chapters": 20, "pages": 40}
+    assert merged["tail"] == []  # the bottom fifth of 3 languages: none
+

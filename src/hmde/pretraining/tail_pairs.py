@@ -10,7 +10,8 @@ lower encoder, each capped per language so that 380 small languages do not outwe
   which ``benchmarks/languages.py --udhr-articles dev`` scores, so a model trained on these pairs is measured on
   articles it never saw);
 - ``bible``: verses of a chapter in a language and the same verses in English, in chapters whose verse counts agree
-  (a merged verse shifts every later one), at most ``per_language`` a language, drawn.
+  (a merged verse shifts every later one) outside the development slice (``benchmarks/languages.py``'s ``bible``
+  task finds its chapters), at most ``per_language`` a language, drawn.
 
 Each pair comes as ``(x, y, y's language)`` with its direction drawn, as translation pairs do; the languages held
 out of training stay out. Seeded.
@@ -80,13 +81,13 @@ def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed:
                        min_chars: int = 20, english_last: bool = False, part: str = "all") -> list[tuple[str, str, str]]:
     """Verse pairs with English (module docstring), at most ``per_language`` a language; ``part`` as
     :func:`sample_udhr_pairs`'s, by chapter."""
-    from .dev_slice import in_part
+    from .dev_slice import dev_concept, in_part
 
     def verses(rows, english):
         out = []
         for r in rows:
             theirs, ours = r.get("verses") or [], english.get(r["concept"], [])
-            if len(theirs) == len(ours) and in_part(part, "bible", r["concept"]):
+            if len(theirs) == len(ours) and not dev_concept("bible", r["concept"]) and in_part(part, "bible", r["concept"]):
                 out += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
         return out
 
