@@ -300,7 +300,17 @@ def main() -> None:
         if not args.output:
             parser.error("--merge writes the merged table to -o")
         first, second = (json.loads(p.read_text(encoding="utf-8")) for p in args.merge)
-        Path(args.output).write_text(json.dumps(merge(first, second), indent=1, sort_keys=True, default=str) + "\n")
+        if "_about" in first:  # the shipped table (hmde/text/language_quality.json): its --model's rows
+            from hmde.ground.atomic import write_text_atomic
+
+            merged = merge({"model": args.model, "settings": {"tasks": "tatoeba,udhr,masakhanews"},
+                            "languages": first[args.model]}, second)
+            rows = {lang: {k: round(v, 3) if isinstance(v, float) and k not in ("unknown_tokens", "tokens_per_word")
+                           else v for k, v in row.items() if k != "held_out"}
+                    for lang, row in merged["languages"].items()}
+            write_text_atomic(Path(args.output), json.dumps({**first, args.model: rows}, indent=0, sort_keys=True) + "\n")
+        else:
+            Path(args.output).write_text(json.dumps(merge(first, second), indent=1, sort_keys=True, default=str) + "\n")
         return
     if args.compare:
         before, after = (json.loads(p.read_text(encoding="utf-8"))["languages"] for p in args.compare)

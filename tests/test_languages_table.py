@@ -146,3 +146,21 @@ def test_merge_puts_two_tables_tasks_together_and_rescores_each_language():
     assert merged["settings"] == {"tasks": "tatoeba,udhr,bible,help", "pairs": 300, "chapters": 20, "pages": 40}
     assert merged["tail"] == []  # the bottom fifth of 3 languages: none
 
+
+
+def test_merge_into_the_shipped_table_keeps_its_format_and_rescores_the_models_rows(tmp_path):
+    shipped = {"_about": "about", "hmde-e5": {"quc": {"score": 0.2, "udhr": 0.2, "tier": "weak", "pretrained": False,
+                                                       "tokens_per_word": 2.48, "unknown_tokens": 0.0123}},
+               "other-model": {"quc": {"score": 0.9}}}
+    second = {"model": "hmde-e5", "settings": {"tasks": "bible,help", "chapters": 20, "pages": 40},
+              "languages": {"quc": {"score": 0.71234, "bible": 0.71234, "held_out": False}}}
+    (tmp_path / "shipped.json").write_text(json.dumps(shipped))
+    (tmp_path / "second.json").write_text(json.dumps(second))
+    out = tmp_path / "out.json"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "languages.py"), "--merge", str(tmp_path / "shipped.json"),
+                           str(tmp_path / "second.json"), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(out.read_text())
+    assert written["_about"] == "about" and written["other-model"] == shipped["other-model"]
+    assert written["hmde-e5"]["quc"] == {"score": 0.456, "udhr": 0.2, "bible": 0.712, "tier": "weak",
+                                         "pretrained": False, "tokens_per_word": 2.48, "unknown_tokens": 0.0123}
