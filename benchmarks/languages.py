@@ -318,6 +318,7 @@ def main() -> None:
         return
 
     from hmde.encoders.model_loading import load_model
+    from hmde.methods.routed import LanguageRoute, RoutedVectorizer
     from hmde.methods.vectorizer import DocumentVectorizer
     from hmde.text.coverage import model_languages
     from hmde.text.language_codes import language_code
@@ -333,25 +334,26 @@ def main() -> None:
     tasks = args.tasks.split(",")
     scores: dict[str, dict[str, float]] = defaultdict(dict)
     started = time.time()
-    route, routed_to = set(), None
+    route, routed = LanguageRoute([]), None
     if args.tail_model:  # the routed languages' texts go to the tail model, queries and documents alike
-        from hmde.pretraining.tail_pairs import ROUTE_FILE
-
-        route = set(json.loads((Path(args.tail_model) / ROUTE_FILE).read_text(encoding="utf-8"))["languages"])
+        route = LanguageRoute.read(args.tail_model)
         tail_model = load_model(args.tail_model, "cpu", backend=args.backend)[1]
-        routed_to = (tail_model, DocumentVectorizer(tail_model, "mean"))
+        routed = RoutedVectorizer(vectorizer, DocumentVectorizer(tail_model, "mean"), route)
         print(f"{len(route)} languages routed to {args.tail_model}", file=sys.stderr)
 
     def scored(lang):  # whether this run scores the language (--routed-only: the routed ones alone)
         return not args.routed_only or lang in route
 
     def queries(texts, key="eng"):
-        lower = routed_to[0].lower if key in route else model.lower
-        return np.asarray(lower.encode(texts, prompt_name="query"), np.float32)
+        if routed is not None:
+            return routed.queries(texts, [key] * len(texts))
+        return np.asarray(model.lower.encode(texts, prompt_name="query"), np.float32)
 
     def documents(texts, key):
-        lang = key.split("_")[0]
-        v = np.asarray((routed_to[1] if key in route else vectorizer).encode(texts, [lang] * len(texts)), np.float32)
+        if routed is not None:  # the route tells scripts apart (jav_Java is routed, jav is not): its key whole
+            v = routed.encode(texts, [key if key in route else key.split("_")[0]] * len(texts))
+        else:
+            v = np.asarray(vectorizer.encode(texts, [key.split("_")[0]] * len(texts)), np.float32)
         return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
 
     if "tatoeba" in tasks:
