@@ -55,19 +55,25 @@ def test_settings_a_routed_encoder_cannot_use_are_refused_before_anything_runs()
             SentenceStageConfig(**kwargs).check()
 
 
-def test_the_command_trains_a_routed_encoder_for_the_languages_named_and_writes_its_route(tmp_path, hmde_dir, capsys):
-    from hmde.cli.main import main
-
-    for lang, word in (("eng", "English"), ("quc", "Kiche"), ("deu", "German")):
+def routed_command(tmp_path, hmde_dir, out, languages) -> list[str]:
+    """UDHR's 30 articles in each of ``languages`` ((code, word)) under tmp_path/data; the command that trains a
+    routed encoder for quc on them (2 steps)."""
+    for lang, word in languages:
         path = tmp_path / "data" / "docs" / "udhr" / f"{lang}.jsonl.gz"
         path.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(path, "wt", encoding="utf-8") as f:
             f.writelines(json.dumps({"concept": f"udhr.{n}", "lang": lang, "text": f"{word} article {n}."}) + "\n"
                          for n in range(1, 31))
+    return ["sentence-stage", str(hmde_dir), "--data", str(tmp_path / "data"), "-o", str(out), "--pairs-from",
+            "udhr", "--steps", "2", "--batch-size", "4", "--english-side", "teacher", "--languages", "quc",
+            "--device", "cpu"]
+
+
+def test_the_command_trains_a_routed_encoder_for_the_languages_named_and_writes_its_route(tmp_path, hmde_dir, capsys):
+    from hmde.cli.main import main
+
     out = tmp_path / "run"
-    command = ["sentence-stage", str(hmde_dir), "--data", str(tmp_path / "data"), "-o", str(out), "--pairs-from",
-               "udhr", "--steps", "2", "--batch-size", "4", "--english-side", "teacher", "--languages", "quc",
-               "--device", "cpu"]
+    command = routed_command(tmp_path, hmde_dir, out, (("eng", "English"), ("quc", "Kiche"), ("deu", "German")))
     assert main(command) == 0
     assert "22 pairs (udhr)" in capsys.readouterr().out  # quc's 22 articles outside the development slice; not deu
     assert json.loads((out / "model" / "route.json").read_text()) == {"starting_model": str(hmde_dir),
@@ -84,16 +90,8 @@ def test_the_command_trains_a_routed_encoder_for_the_languages_named_and_writes_
 def test_select_route_trains_without_the_validation_slice_and_writes_the_route_it_chose(tmp_path, hmde_dir, capsys):
     from hmde.cli.main import main
 
-    for lang, word in (("eng", "English"), ("quc", "Kiche")):
-        path = tmp_path / "data" / "docs" / "udhr" / f"{lang}.jsonl.gz"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.writelines(json.dumps({"concept": f"udhr.{n}", "lang": lang, "text": f"{word} article {n}."}) + "\n"
-                         for n in range(1, 31))
     out = tmp_path / "run"
-    command = ["sentence-stage", str(hmde_dir), "--data", str(tmp_path / "data"), "-o", str(out), "--pairs-from",
-               "udhr", "--steps", "2", "--batch-size", "4", "--english-side", "teacher", "--languages", "quc",
-               "--device", "cpu", "--select-route"]
+    command = routed_command(tmp_path, hmde_dir, out, (("eng", "English"), ("quc", "Kiche"))) + ["--select-route"]
     assert main(command) == 0
     printed = capsys.readouterr().out
     assert "16 pairs (udhr)" in printed  # the 22 articles outside the development slice, less the validation 6
