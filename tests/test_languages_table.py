@@ -141,8 +141,10 @@ def test_merge_puts_two_tables_tasks_together_and_rescores_each_language():
     second = {"model": "m", "settings": {"tasks": "bible,help", "chapters": 20, "pages": 40},
               "languages": {"quc": {"score": 0.6, "bible": 0.6}, "acu": {"score": 0.1, "bible": 0.1}}}
     merged = merge(first, second)
-    assert merged["languages"]["quc"] == {"score": pytest.approx(0.4), "udhr": 0.2, "bible": 0.6, "tier": "weak"}
-    assert merged["languages"]["deu"]["score"] == pytest.approx(0.9) and merged["languages"]["acu"]["score"] == 0.1
+    # bible is a column beside the score, on its own scale: quc's score stays its UDHR's
+    assert merged["languages"]["quc"] == {"score": 0.2, "udhr": 0.2, "bible": 0.6, "tier": "weak"}
+    assert merged["languages"]["deu"]["score"] == pytest.approx(0.9)
+    assert merged["languages"]["acu"] == {"bible": 0.1}  # no scored task: no score, no tier
     assert merged["settings"] == {"tasks": "tatoeba,udhr,bible,help", "pairs": 300, "chapters": 20, "pages": 40}
     assert merged["tail"] == []  # the bottom fifth of 3 languages: none
 
@@ -153,7 +155,7 @@ def test_merge_into_the_shipped_table_keeps_its_format_and_rescores_the_models_r
                                                        "tokens_per_word": 2.48, "unknown_tokens": 0.0123}},
                "other-model": {"quc": {"score": 0.9}}}
     second = {"model": "hmde-e5", "settings": {"tasks": "bible,help", "chapters": 20, "pages": 40},
-              "languages": {"quc": {"score": 0.71234, "bible": 0.71234, "held_out": False}}}
+              "languages": {"quc": {"score": 0.71234, "bible": 0.71234, "held_out": False}, "acu": {"bible": 0.4}}}
     (tmp_path / "shipped.json").write_text(json.dumps(shipped))
     (tmp_path / "second.json").write_text(json.dumps(second))
     out = tmp_path / "out.json"
@@ -162,5 +164,6 @@ def test_merge_into_the_shipped_table_keeps_its_format_and_rescores_the_models_r
     assert done.returncode == 0, done.stderr
     written = json.loads(out.read_text())
     assert written["_about"] == "about" and written["other-model"] == shipped["other-model"]
-    assert written["hmde-e5"]["quc"] == {"score": 0.456, "udhr": 0.2, "bible": 0.712, "tier": "weak",
+    assert written["hmde-e5"]["quc"] == {"score": 0.2, "udhr": 0.2, "bible": 0.712, "tier": "weak",
                                          "pretrained": False, "tokens_per_word": 2.48, "unknown_tokens": 0.0123}
+    assert "acu" not in written["hmde-e5"]  # no scored task, no tier: not a row of the shipped table
