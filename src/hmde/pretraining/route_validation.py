@@ -9,8 +9,10 @@ UDHR articles, Bible chapters and translation pairs outside the development slic
 served language on it twice, with the starting model (the teacher) and with the routed encoder (English always by the
 teacher, as the route embeds it):
 
-- ``udhr``: each validation article of the language (a document) finds its English article among the English ones
-  outside the development slice (MRR);
+- ``udhr``: each validation article of the language (a document) finds its English article among the English
+  validation articles, and back (MRR, both directions' mean), as the table scores the development articles: no
+  article the run trained on is a candidate (those the routed encoder was pulled to would draw a validation
+  article to them and score the route down for it);
 - ``bible``: a validation chapter's verses (at most ``VERSES`` a language, as queries) find their English verses among
   the language's drawn English verses (MRR);
 - ``translations``: held-out translation pairs (at most ``TRANSLATIONS``), the same way;
@@ -61,7 +63,7 @@ def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "mu
     """What :func:`validate_route` scores, read before any model runs: ``{"udhr_english": {concept: text},
     "languages": {lang: {task: ...}}}`` for the ``languages`` served and the pair ``kinds`` the run trained on
     (module docstring); a language with nothing in the validation slice is left out."""
-    from .dev_slice import dev_concept, in_part
+    from .dev_slice import in_part
     from .tail_pairs import sample_bible_pairs, sample_routed_pairs
 
     data, wanted = Path(data), set(languages)
@@ -69,13 +71,13 @@ def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "mu
     folder = data / "docs" / "udhr"
     if "udhr" in kinds and (folder / "eng.jsonl.gz").is_file():
         out["udhr_english"] = {r["concept"]: r["text"] for r in _read(folder / "eng.jsonl.gz")
-                               if not dev_concept("udhr", r["concept"]) and r["text"].strip()}
+                               if in_part("validation", "udhr", r["concept"]) and r["text"].strip()}
         for lang in sorted(wanted):
             path = folder / f"{lang}.jsonl.gz"
             if path.is_file():
                 articles = {r["concept"]: r["text"] for r in _read(path) if r["concept"] in out["udhr_english"]
-                            and in_part("validation", "udhr", r["concept"]) and r["text"].strip()}
-                if articles:
+                            and r["text"].strip()}
+                if len(articles) > 1:
                     out["languages"][lang]["udhr"] = articles
     for kind, per_language in (("bible", VERSES), ("translations", TRANSLATIONS)):
         if kind not in kinds:
@@ -132,10 +134,12 @@ def validate_route(teacher, routed, sets: dict, log=None) -> dict[str, dict]:
             english_rows = None if task in ("udhr", "masakhanews") else queries(teacher, [e for _, e in rows])
             scores[task] = []
             for model in (teacher, routed):
-                if task == "udhr":
+                if task == "udhr":  # among the validation articles both sides have, both ways
                     named = sorted(rows)
                     found = documents(model, [rows[c] for c in named], lang)
-                    scores[task].append(_mrr(found, english, [concepts.index(c) for c in named]))
+                    theirs = english[[concepts.index(c) for c in named]]
+                    scores[task].append((_mrr(found, theirs, list(range(len(named))))
+                                         + _mrr(theirs, found, list(range(len(named))))) / 2)
                 elif task == "masakhanews":
                     heads = queries(model, [h for h, _ in rows])
                     scores[task].append(_mrr(heads, documents(model, [t for _, t in rows], lang), list(range(len(rows)))))
