@@ -142,15 +142,9 @@ def run(args: argparse.Namespace) -> int:
         served = sorted({lang for _, _, lang in tagged})
         record = {"starting_model": args.model, "languages": served}
         if args.select_route:  # each language routed only where the validation slice says it gains
-            from ..pretraining.route_validation import choose_route, validate_route, validation_sets
+            from ..pretraining.route_validation import selected_route
 
-            sets = validation_sets(data, served, kinds, config.sources, seed=config.seed)
-            teacher = load_model(args.model, pick_device(args.device))[1]
-            table = validate_route(teacher, load_model(str(out), pick_device(args.device))[1], sets)  # as saved
-            chosen = choose_route(table)
-            record = {"starting_model": args.model, "languages": chosen, "trained_for": served, "validation": table}
-            print(f"route: {len(chosen)} of the {len(served)} languages trained for gain on the validation slice "
-                  f"({len(served) - len(table)} have none there and are not routed)", flush=True)
+            record = selected_route(args.model, out, data, served, kinds, config, pick_device(args.device))
         write_text_atomic(out / ROUTE_FILE, json.dumps(record, indent=1))
     print(f"saved {out}")
     return 0

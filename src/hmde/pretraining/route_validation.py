@@ -52,19 +52,12 @@ def _mrr(queries: np.ndarray, candidates: np.ndarray, right: list[int]) -> float
     return float(np.mean(1.0 / ranks))
 
 
-def _read(path: Path) -> list[dict]:
-    import json
-
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "multi30k"), seed: int = 0) -> dict:
     """What :func:`validate_route` scores, read before any model runs: ``{"udhr_english": {concept: text},
     "languages": {lang: {task: ...}}}`` for the ``languages`` served and the pair ``kinds`` the run trained on
     (module docstring); a language with nothing in the validation slice is left out."""
     from .dev_slice import in_part
-    from .tail_pairs import sample_bible_pairs, sample_routed_pairs
+    from .tail_pairs import _read, sample_bible_pairs, sample_routed_pairs
 
     data, wanted = Path(data), set(languages)
     out: dict = {"udhr_english": {}, "languages": defaultdict(dict)}
@@ -97,15 +90,14 @@ def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "mu
                 grouped[lang].append((x, english))
         for lang, rows in grouped.items():
             out["languages"][lang][kind] = rows
-    if "masakhanews" not in kinds:  # no run trains on it: its training split is only ever validation
-        for lang in sorted(wanted):
-            path = data / "eval" / "masakhanews" / lang / "train.tsv.gz"
-            if path.is_file():
-                with gzip.open(path, "rt", encoding="utf-8") as f:
-                    rows = [r for r in csv.DictReader(io.StringIO(f.read()), delimiter="\t")
-                            if (r.get("headline") or "").strip() and (r.get("text") or "").strip()][:NEWS]
-                if len(rows) > 1:
-                    out["languages"][lang]["masakhanews"] = [(r["headline"], r["text"]) for r in rows]
+    for lang in sorted(wanted):  # no pair kind is MasakhaNEWS: its training split is only ever validation here
+        path = data / "eval" / "masakhanews" / lang / "train.tsv.gz"
+        if path.is_file():
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                rows = [r for r in csv.DictReader(io.StringIO(f.read()), delimiter="\t")
+                        if (r.get("headline") or "").strip() and (r.get("text") or "").strip()][:NEWS]
+            if len(rows) > 1:
+                out["languages"][lang]["masakhanews"] = [(r["headline"], r["text"]) for r in rows]
     out["languages"] = dict(out["languages"])
     return out
 
@@ -155,3 +147,18 @@ def validate_route(teacher, routed, sets: dict, log=None) -> dict[str, dict]:
 def choose_route(table: dict[str, dict], min_gain: float = 0.0) -> list[str]:
     """The languages whose routed validation score beats the teacher's by more than ``min_gain``, sorted."""
     return sorted(lang for lang, row in table.items() if row["routed"] - row["base"] > min_gain)
+
+
+def selected_route(starting_model: str, routed_folder, data, served, kinds, config, device: str) -> dict:
+    """The ``route.json`` record of a run that chooses its route (``hmde sentence-stage --select-route``): the
+    languages ``served`` scored on the validation slice by ``starting_model`` and by the routed encoder as saved in
+    ``routed_folder``, those that gain chosen; said in one line."""
+    from ..encoders.model_loading import load_model
+
+    sets = validation_sets(data, served, kinds, config.sources, seed=config.seed)
+    teacher = load_model(starting_model, device)[1]
+    table = validate_route(teacher, load_model(str(routed_folder), device)[1], sets)
+    chosen = choose_route(table)
+    print(f"route: {len(chosen)} of the {len(served)} languages trained for gain on the validation slice "
+          f"({len(served) - len(table)} have none there and are not routed)", flush=True)
+    return {"starting_model": starting_model, "languages": chosen, "trained_for": list(served), "validation": table}
