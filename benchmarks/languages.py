@@ -28,7 +28,7 @@ languages held out of training (ukr, lav/lvs, eus: the held-out Bible's; docs/ l
 language is also marked where it is outside the sentence encoder's pretraining (XLM-R's 100 languages for
 hmde-e5: ``hmde.text.coverage``).
 
-    python benchmarks/languages.py --data ../shared/data -o languages.json     # about 15 minutes on 2 cores
+    python benchmarks/languages.py --data ../shared/data -o languages.json     # about 40 minutes on 2 cores (bible, help: 16)
     python benchmarks/languages.py --model RUN/model --backend torch --udhr-articles dev -o trained.json
     python benchmarks/languages.py --compare base.json trained.json   # the tail's rise, the languages that fell
     python benchmarks/languages.py --model hmde-e5 --tail-model RUN/model --backend torch --udhr-articles dev \
