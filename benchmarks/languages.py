@@ -38,9 +38,7 @@ hmde-e5: ``hmde.text.coverage``).
 from __future__ import annotations
 
 import argparse
-import csv
 import gzip
-import io
 import json
 import sys
 import time
@@ -64,7 +62,10 @@ def score_row(row: dict) -> dict:
 
     row = {k: v for k, v in row.items() if k not in ("score", "tier")}
     found = [row[t] for t in SCORED if t in row]
-    return {**row, "score": float(np.mean(found)), "tier": tier_of(float(np.mean(found)))} if found else row
+    if not found:
+        return row
+    score = float(np.mean(found))
+    return {**row, "score": score, "tier": tier_of(score)}
 
 
 def p_at_1(a: np.ndarray, b: np.ndarray) -> float:
@@ -109,15 +110,12 @@ def udhr(data: Path) -> dict[str, dict[str, str]]:
 
 
 def masakhanews(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]]:
+    from hmde.evaluation.classification import read_masakhanews_headlines
+
     out = {}
     for folder in sorted((data / "eval" / "masakhanews").iterdir()):
-        path = folder / "dev.tsv.gz"
-        if not path.is_file():
-            continue
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            rows = list(csv.reader(io.StringIO(f.read()), delimiter="\t"))[1:limit + 1]
-        rows = [r for r in rows if len(r) >= 3 and r[1].strip() and r[2].strip()]
-        out[folder.name] = ([r[1] for r in rows], [r[2] for r in rows])
+        if folder.is_dir() and (rows := read_masakhanews_headlines(folder.parent, folder.name, "dev", limit)):
+            out[folder.name] = ([h for h, _ in rows], [t for _, t in rows])
     return out
 
 

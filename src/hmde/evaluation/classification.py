@@ -72,6 +72,19 @@ def read_masakhanews_split(folder: str | Path, lang: str, split: str) -> Labelle
     return LabelledDocuments(texts, labels, lang, [str(path)])
 
 
+def read_masakhanews_headlines(folder: str | Path, lang: str, split: str, limit: int | None = None
+                               ) -> list[tuple[str, str]]:
+    """``(headline, text)`` of a MasakhaNEWS split, the first ``limit`` rows that have both (headline -> article
+    search: ``benchmarks/languages.py``, a routed encoder's validation); [] where the split is missing."""
+    path = next((p for p in (Path(folder) / lang / f"{split}.tsv.gz", Path(folder) / lang / f"{split}.tsv")
+                 if p.exists()), None)
+    if path is None:
+        return []
+    with _open(path) as f:
+        rows = [(r.get("headline") or "", r.get("text") or "") for r in csv.DictReader(f, delimiter="\t")]
+    return [(h, t) for h, t in rows if h.strip() and t.strip()][:limit]
+
+
 def read_mldoc(path: str | Path, lang: str | None = None) -> LabelledDocuments:
     """MLDoc's ``label<TAB>text`` files (as produced by its scripts from RCV1/RCV2)."""
     texts, labels = [], []

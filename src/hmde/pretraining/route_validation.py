@@ -26,9 +26,6 @@ more than ``min_gain``. The table goes into ``route.json`` beside the chosen lan
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -56,19 +53,20 @@ def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "mu
     """What :func:`validate_route` scores, read before any model runs: ``{"udhr_english": {concept: text},
     "languages": {lang: {task: ...}}}`` for the ``languages`` served and the pair ``kinds`` the run trained on
     (module docstring); a language with nothing in the validation slice is left out."""
+    from ..evaluation.classification import read_masakhanews_headlines
     from .dev_slice import in_part
-    from .tail_pairs import _read, sample_bible_pairs, sample_routed_pairs
+    from .tail_pairs import read_rows, sample_bible_pairs, sample_routed_pairs
 
     data, wanted = Path(data), set(languages)
     out: dict = {"udhr_english": {}, "languages": defaultdict(dict)}
     folder = data / "docs" / "udhr"
     if "udhr" in kinds and (folder / "eng.jsonl.gz").is_file():
-        out["udhr_english"] = {r["concept"]: r["text"] for r in _read(folder / "eng.jsonl.gz")
+        out["udhr_english"] = {r["concept"]: r["text"] for r in read_rows(folder / "eng.jsonl.gz")
                                if in_part("validation", "udhr", r["concept"]) and r["text"].strip()}
         for lang in sorted(wanted):
             path = folder / f"{lang}.jsonl.gz"
             if path.is_file():
-                articles = {r["concept"]: r["text"] for r in _read(path) if r["concept"] in out["udhr_english"]
+                articles = {r["concept"]: r["text"] for r in read_rows(path) if r["concept"] in out["udhr_english"]
                             and r["text"].strip()}
                 if len(articles) > 1:
                     out["languages"][lang]["udhr"] = articles
@@ -91,13 +89,9 @@ def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "mu
         for lang, rows in grouped.items():
             out["languages"][lang][kind] = rows
     for lang in sorted(wanted):  # no pair kind is MasakhaNEWS: its training split is only ever validation here
-        path = data / "eval" / "masakhanews" / lang / "train.tsv.gz"
-        if path.is_file():
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                rows = [r for r in csv.DictReader(io.StringIO(f.read()), delimiter="\t")
-                        if (r.get("headline") or "").strip() and (r.get("text") or "").strip()][:NEWS]
-            if len(rows) > 1:
-                out["languages"][lang]["masakhanews"] = [(r["headline"], r["text"]) for r in rows]
+        rows = read_masakhanews_headlines(data / "eval" / "masakhanews", lang, "train", NEWS)
+        if len(rows) > 1:
+            out["languages"][lang]["masakhanews"] = rows
     out["languages"] = dict(out["languages"])
     return out
 

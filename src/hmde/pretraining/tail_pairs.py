@@ -30,7 +30,8 @@ UDHR_PER_LANGUAGE = 22  # every article outside the development slice
 BIBLE_PER_LANGUAGE = 200
 
 
-def _read(path: Path) -> list[dict]:
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a ``.jsonl.gz`` file of the shared data."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
@@ -45,14 +46,14 @@ def _with_english(folder: Path, what: str, per_language: int, seed: int, english
 
     if not (folder / "eng.jsonl.gz").is_file():
         raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English {what} to pair with")
-    english = english_of(_read(folder / "eng.jsonl.gz"))
+    english = english_of(read_rows(folder / "eng.jsonl.gz"))
     rng = random.Random(seed)
     out = []
     for path in sorted(folder.glob("*.jsonl.gz")):
         lang = path.name[:-len(".jsonl.gz")]
         if lang == "eng" or lang.split("_")[0] in HELD_OUT:
             continue
-        pairs = pairs_of(_read(path), english)
+        pairs = pairs_of(read_rows(path), english)
         for x, y in rng.sample(pairs, min(per_language, len(pairs))):
             if english_last:
                 out.append((x, y, lang))
