@@ -52,6 +52,19 @@ COLUMNS = {  # name -> extra eval arguments
 KEYWORD_ROWS = (("libreoffice", "jpn"), ("libreoffice", "rus"), ("gnome", "deu"), ("gnome", "rus"))
 
 
+def unique_titles(english: list[dict]) -> dict[str, str]:
+    """concept -> title of the English help pages whose title no other English page has (a query names one page)."""
+    counts: dict[str, int] = {}
+    for page in english:
+        counts[page["title"]] = counts.get(page["title"], 0) + 1
+    return {p["concept"]: p["title"] for p in english if counts[p["title"]] == 1}
+
+
+def page_body(page: dict) -> list[str]:
+    """A help page's paragraphs without its own title paragraph (so a title query must match the body)."""
+    return page["paragraphs"][1:] if page["paragraphs"][:1] == [page["title"]] else page["paragraphs"]
+
+
 def keyword_queries(data: Path, source: str, lang: str, folder: Path) -> None:
     """Keyword queries from docs/: each English help page's title (the titles unique in English) of the
     development concepts a query; the relevant document the same page in ``lang``, whose own title paragraph is
@@ -65,17 +78,13 @@ def keyword_queries(data: Path, source: str, lang: str, folder: Path) -> None:
         with gzip.open(data / "docs" / source / f"{code}.jsonl.gz", "rt", encoding="utf-8") as f:
             return [json.loads(line) for line in f]
 
-    english = pages("eng")
-    counts: dict[str, int] = {}
-    for page in english:
-        counts[page["title"]] = counts.get(page["title"], 0) + 1
-    titles = {p["concept"]: p["title"] for p in english if counts[p["title"]] == 1}
+    titles = unique_titles(pages("eng"))
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "topics.tsv", "w", encoding="utf-8") as topics, \
             open(folder / "qrels.txt", "w", encoding="utf-8") as qrels, \
             open(folder / "documents.jsonl", "w", encoding="utf-8") as docs:
         for page in pages(lang):
-            body = page["paragraphs"][1:] if page["paragraphs"][:1] == [page["title"]] else page["paragraphs"]
+            body = page_body(page)
             if not body:
                 continue
             docs.write(json.dumps({"doc_id": page["doc_id"], "text": "\n".join(body)}, ensure_ascii=False) + "\n")

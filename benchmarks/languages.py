@@ -154,7 +154,10 @@ def bible(data: Path, chapters: int, verses: int = 3, min_chars: int = 20) -> tu
 def help_pages(data: Path, pages: int) -> dict[str, list[tuple[str, str, str]]]:
     """The ``help`` task's data: per language, ``(source, English title, the page's body in the language)`` for up to
     ``pages`` pages of each help source (docs/ gnome, libreoffice, tldr) in the development slice (those the sentence
-    stage's titles and headings never use), titles unique in English, the body without its title paragraph."""
+    stage's titles and headings never use), titles unique in English, the body without its title paragraph (as
+    contextual_retrieval.py's keyword rows take them)."""
+    from contextual_retrieval import page_body, unique_titles
+
     from hmde.pretraining.dev_slice import dev_concept
 
     out: dict[str, list] = defaultdict(list)
@@ -167,19 +170,14 @@ def help_pages(data: Path, pages: int) -> dict[str, list[tuple[str, str, str]]]:
             with gzip.open(path, "rt", encoding="utf-8") as f:
                 return [json.loads(line) for line in f]
 
-        english = read(folder / "eng.jsonl.gz")
-        counts: dict[str, int] = defaultdict(int)
-        for page in english:
-            counts[page["title"]] += 1
-        titles = {p["concept"]: p["title"] for p in english
-                  if counts[p["title"]] == 1 and dev_concept(source, p["concept"])}
+        titles = {c: t for c, t in unique_titles(read(folder / "eng.jsonl.gz")).items() if dev_concept(source, c)}
         for path in sorted(folder.glob("*.jsonl.gz")):
             lang = path.name.split(".")[0]
             if lang == "eng":
                 continue
             found = []
             for page in sorted(read(path), key=lambda p: p["concept"]):
-                body = page["paragraphs"][1:] if page["paragraphs"][:1] == [page["title"]] else page["paragraphs"]
+                body = page_body(page)
                 if page["concept"] in titles and body:
                     found.append((source, titles[page["concept"]], "\n".join(body)))
             out[lang] += found[:pages]
