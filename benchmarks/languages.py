@@ -293,6 +293,9 @@ def main() -> None:
     parser.add_argument("--tail-model", default=None, metavar="DIR",
                         help="a routed encoder (hmde sentence-stage --english-side teacher): the languages of its "
                         "DIR/route.json are embedded by it, every other language (English too) by --model")
+    parser.add_argument("--blend", type=float, default=None, metavar="W",
+                        help="with --tail-model: a routed text's vector is W x the tail model's + (1 - W) x --model's "
+                        "(hmde.methods.routed; default: the route's own, 1 unless its route.json names one)")
     parser.add_argument("--routed-only", type=Path, default=None, metavar="BASE",
                         help="with --tail-model: score the routed languages alone and take every other language's "
                         "row from BASE, a table of --model written with the same settings (the languages not routed "
@@ -305,8 +308,8 @@ def main() -> None:
                         help="add tokenizer coverage to the table FILE, scoring nothing")
     args = parser.parse_args()
 
-    if args.routed_only and not args.tail_model:
-        parser.error("--routed-only is for --tail-model")
+    if (args.routed_only or args.blend is not None) and not args.tail_model:
+        parser.error("--routed-only and --blend are for --tail-model")
     if args.merge:
         if not args.output:
             parser.error("--merge writes the merged table to -o")
@@ -346,7 +349,7 @@ def main() -> None:
     started = time.time()
     route, routed = LanguageRoute([]), None
     if args.tail_model:  # the routed languages' texts go to the tail model, queries and documents alike
-        route = LanguageRoute.read(args.tail_model)
+        route = LanguageRoute.read(args.tail_model, args.blend)
         tail_model = load_model(args.tail_model, "cpu", backend=args.backend)[1]
         routed = RoutedVectorizer(vectorizer, DocumentVectorizer(tail_model, "mean"), route)
         print(f"{len(route)} languages routed to {args.tail_model}", file=sys.stderr)

@@ -61,6 +61,38 @@ def test_documents_go_to_the_encoder_of_their_language_and_come_back_in_order():
         RoutedVectorizer(main, Fake(2.0, method="hmde"), LanguageRoute(["quc"]))
 
 
+class Unit(Fake):
+    """Unit vectors: the model's point along x, the routed encoder's along y."""
+
+    def encode(self, docs, langs, normalize_embeddings=False):
+        self.calls.append((list(docs), list(langs)))
+        return np.array([[1.0, 0.0] if self.mark == 1 else [0.0, 1.0] for _ in docs], np.float32)
+
+
+def test_a_blended_route_mixes_the_two_encoders_vectors_of_its_languages_alone():
+    main, tail = Unit(1.0), Unit(2.0)
+    vectors = RoutedVectorizer(main, tail, LanguageRoute(["quc"], blend=0.25)).encode(["0", "1"], ["eng", "quc"])
+    # quc: 0.25 x (0, 1) + 0.75 x (1, 0), re-normalised since both were unit vectors; eng: the model's alone
+    assert np.allclose(vectors, [[1, 0], [0.75 / np.hypot(0.75, 0.25), 0.25 / np.hypot(0.75, 0.25)]])
+    assert main.calls == [(["0", "1"], ["eng", "quc"])] and tail.calls == [(["1"], ["quc"])]
+    main, tail = Fake(1.0), Fake(3.0)  # vectors not of unit length are mixed as they are
+    vectors = RoutedVectorizer(main, tail, LanguageRoute(["quc"], blend=0.5)).encode(["4", "6"], ["quc", "deu"])
+    assert vectors.tolist() == [[2, 4], [1, 6]]
+    for bad in (0, 1.5, float("nan"), True):
+        with pytest.raises(HmdeError, match="blend is the routed encoder's weight"):
+            LanguageRoute(["quc"], blend=bad)
+
+
+def test_the_route_files_blend_is_read_and_a_given_one_wins(tmp_path):
+    (tmp_path / "route.json").write_text(json.dumps({"languages": ["quc"], "blend": 0.5}))
+    assert LanguageRoute.read(tmp_path).blend == 0.5 and LanguageRoute.read(tmp_path, 0.75).blend == 0.75
+    (tmp_path / "route.json").write_text(json.dumps({"languages": ["quc"]}))
+    assert LanguageRoute.read(tmp_path).blend == 1.0
+    (tmp_path / "route.json").write_text(json.dumps({"languages": ["quc"], "blend": 2}))
+    with pytest.raises(HmdeError, match=r"route.json: a route's blend .* got 2"):
+        LanguageRoute.read(tmp_path)
+
+
 def test_a_route_over_the_models_own_weights_gives_the_models_vectors_exactly(hmde_dir):
     """Routing to the same weights changes nothing: every row is the model's, queries and documents (to float
     rounding: the batches hold other texts)."""

@@ -5,7 +5,9 @@ encoder trained for a few languages alone, its vectors of them pulled into the m
 query in one of those languages is embedded by it, and everything else (English, every language of the head) by the
 model, exactly as without the route. :class:`LanguageRoute` says which texts go where (by their language, as
 documents' ``lang`` fields and ``--lang`` name them); :class:`RoutedVectorizer` embeds documents and queries
-through it, each text by one encoder, the rows in input order.
+through it, each text by one encoder, the rows in input order. A route may ``blend``: a routed text's vector is
+then ``blend`` x the routed encoder's plus ``1 - blend`` x the model's (re-normalised where both were unit
+vectors), an ensemble of the two in their one space, for languages where the routed encoder is no sure gain.
 """
 
 from __future__ import annotations
@@ -34,15 +36,20 @@ def route_key(lang: str | None) -> tuple[str, str | None] | None:
 
 
 class LanguageRoute:
-    """The languages a routed encoder serves. ``languages``: codes as the data names them (``quc``, ``jav_Java``)."""
+    """The languages a routed encoder serves. ``languages``: codes as the data names them (``quc``, ``jav_Java``);
+    ``blend``: the routed encoder's weight in a routed text's vector (1: its vector alone; module docstring)."""
 
-    def __init__(self, languages: Iterable[str]):
+    def __init__(self, languages: Iterable[str], blend: float = 1.0):
+        if isinstance(blend, bool) or not isinstance(blend, (int, float)) or not 0 < blend <= 1:
+            raise HmdeError(f"a route's blend is the routed encoder's weight, in (0, 1]; got {blend!r}")
         self.languages = sorted(set(languages))
+        self.blend = float(blend)
         self._keys = {route_key(lang) for lang in self.languages} - {None}
 
     @classmethod
-    def read(cls, folder: str | Path) -> "LanguageRoute":
-        """The route of a routed encoder's folder (its ``route.json``: ``{"languages": [...]}``)."""
+    def read(cls, folder: str | Path, blend: float | None = None) -> "LanguageRoute":
+        """The route of a routed encoder's folder (its ``route.json``: ``{"languages": [...]}``, with an optional
+        ``"blend"``); ``blend``: this one instead of the file's."""
         path = Path(folder) / ROUTE_FILE
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
@@ -54,7 +61,10 @@ class LanguageRoute:
             raise HmdeError(f"{path}: not a route ({exc}); expected {{\"languages\": [codes]}}") from None
         if not isinstance(languages, list) or not all(isinstance(x, str) for x in languages):
             raise HmdeError(f"{path}: languages must be a list of language codes")
-        return cls(languages)
+        try:
+            return cls(languages, record.get("blend", 1.0) if blend is None else blend)
+        except HmdeError as exc:
+            raise HmdeError(f"{path}: {exc}") from None
 
     def __contains__(self, lang: str | None) -> bool:
         return route_key(lang) in self._keys
@@ -67,6 +77,10 @@ class LanguageRoute:
         routed = [i for i, lang in enumerate(langs) if lang in self]
         chosen = set(routed)
         return [i for i in range(len(langs)) if i not in chosen], routed
+
+
+def _unit(rows: np.ndarray) -> bool:
+    return bool(np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-3))
 
 
 class RoutedVectorizer:
@@ -83,13 +97,22 @@ class RoutedVectorizer:
         if len(langs) != len(texts):
             raise HmdeError(f"got {len(texts)} texts but {len(langs)} languages")
         stay, go = self.route.split(langs)
+        blend = self.route.blend
+        if blend < 1:  # the model embeds every text; the routed encoder's vectors are mixed into the routed rows
+            stay = list(range(len(texts)))
         parts = [(rows, embed(vectorizer, [texts[i] for i in rows], [langs[i] for i in rows]))
                  for vectorizer, rows in ((self.main, stay), (self.routed, go)) if rows]
         if not parts:
             return np.zeros((0, self.main.lower.dim), np.float32)
         out = np.zeros((len(texts), parts[0][1].shape[1]), np.float32)
-        for rows, vectors in parts:
+        for rows, vectors in parts[:1] if blend < 1 else parts:
             out[rows] = vectors
+        if blend < 1 and go:
+            routed = parts[-1][1]
+            mixed = blend * routed + (1 - blend) * out[go]
+            if _unit(routed) and _unit(out[go]):
+                mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+            out[go] = mixed
         return out
 
     def encode(self, docs: Sequence, langs: Sequence[str | None], normalize_embeddings: bool = False) -> np.ndarray:
