@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hmde.evaluation.ranks import mean_reciprocal_rank
+
 HELD_OUT = {"ukr", "lav", "lvs", "eus"}
 TASKS = ("tatoeba", "udhr", "masakhanews", "bible", "help")
 # the tasks a language's score (its tier, the tail) is the mean of: bible and help are columns beside it, on their own
@@ -76,16 +78,13 @@ def p_at_1(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def mrr(queries: np.ndarray, docs: np.ndarray) -> float:
-    """MRR, query i's document row i of ``docs``."""
-    return mrr_of(queries, docs, list(range(len(queries))))
+    """MRR, query i's document row i of ``docs`` (a document scoring as high counts as below it)."""
+    return mean_reciprocal_rank(queries, docs, ties_against=False)
 
 
 def mrr_of(queries: np.ndarray, docs: np.ndarray, right: list[int]) -> float:
     """MRR, query i's document row ``right[i]`` of ``docs`` (a document scoring as high counts as below it)."""
-    sims = queries @ docs.T
-    own = sims[np.arange(len(sims)), right]
-    ranks = (sims > own[:, None]).sum(1) + 1
-    return float((1.0 / ranks).mean())
+    return mean_reciprocal_rank(queries, docs, right, ties_against=False)
 
 
 def tatoeba(data: Path, limit: int) -> dict[str, tuple[list[str], list[str]]]:

@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from hmde.pretraining.route_validation import _mrr, choose_route, validate_route, validation_sets
+from hmde.evaluation.ranks import mean_reciprocal_rank
+from hmde.pretraining.route_validation import choose_route, validate_route, validation_sets
 
 
 def write(path, rows):
@@ -23,7 +24,11 @@ def test_mrr_by_hand_ties_count_against_the_query():
     candidates = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
     # query 0: its candidate 0 is first (1/1); query 1: candidate 1 (0.8) is behind candidate 2 (1.0): 1/2;
     # query 2 (45 degrees): candidates 0 and 2 tie at 0.707 and candidate 1 scores 0.99; candidate 2 ranks 3rd
-    assert _mrr(queries, candidates, [0, 1, 2]) == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+    assert mean_reciprocal_rank(queries, candidates, [0, 1, 2]) == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+    # the languages table's count: a tie ranks below the right candidate (query 2: 2nd, behind candidate 1 alone)
+    lenient = mean_reciprocal_rank(queries, candidates, [0, 1, 2], ties_against=False)
+    assert lenient == pytest.approx((1 + 1 / 2 + 1 / 2) / 3)
+    assert mean_reciprocal_rank(queries[:2] * 5, candidates[[0, 2]]) == 1.0  # cosines: lengths do not count
 
 
 def test_choose_route_keeps_the_languages_that_gain_by_more_than_the_margin():

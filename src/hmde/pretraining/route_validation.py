@@ -33,20 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HmdeError
+from ..evaluation.ranks import mean_reciprocal_rank
 
 VERSES = 100
 TRANSLATIONS = 200
 NEWS = 150
-
-
-def _mrr(queries: np.ndarray, candidates: np.ndarray, right: list[int]) -> float:
-    """Mean reciprocal rank of each query's right candidate (cosines; ties count against the query)."""
-    q = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    c = candidates / np.maximum(np.linalg.norm(candidates, axis=1, keepdims=True), 1e-12)
-    sims = q @ c.T
-    own = sims[np.arange(len(q)), right]
-    ranks = (sims >= own[:, None]).sum(axis=1)
-    return float(np.mean(1.0 / ranks))
 
 
 def validation_sets(data: Path, languages, kinds, sources=("tatoeba", "wmt", "multi30k"), seed: int = 0) -> dict:
@@ -124,13 +115,13 @@ def validate_route(teacher, routed, sets: dict, log=None) -> dict[str, dict]:
                     named = sorted(rows)
                     found = documents(model, [rows[c] for c in named], lang)
                     theirs = english[[concepts.index(c) for c in named]]
-                    scores[task].append((_mrr(found, theirs, list(range(len(named))))
-                                         + _mrr(theirs, found, list(range(len(named))))) / 2)
+                    scores[task].append((mean_reciprocal_rank(found, theirs, list(range(len(named))))
+                                         + mean_reciprocal_rank(theirs, found, list(range(len(named))))) / 2)
                 elif task == "masakhanews":
                     heads = queries(model, [h for h, _ in rows])
-                    scores[task].append(_mrr(heads, documents(model, [t for _, t in rows], lang), list(range(len(rows)))))
+                    scores[task].append(mean_reciprocal_rank(heads, documents(model, [t for _, t in rows], lang), list(range(len(rows)))))
                 else:  # (text, English text) pairs, both as queries, English by the teacher
-                    scores[task].append(_mrr(queries(model, [x for x, _ in rows]), english_rows, list(range(len(rows)))))
+                    scores[task].append(mean_reciprocal_rank(queries(model, [x for x, _ in rows]), english_rows, list(range(len(rows)))))
         table[lang] = {"base": float(np.mean([s[0] for s in scores.values()])),
                        "routed": float(np.mean([s[1] for s in scores.values()])), "tasks": scores}
         log(f"validation {i + 1}/{len(sets['languages'])}: {lang} {table[lang]['base']:.3f} -> "

@@ -1,0 +1,25 @@
+"""Mean reciprocal rank of vectors against candidates, in memory (the languages table's tasks, a route's validation):
+each query's right candidate ranked by cosine among all of them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, np.float32)
+    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+
+
+def mean_reciprocal_rank(queries: np.ndarray, candidates: np.ndarray, right: Sequence[int] | None = None,
+                         ties_against: bool = True) -> float:
+    """MRR of ``queries`` (rows) whose right candidate is row ``right[i]`` of ``candidates`` (None: row i).
+    ``ties_against``: a candidate scoring as high as the right one ranks above it (a strict count; False: below it,
+    as the languages table has always counted)."""
+    sims = _unit(queries) @ _unit(candidates).T
+    right = np.arange(len(sims)) if right is None else np.asarray(right, np.int64)
+    own = sims[np.arange(len(sims)), right]
+    ranks = (sims >= own[:, None]).sum(1) if ties_against else (sims > own[:, None]).sum(1) + 1
+    return float((1.0 / ranks).mean())
