@@ -71,3 +71,7 @@ def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_its_negatives
     (tmp_path / "pack" / sentence_gpu.NEGATIVES).write_text(json.dumps({"digest": "other", "negatives": negatives}))
     with pytest.raises(HmdeError, match="mined for other pairs or settings"):
         sentence_gpu.train(tmp_path / "pack", tmp_path / "out2", None, device="cpu", log=lambda *_: None)
+    # a pack carried in two parts, the first not back: named before anything loads
+    (tmp_path / "pack" / sentence_gpu.E5_FILE).rename(tmp_path / "elsewhere.bin")
+    with pytest.raises(HmdeError, match=r"the pack lacks e5-restricted.bin \(a pack carried in parts"):
+        sentence_gpu.train(tmp_path / "pack", tmp_path / "out3", None, device="cpu", log=lambda *_: None)

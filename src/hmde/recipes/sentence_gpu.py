@@ -135,6 +135,11 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
     pack_dir, output = Path(pack_dir), Path(output)
     manifest = read_manifest(pack_dir)
     config = SentenceStageConfig(**{**manifest["config"], "lower_trainable": "no-embeddings", **(overrides or {})})
+    needed = [E5_FILE, START, PAIRS] + ([NEGATIVES] if manifest["config"].get("hard_negatives") else [])
+    missing = [name for name in needed if not (pack_dir / name).exists()]
+    if missing:  # before the model loads: a pack carried in parts whose other part is not there
+        raise InputError(f"the pack lacks {', '.join(missing)} (a pack carried in parts is whole only once every "
+                         "part's files are back in its folder)", str(pack_dir))
     with gzip.open(pack_dir / PAIRS, "rt", encoding="utf-8") as f:
         rows = json.load(f)
     pairs = [tuple(p[:2]) for p in rows]
