@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import HmdeError
-from .similarity import DIRECTIONS, margin_of
+from .similarity import DIRECTIONS, margin_of, normalize
 
 
 @dataclass
@@ -85,10 +85,10 @@ class NearestIndex:
             self.index = faiss.index_factory(dim, f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
             rng = np.random.default_rng(0)
             sample = np.sort(rng.choice(n, min(n, max(40 * lists, 50_000)), replace=False))
-            self.index.train(_unit(vectors[sample]))
+            self.index.train(normalize(vectors[sample]))
             self.index.nprobe = 16
         for start in range(0, n, chunk):
-            self.index.add(_unit(vectors[start:start + chunk]))
+            self.index.add(normalize(vectors[start:start + chunk]))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Cosines and rows of each query's ``k`` nearest vectors, best first (rows -1: fewer found)."""
@@ -103,7 +103,7 @@ class NearestIndex:
             if not valid.any():
                 continue
             rows = np.unique(block[valid])  # ascending: a memory map is read in order, each row once
-            vectors = _unit(self.vectors[rows])
+            vectors = normalize(self.vectors[rows])
             at = np.searchsorted(rows, np.where(valid, block, rows[0]))
             cosines = np.einsum("qkd,qd->qk", vectors[at], queries[start:start + RESCORE_BLOCK])
             sims[start:start + RESCORE_BLOCK] = np.where(valid, cosines, -np.inf)
@@ -112,16 +112,10 @@ class NearestIndex:
         return sims, np.where(np.isfinite(sims), rows, -1)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms > 0, norms, 1.0)
-
-
 def _neighbours(queries: np.ndarray, keys: NearestIndex, k: int, chunk: int, progress) -> tuple:
     sims, rows = [], []
     for start in range(0, len(queries), chunk):
-        s, r = keys.search(_unit(queries[start:start + chunk]), k)
+        s, r = keys.search(normalize(queries[start:start + chunk]), k)
         sims.append(s.astype(np.float32))
         rows.append(r.astype(np.int64))
         progress(min(chunk, len(queries) - start))

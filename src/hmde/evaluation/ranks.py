@@ -7,10 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-
-def _unit(rows: np.ndarray) -> np.ndarray:
-    rows = np.asarray(rows, np.float32)
-    return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+from ..align.similarity import normalize
 
 
 def mean_reciprocal_rank(queries: np.ndarray, candidates: np.ndarray, right: Sequence[int] | None = None,
@@ -18,7 +15,7 @@ def mean_reciprocal_rank(queries: np.ndarray, candidates: np.ndarray, right: Seq
     """MRR of ``queries`` (rows) whose right candidate is row ``right[i]`` of ``candidates`` (None: row i).
     ``ties_against``: a candidate scoring as high as the right one ranks above it (a strict count; False: below it,
     as the languages table has always counted)."""
-    sims = _unit(queries) @ _unit(candidates).T
+    sims = normalize(queries) @ normalize(candidates).T
     right = np.arange(len(sims)) if right is None else np.asarray(right, np.int64)
     own = sims[np.arange(len(sims)), right]
     ranks = (sims >= own[:, None]).sum(1) if ties_against else (sims > own[:, None]).sum(1) + 1

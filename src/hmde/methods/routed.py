@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ..align.similarity import normalize
 from ..errors import HmdeError
 from ..pretraining.tail_pairs import ROUTE_FILE
 
@@ -80,6 +81,7 @@ class LanguageRoute:
 
 
 def _unit(rows: np.ndarray) -> bool:
+    """Whether every row is a unit vector (a blend of unit vectors is re-normalised)."""
     return bool(np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-3))
 
 
@@ -100,19 +102,18 @@ class RoutedVectorizer:
         blend = self.route.blend
         if blend < 1:  # the model embeds every text; the routed encoder's vectors are mixed into the routed rows
             stay = list(range(len(texts)))
-        parts = [(rows, embed(vectorizer, [texts[i] for i in rows], [langs[i] for i in rows]))
-                 for vectorizer, rows in ((self.main, stay), (self.routed, go)) if rows]
-        if not parts:
+        main = embed(self.main, [texts[i] for i in stay], [langs[i] for i in stay]) if stay else None
+        routed = embed(self.routed, [texts[i] for i in go], [langs[i] for i in go]) if go else None
+        if main is None and routed is None:
             return np.zeros((0, self.main.lower.dim), np.float32)
-        out = np.zeros((len(texts), parts[0][1].shape[1]), np.float32)
-        for rows, vectors in parts[:1] if blend < 1 else parts:
-            out[rows] = vectors
-        if blend < 1 and go:
-            routed = parts[-1][1]
+        out = np.zeros((len(texts), (routed if main is None else main).shape[1]), np.float32)
+        if main is not None:
+            out[stay] = main
+        if routed is not None and blend < 1:
             mixed = blend * routed + (1 - blend) * out[go]
-            if _unit(routed) and _unit(out[go]):
-                mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
-            out[go] = mixed
+            routed = normalize(mixed) if _unit(routed) and _unit(out[go]) else mixed
+        if routed is not None:
+            out[go] = routed
         return out
 
     def encode(self, docs: Sequence, langs: Sequence[str | None], normalize_embeddings: bool = False) -> np.ndarray:

@@ -115,13 +115,12 @@ def validate_route(teacher, routed, sets: dict, log=None) -> dict[str, dict]:
                     named = sorted(rows)
                     found = documents(model, [rows[c] for c in named], lang)
                     theirs = english[[concepts.index(c) for c in named]]
-                    scores[task].append((mean_reciprocal_rank(found, theirs, list(range(len(named))))
-                                         + mean_reciprocal_rank(theirs, found, list(range(len(named))))) / 2)
+                    scores[task].append((mean_reciprocal_rank(found, theirs) + mean_reciprocal_rank(theirs, found)) / 2)
                 elif task == "masakhanews":
                     heads = queries(model, [h for h, _ in rows])
-                    scores[task].append(mean_reciprocal_rank(heads, documents(model, [t for _, t in rows], lang), list(range(len(rows)))))
+                    scores[task].append(mean_reciprocal_rank(heads, documents(model, [t for _, t in rows], lang)))
                 else:  # (text, English text) pairs, both as queries, English by the teacher
-                    scores[task].append(mean_reciprocal_rank(queries(model, [x for x, _ in rows]), english_rows, list(range(len(rows)))))
+                    scores[task].append(mean_reciprocal_rank(queries(model, [x for x, _ in rows]), english_rows))
         table[lang] = {"base": float(np.mean([s[0] for s in scores.values()])),
                        "routed": float(np.mean([s[1] for s in scores.values()])), "tasks": scores}
         log(f"validation {i + 1}/{len(sets['languages'])}: {lang} {table[lang]['base']:.3f} -> "

@@ -130,7 +130,8 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
     pack_dir, output = Path(pack_dir), Path(output)
     manifest = read_manifest(pack_dir)
     config = SentenceStageConfig(**{**manifest["config"], "lower_trainable": "no-embeddings", **(overrides or {})})
-    needed = [E5_FILE, START, PAIRS] + ([NEGATIVES] if manifest["config"].get("hard_negatives") else [])
+    negatives = bool(manifest["config"].get("hard_negatives"))  # mined when packed (step 1)
+    needed = [E5_FILE, START, PAIRS] + ([NEGATIVES] if negatives else [])
     missing = [name for name in needed if not (pack_dir / name).exists()]
     if missing:  # before the model loads: a pack carried in parts whose other part is not there
         raise InputError(f"the pack lacks {', '.join(missing)} (a pack carried in parts is whole only once every "
@@ -145,7 +146,7 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
         module = model.model
         reference = {k: v.detach().float().cpu().clone() for k, v in module.state_dict().items()}
         trainer = SentenceStageTrainer(model, pairs, config, Path(tmp) / "run", languages)
-        if (pack_dir / NEGATIVES).is_file():  # mined when packed; the run checks they are these pairs' and settings'
+        if negatives:  # the run checks they are these pairs' and settings'
             (Path(tmp) / "run").mkdir()
             shutil.copy(pack_dir / NEGATIVES, Path(tmp) / "run" / NEGATIVES)
         trainer.train(resume=False, log=log, minutes=minutes)
