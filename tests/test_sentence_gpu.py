@@ -75,3 +75,17 @@ def test_a_pack_for_hard_negatives_carries_each_pairs_language_and_its_negatives
     (tmp_path / "pack" / sentence_gpu.E5_FILE).rename(tmp_path / "elsewhere.bin")
     with pytest.raises(HmdeError, match=r"the pack lacks e5-restricted.bin \(a pack carried in parts"):
         sentence_gpu.train(tmp_path / "pack", tmp_path / "out3", None, device="cpu", log=lambda *_: None)
+
+
+def test_a_pack_may_leave_its_hard_negatives_to_the_run_there(tmp_path):
+    from hmde.pretraining.sentence_stage import SentenceStageConfig
+    from hmde.recipes import sentence_gpu
+
+    config = SentenceStageConfig(batch_size=2, steps=1, lr=1e-3, warmup=1, max_tokens=24, hard_negatives=1,
+                                 roles="document")
+    manifest = sentence_gpu.pack("hmde-e5", PAIRS, config, tmp_path / "pack", budget_mib=200,
+                                 languages=["deu", "fra", "deu", "fra"], log=lambda *_: None, mine_negatives=False)
+    assert manifest["negatives_packed"] is False and not (tmp_path / "pack" / sentence_gpu.NEGATIVES).exists()
+    logged = []  # not refused as a pack missing a part: the run mines them itself, on the restricted e5
+    sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=logged.append)
+    assert any("mining 1 hard negative(s) for each of 4 pairs" in str(line) for line in logged)

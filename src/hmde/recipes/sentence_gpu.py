@@ -61,9 +61,12 @@ def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
 
 
 def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
-         budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None, log=print) -> dict:
+         budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None, log=print,
+         mine_negatives: bool = True) -> dict:
     """Write the pack (module docstring, step 1); returns its manifest (with its size). ``languages``: each pair's
-    y language, carried with it (hard negatives are mined within a language, here; by-kind roles read it)."""
+    y language, carried with it (hard negatives are mined within a language; by-kind roles read it).
+    ``mine_negatives=False`` leaves the hard negatives to the run there (a GPU mines 205,604 pairs' in about a
+    minute, 2 cores here in 38): the pack is ready at once, and the run's minutes include the mining."""
     if config.needs_languages and (languages is None or len(languages) != len(pairs)):
         raise HmdeError("a pack for hard negatives or by-kind roles needs each pair's language")
     from ..e5.folder import PROMPTS, find_resources
@@ -88,7 +91,7 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
         shutil.rmtree(tmp / "model")
         _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
         _carry_packages(tmp / SITE)  # put PACK/site on the path there
-        if config.hard_negatives:  # the longest part for many pairs (205,604: 38 minutes on 2 cores)
+        if config.hard_negatives and mine_negatives:  # the longest part for many pairs (205,604: 38 minutes on 2 cores)
             from ..pretraining.hard_negatives import hard_negatives_for_run
 
             hard_negatives_for_run(start.lower, pairs, languages, config, tmp, log)  # writes NEGATIVES there
@@ -96,7 +99,8 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
             json.dump([[*p, languages[i]] if languages else list(p) for i, p in enumerate(pairs)], f,
                       ensure_ascii=False)
         manifest = {"format": FORMAT, "wheel_sha256": wheel.sha256, "wheel_version": wheel.version,
-                    "model": str(model), "pieces": len(keep), "pairs": len(pairs), "config": asdict(config)}
+                    "model": str(model), "pieces": len(keep), "pairs": len(pairs), "config": asdict(config),
+                    "negatives_packed": bool(config.hard_negatives and mine_negatives)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         manifest["mib"] = round(_mib(tmp), 1)
         if manifest["mib"] > budget_mib:
@@ -130,7 +134,7 @@ def train(pack_dir: str | Path, output: str | Path, minutes: float | None, devic
     pack_dir, output = Path(pack_dir), Path(output)
     manifest = read_manifest(pack_dir)
     config = SentenceStageConfig(**{**manifest["config"], "lower_trainable": "no-embeddings", **(overrides or {})})
-    negatives = bool(manifest["config"].get("hard_negatives"))  # mined when packed (step 1)
+    negatives = manifest.get("negatives_packed", bool(manifest["config"].get("hard_negatives")))  # else mined here
     needed = [E5_FILE, START, PAIRS] + ([NEGATIVES] if negatives else [])
     missing = [name for name in needed if not (pack_dir / name).exists()]
     if missing:  # before the model loads: a pack carried in parts whose other part is not there
