@@ -64,33 +64,48 @@ def dev(args) -> None:
     if args.thresholds:  # a model trained for translation spreads its margins wider (docs/mining.md)
         first, last = args.thresholds
         THRESHOLDS = tuple(round(first + 0.005 * i, 3) for i in range(int(round((last - first) / 0.005)) + 1))
+    floors = (0.0,)
+    if args.floors:  # a model trained for translation mines best with a cosine floor too (docs/mining.md)
+        first, last = args.floors
+        floors = tuple(round(first + 0.01 * i, 3) for i in range(int(round((last - first) / 0.01)) + 1))
     from hmde.encoders.model_loading import load_model
 
     kind, model = load_model(args.model, "cpu")
     lower = model.lower if kind == "hmde" else model
-    rows = {direction: {} for direction in DIRECTIONS}  # direction -> language -> threshold -> (P, R, F1)
+    rows = {direction: {} for direction in DIRECTIONS}  # direction -> language -> (floor, threshold) -> (P, R, F1)
     for lang, (src, tgt, gold) in tasks(args.data).items():
         x, y = lower.encode(src), lower.encode(tgt)
         for direction in DIRECTIONS:
-            found = mine_vectors(x, y, MiningOptions(threshold=min(THRESHOLDS), direction=direction))
             rows[direction][lang] = {}
-            for t in THRESHOLDS:
-                kept = {(i, j) for i, j, _ in select_pairs(*found, src, tgt, MiningOptions(threshold=t))}
-                tp = len(kept & gold)
-                p, r = tp / max(1, len(kept)), tp / len(gold)
-                rows[direction][lang][t] = (p, r, 2 * p * r / max(1e-9, p + r))
+            for floor in floors:
+                found = mine_vectors(x, y, MiningOptions(threshold=min(THRESHOLDS), direction=direction,
+                                                         min_cosine=floor))
+                for t in THRESHOLDS:
+                    kept = {(i, j) for i, j, _ in select_pairs(*found, src, tgt, MiningOptions(threshold=t))}
+                    tp = len(kept & gold)
+                    p, r = tp / max(1, len(kept)), tp / len(gold)
+                    rows[direction][lang][floor, t] = (p, r, 2 * p * r / max(1e-9, p + r))
         print(lang, flush=True)
 
-    def mean_f1(direction, t):
-        return float(np.mean([rows[direction][lang][t][2] for lang in LANGS]))
+    def mean_f1(direction, setting):
+        return float(np.mean([rows[direction][lang][setting][2] for lang in LANGS]))
 
-    print(f"\n{args.model}; {len(LANGS)} Tatoeba languages, mean F1 by threshold\n")
+    best = max(((c, t) for c in floors for t in THRESHOLDS), key=lambda s: mean_f1("max", s))
+    floor = best[0]
+    print(f"\n{args.model}; {len(LANGS)} Tatoeba languages, mean F1 by threshold (cosine floor {floor})\n")
     print("| selection | " + " | ".join(str(t) for t in THRESHOLDS[::2]) + " |")
     print("|---|" + "---|" * len(THRESHOLDS[::2]))
     for direction in DIRECTIONS:
-        print(f"| {direction} | " + " | ".join(f"{mean_f1(direction, t):.3f}" for t in THRESHOLDS[::2]) + " |")
-    best = max(THRESHOLDS, key=lambda t: mean_f1("max", t))
-    print(f"\n| language | precision | recall | F1 (max, threshold {best}) |\n|---|---|---|---|")
+        print(f"| {direction} | " + " | ".join(f"{mean_f1(direction, (floor, t)):.3f}" for t in THRESHOLDS[::2]) +
+              " |")
+    if len(floors) > 1:
+        by_floor = {c: max(THRESHOLDS, key=lambda t: mean_f1("max", (c, t))) for c in floors}
+        print("\n| cosine floor | " + " | ".join(str(c) for c in floors[::2]) + " |")
+        print("|---|" + "---|" * len(floors[::2]))
+        print("| best mean F1 (max) | " + " | ".join(f"{mean_f1('max', (c, by_floor[c])):.3f}" for c in floors[::2]) +
+              " |")
+    print(f"\n| language | precision | recall | F1 (max, threshold {best[1]}, cosine floor {floor}) |\n"
+          "|---|---|---|---|")
     chosen = rows["max"]
     for lang in LANGS:
         p, r, f = chosen[lang][best]
@@ -100,11 +115,12 @@ def dev(args) -> None:
     if args.record:  # hmde mine's default for this model (hmde.align.mining_threshold)
         from hmde.align.mining_threshold import record_threshold
 
-        path = record_threshold(args.model, best, {
+        path = record_threshold(args.model, best[1], {
             "f1": round(mean_f1("max", best), 4), "selection": "max",
             "precision": round(float(np.mean([chosen[x][best][0] for x in LANGS])), 4),
             "recall": round(float(np.mean([chosen[x][best][1] for x in LANGS])), 4),
-            "measured_on": f"benchmarks/mining.py: {len(LANGS)} Tatoeba languages, BUCC's shape (docs/mining.md)"})
+            "measured_on": f"benchmarks/mining.py: {len(LANGS)} Tatoeba languages, BUCC's shape (docs/mining.md)"},
+            min_cosine=floor)
         print(f"recorded in {path}")
 
 
@@ -144,10 +160,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--model", default="hmde-e5")
     parser.add_argument("--throughput", action="store_true")
-    parser.add_argument("--record", action="store_true", help="write the best threshold into the model folder's "
-                        "mining.json: hmde mine's default for that model")
+    parser.add_argument("--record", action="store_true", help="write the best threshold (and cosine floor) into the "
+                        "model folder's mining.json: hmde mine's default for that model")
     parser.add_argument("--thresholds", type=float, nargs=2, metavar=("FIRST", "LAST"),
                         help="the dev table's threshold grid, steps of 0.005 (default 1.0 1.1)")
+    parser.add_argument("--floors", type=float, nargs=2, metavar=("FIRST", "LAST"),
+                        help="a grid of cosine floors too, steps of 0.01 (default: none, the margin alone)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--exact-limit", type=int, default=50_000)
     parser.add_argument("--one-size", action="store_true", help="(internal)")

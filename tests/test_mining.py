@@ -64,13 +64,32 @@ def test_the_pairs_kept_by_hand():
     assert [p[:2] for p in select_pairs(*twice, ["A", "A"] * 3, ["B"] * 5, keep_all)] == [(0, 0)]  # one pair of texts
 
 
+def test_a_cosine_floor_leaves_a_pair_under_it_no_candidate():
+    """By hand: two pairs of unit vectors, each the other's only near one (margin 1.0 with k=1), at cosines 0.5
+    and 0.954; a floor of 0.6 leaves the first no candidate, the second kept with its margin."""
+    x = np.array([[1, 0, 0], [0, 0, 1]], np.float32)
+    y = np.array([[0.5, 0.75 ** 0.5, 0], [0, 0.3, 0.91 ** 0.5]], np.float32)
+    plain = mine_vectors(x, y, MiningOptions(k=1, candidates=2))
+    assert sorted(zip(*map(np.ndarray.tolist, plain[:2]))) == [(0, 0), (1, 1)]
+    assert np.allclose(plain[2], 1.0)
+    src, tgt, score = mine_vectors(x, y, MiningOptions(k=1, candidates=2, min_cosine=0.6))
+    assert (src.tolist(), tgt.tolist()) == ([1], [1]) and np.allclose(score, 1.0)
+    assert len(mine_vectors(x, y, MiningOptions(k=1, candidates=2, min_cosine=0.96))[0]) == 0
+    # the planted pairs: every pair mined over a floor is at least that near, and the floor drops only such pairs
+    x, y, gold = planted(400, 24, 0.5)
+    xn, yn = (v / np.linalg.norm(v, axis=1, keepdims=True) for v in (x, y))
+    src, tgt, _ = mine_vectors(x, y, MiningOptions(min_cosine=0.5))
+    assert len(src) and (np.einsum("ij,ij->i", xn[src], yn[tgt]) >= 0.5 - 1e-6).all()
+
+
 def test_options_out_of_range_are_one_line():
     from hmde.errors import HmdeError
 
     for bad, message in ((MiningOptions(direction="both"), "direction must be one of"),
                          (MiningOptions(k=0), "k must be a whole number >= 1"),
                          (MiningOptions(threshold=float("nan")), "threshold must be a finite number"),
-                         (MiningOptions(max_length_ratio=0.5), "max_length_ratio is the longer side over")):
+                         (MiningOptions(max_length_ratio=0.5), "max_length_ratio is the longer side over"),
+                         (MiningOptions(min_cosine=-1.5), "min_cosine must be a finite number >= -1, got -1.5")):
         with pytest.raises(HmdeError, match=message):
             bad.check()
 
@@ -216,6 +235,22 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
                  "--device", "cpu"]) == 0
     assert threshold_for(None, (str(src), str(tmp_path / "d.parquet"))) == 1.215
     assert threshold_for("hmde-e5", (str(tmp_path / "d.parquet"),)) == 1.025  # a named model wins
+    # a record with a cosine floor: the default floor too, printed; a given --min-cosine wins
+    from hmde.align.mining_threshold import default_min_cosine
+
+    assert default_min_cosine(str(model)) == 0.0 == default_min_cosine(None)  # none recorded: the margin alone
+    record_threshold(model, 1.01, {"f1": 0.879}, min_cosine=0.62)
+    assert json.loads((model / FILE).read_text()) == {"threshold": 1.01, "min_cosine": 0.62, "f1": 0.879}
+    assert default_min_cosine(str(model)) == 0.62
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(out), "--no-progress", "--device", "cpu"]) == 0
+    assert "margin >= 1.01, cosine >= 0.62)" in capsys.readouterr().out
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(out), "--no-progress", "--device", "cpu",
+                 "--min-cosine", "0"]) == 0
+    assert "margin >= 1.01) into" in capsys.readouterr().out
+    (model / FILE).write_text('{"threshold": 1.0, "min_cosine": null}')
+    assert main(["mine", str(model), str(src), str(tgt), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == (f"hmde: error: {model / FILE}, field 'min_cosine': must be a finite "
+                                               "number, got None")
     (model / FILE).write_text('{"threshold": "high"}')
     assert main(["mine", str(model), str(src), str(tgt), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert capsys.readouterr().err.strip() == (f"hmde: error: {model / FILE}, field 'threshold': must be a finite "

@@ -153,8 +153,8 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
     """The translation pairs of two collections of sentences (paths of .txt, .jsonl or hmde representation .parquet
     files), best first, each ``{"src", "tgt", "score", "src_text", "tgt_text"}`` (and the ids where the inputs have
     them); written to ``output`` in ``format`` where given. ``model``: the sentence encoder (default hmde's);
-    ``loaded``: ``(kind, model)`` loaded already. ``options`` None, or its threshold None: the threshold recorded for
-    the model (:mod:`hmde.align.mining_threshold`; the model of a Parquet side's vectors where no model is named).
+    ``loaded``: ``(kind, model)`` loaded already. ``options`` None, or its threshold or min_cosine None: the one
+    recorded for the model (:mod:`hmde.align.mining_threshold`; the model of a Parquet side's vectors where no model is named).
     """
     from tqdm.auto import tqdm
 
@@ -165,14 +165,11 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
 
     if format not in FORMATS:
         raise HmdeError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    options = (options or MiningOptions(threshold=None)).check()
+    options = (options or MiningOptions(threshold=None, min_cosine=None)).check()
     sides = read_side(src), read_side(tgt)
-    if options.threshold is None:  # the one measured for the model that embeds (or made a Parquet side's vectors)
-        from dataclasses import replace
+    from .mining_threshold import resolve
 
-        from .mining_threshold import threshold_for
-
-        options = replace(options, threshold=threshold_for(model, (src, tgt)))
+    options = resolve(options, model, (src, tgt))  # a threshold or floor left None: the model's measured one
     if loaded is None and any(s.vectors is None for s in sides):
         # fp32 vectors (the mining table, docs/mining.md, was measured with them), or the family of the vectors
         # one side holds, so that both sides are alike

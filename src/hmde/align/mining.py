@@ -6,7 +6,9 @@ other side give the ratio margin of a candidate pair (:func:`hmde.align.similari
 mean cosine of both sides' neighbourhoods, so that a hub near everything is discounted); each sentence's best
 candidate by margin is its pair in that direction. ``max`` (the default, the paper's best) takes the pairs of both
 directions, best first, each sentence at most once; ``intersection`` the pairs both directions agree on (mutual
-best); ``forward`` and ``backward`` one direction. A pair is kept at a margin of at least the threshold, where its two
+best); ``forward`` and ``backward`` one direction. A pair whose cosine is under ``min_cosine`` is no candidate (an
+encoder trained for translation ranking places translations by their cosine itself: its floor, with the margin,
+mines better than the margin alone; docs/mining.md). A pair is kept at a margin of at least the threshold, where its two
 sides' lengths in characters (:func:`text_length`: Han, kana and Hangul weigh three) are within ``max_length_ratio``
 of each other, where it is no copy (the same text on
 both sides, ignoring case and spaces), and once (the same two texts mined twice: the better).
@@ -38,6 +40,8 @@ class MiningOptions:
     k: int = 4  # neighbours of the margin (Artetxe and Schwenk's 4)
     candidates: int = 8  # nearest neighbours re-scored by margin per sentence
     direction: str = "max"
+    # the cosine a pair needs (0: the margin alone, hmde-e5's best); None: the one measured for the model, as threshold
+    min_cosine: float | None = 0.0
     max_length_ratio: float = 2.0  # the longer side at most this many times the shorter, in characters (0: any)
     keep_copies: bool = False
     exact_limit: int = 50_000  # vectors a side searched exactly; beyond, an IVF index of codes (benchmarks/mining.py)
@@ -50,13 +54,14 @@ class MiningOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise HmdeError(f"{name} must be a whole number >= 1, got {value!r}")
-        for name, low in (("threshold", None), ("max_length_ratio", 0.0)):
+        for name, low in (("threshold", None), ("max_length_ratio", 0.0), ("min_cosine", -1.0)):
             value = getattr(self, name)
-            if name == "threshold" and value is None:  # the model's, resolved when it is known
+            if name in ("threshold", "min_cosine") and value is None:  # the model's, resolved when it is known
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or \
                     (low is not None and value < low):
-                raise HmdeError(f"{name} must be a finite number{' >= 0' if low is not None else ''}, got {value!r}")
+                raise HmdeError(f"{name} must be a finite number{f' >= {low:g}' if low is not None else ''}, got "
+                                f"{value!r}")
         if 0 < self.max_length_ratio < 1:
             raise HmdeError(f"max_length_ratio is the longer side over the shorter: >= 1 (0: any), got "
                             f"{self.max_length_ratio}")
@@ -142,6 +147,8 @@ def mine_vectors(x: np.ndarray, y: np.ndarray, options: MiningOptions | None = N
     forward = margin_of(fwd_cos, x_mean[:, None], y_mean[np.maximum(fwd_rows, 0)])
     backward = margin_of(bwd_cos, x_mean[np.maximum(bwd_rows, 0)], y_mean[:, None])
     forward[fwd_rows < 0], backward[bwd_rows < 0] = -np.inf, -np.inf
+    if options.min_cosine:  # under the floor: no candidate
+        forward[fwd_cos < options.min_cosine], backward[bwd_cos < options.min_cosine] = -np.inf, -np.inf
     fi, bi = forward.argmax(1), backward.argmax(1)
     f = (np.arange(len(x)), fwd_rows[np.arange(len(x)), fi], forward[np.arange(len(x)), fi])
     b = (bwd_rows[np.arange(len(y)), bi], np.arange(len(y)), backward[np.arange(len(y)), bi])
@@ -154,6 +161,8 @@ def mine_vectors(x: np.ndarray, y: np.ndarray, options: MiningOptions | None = N
         src, tgt, score = f[0][agree], f[1][agree], np.maximum(f[2][agree], b[2][f[1][agree]])
     else:
         src, tgt, score = (np.concatenate(p) for p in zip(f, b))
+    candidate = np.isfinite(score)  # a sentence with every candidate under the floor has none
+    src, tgt, score = src[candidate], tgt[candidate], score[candidate]
     order = np.argsort(-score, kind="stable")
     src, tgt, score = src[order], tgt[order], score[order]
     if options.direction == "max":  # each sentence at most once, the better pair first

@@ -6,7 +6,9 @@ encoder trained for translation ranking spreads the margins (its best near 1.2).
 badly with every encoder but the one it was measured on. So ``benchmarks/mining.py --record`` writes the threshold
 of the best mean F1 into the model's folder (``mining.json``: the threshold, the F1, what it was measured on), and
 ``hmde mine`` / :func:`hmde.mine` take it from there when no threshold is given; a model without one gets
-:class:`~hmde.align.mining.MiningOptions`' default (hmde-e5's). A given ``--threshold`` always wins.
+:class:`~hmde.align.mining.MiningOptions`' default (hmde-e5's). A given ``--threshold`` always wins. The same
+record may hold a cosine floor (``min_cosine``): an encoder trained for translation ranking mines best with one
+(docs/mining.md); ``--min-cosine`` wins over it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ def _folder(model: str | None) -> Path | None:
     return path if path.is_dir() else bundled_folder(str(model))
 
 
-def recorded_threshold(model: str | None) -> float | None:
-    """The threshold recorded in ``model``'s folder (a path or a bundled name), or None where it records none.
+def _recorded(model: str | None, field: str) -> float | None:
+    """``field`` of the record in ``model``'s folder (a path or a bundled name), or None where it records none.
     A bad file is refused in one line naming it and the field."""
     folder = _folder(model)
     path = folder / FILE if folder is not None else None
@@ -40,10 +42,17 @@ def recorded_threshold(model: str | None) -> float | None:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"unreadable ({exc})", str(path)) from None
-    value = record.get("threshold") if isinstance(record, dict) else None
+    if isinstance(record, dict) and field != "threshold" and field not in record:  # the threshold is required
+        return None
+    value = record.get(field) if isinstance(record, dict) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"must be a finite number, got {value!r}", str(path), None, "threshold")
+        raise InputError(f"must be a finite number, got {value!r}", str(path), None, field)
     return float(value)
+
+
+def recorded_threshold(model: str | None) -> float | None:
+    """The threshold recorded in ``model``'s folder, or None where it records none."""
+    return _recorded(model, "threshold")
 
 
 def default_threshold(model: str | None) -> float:
@@ -55,10 +64,17 @@ def default_threshold(model: str | None) -> float:
     return MiningOptions().threshold if recorded is None else recorded
 
 
-def threshold_for(model: str | None, paths=()) -> float:
-    """:func:`default_threshold` of ``model``, or where none is named of the model that made the vectors of an hmde
-    representation Parquet among ``paths`` (its metadata alone is read; a path that is not one is left to the
-    reader that checks it)."""
+def default_min_cosine(model: str | None) -> float:
+    """The cosine floor ``hmde mine`` uses with ``model`` when none is given: the recorded one, else none (0)."""
+    from ..encoders.registry import DEFAULT_MODEL
+
+    recorded = _recorded(model or DEFAULT_MODEL, "min_cosine")
+    return 0.0 if recorded is None else recorded
+
+
+def model_of(model: str | None, paths=()) -> str | None:
+    """``model``, or where none is named the model that made the vectors of an hmde representation Parquet among
+    ``paths`` (its metadata alone is read; a path that is not one is left to the reader that checks it)."""
     if not model:
         from ..io.representation_parquet import read_info
 
@@ -69,19 +85,38 @@ def threshold_for(model: str | None, paths=()) -> float:
                 except Exception:  # a bad file is refused, in one line, by hmde.align.miner.read_side
                     info = None
                 if info is not None and info.model:
-                    model = info.model
-                    break
-    return default_threshold(model)
+                    return info.model
+    return model
 
 
-def record_threshold(folder: str | Path, threshold: float, measured: dict) -> Path:
-    """Write ``mining.json`` into the model folder ``folder`` (atomically): ``threshold`` and what ``measured``
-    says of it (the F1, the table, the selection)."""
+def threshold_for(model: str | None, paths=()) -> float:
+    """:func:`default_threshold` of ``model`` or of the model of a Parquet side's vectors (:func:`model_of`)."""
+    return default_threshold(model_of(model, paths))
+
+
+def resolve(options, model: str | None, paths=()):
+    """``options`` (hmde.align.mining.MiningOptions) with a threshold or cosine floor left None set to the one
+    measured for the model that embeds (or made a Parquet side's vectors): what ``hmde mine`` and :func:`hmde.mine`
+    use."""
+    from dataclasses import replace
+
+    named = model_of(model, paths)
+    if options.threshold is None:
+        options = replace(options, threshold=default_threshold(named))
+    if options.min_cosine is None:
+        options = replace(options, min_cosine=default_min_cosine(named))
+    return options
+
+
+def record_threshold(folder: str | Path, threshold: float, measured: dict, min_cosine: float = 0.0) -> Path:
+    """Write ``mining.json`` into the model folder ``folder`` (atomically): ``threshold``, the cosine floor
+    ``min_cosine`` where there is one, and what ``measured`` says of them (the F1, the table, the selection)."""
     from ..ground.atomic import write_text_atomic
 
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError("not a model folder: the threshold is recorded beside the model's files", str(folder))
     path = folder / FILE
-    write_text_atomic(path, json.dumps({"threshold": float(threshold), **measured}, indent=1) + "\n")
+    floor = {"min_cosine": float(min_cosine)} if min_cosine else {}
+    write_text_atomic(path, json.dumps({"threshold": float(threshold), **floor, **measured}, indent=1) + "\n")
     return path

@@ -33,6 +33,9 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=finite_float, help="the ratio margin a pair needs (default: the one "
                    f"measured for the model, recorded in its folder's mining.json; else {defaults.threshold}, "
                    "hmde-e5's: docs/mining.md)")
+    p.add_argument("--min-cosine", type=finite_float, help="the cosine a pair needs besides its margin (default: "
+                   "the one recorded in the model folder's mining.json; else 0, none: hmde-e5 mines best by the "
+                   "margin alone, an encoder trained for translation with a floor: docs/mining.md)")
     p.add_argument("--direction", choices=DIRECTIONS, default=defaults.direction, help="max (default: both "
                    "directions' best, each sentence once), intersection (mutual best), forward, backward")
     p.add_argument("--k", type=positive_int, default=defaults.k, help=f"neighbours of the margin (default "
@@ -64,14 +67,14 @@ def run(args: argparse.Namespace) -> int:
 
     for path in output_paths(args.output, args.format, args.src_lang, args.tgt_lang):
         check_output_file(str(path), (args.src, args.tgt))
-    from ..align.mining_threshold import threshold_for
+    from ..align.mining_threshold import resolve
 
-    if args.threshold is None:  # the one measured for the model (hmde.mine resolves it the same way)
-        args.threshold = threshold_for(args.model, (args.src, args.tgt))
     options = MiningOptions(threshold=args.threshold, k=args.k, candidates=args.candidates, direction=args.direction,
                             max_length_ratio=args.max_length_ratio, keep_copies=args.keep_copies,
-                            exact_limit=args.exact_limit).check()
+                            exact_limit=args.exact_limit, min_cosine=args.min_cosine).check()
+    options = resolve(options, args.model, (args.src, args.tgt))  # the model's measured ones (as hmde.mine's)
     pairs = mine(args.src, args.tgt, args.output, args.model, args.format, args.src_lang, args.tgt_lang, args.device,
                  args.batch_size, options, progress=not args.no_progress)  # the inputs are read before the model
-    print(f"mined {len(pairs)} pairs ({args.direction}, margin >= {args.threshold}) into {args.output}")
+    floor = f", cosine >= {options.min_cosine}" if options.min_cosine else ""
+    print(f"mined {len(pairs)} pairs ({args.direction}, margin >= {options.threshold}{floor}) into {args.output}")
     return 0
