@@ -453,3 +453,30 @@ def test_the_model_card_says_which_pairs_document_training_saw(tmp_path, trained
     assert expected in card and languages in card
     # the precision each stage trained in, from its log (this run's CPU had AVX512-BF16; earlier ones did not)
     assert ("(logged), bf16 autocast." in card) == (trained is not None)
+
+
+def test_changes_stored_against_a_bundled_base_load_to_the_same_vectors_and_hold_only_what_differs(e5_folder,
+                                                                                                  tmp_path):
+    """hmde-e5-bitext's storage: a lower encoder trained on from hmde-e5's stores its changes against hmde-e5's
+    (``"base"``), so hmde-e5's token table is not stored twice; a base that is not a bundled e5 model is refused."""
+    from hmde.e5.module import CHANGES_FILE, CONFIG_FILE
+    from hmde.encoders.model_loading import load_model
+    from hmde.encoders.registry import bundled_folder
+
+    lower = load_model(str(bundled_folder("hmde-e5") / "lower"), "cpu")[1]
+    module = lower.model[0]
+    with torch.no_grad():
+        module.auto_model.encoder.layer[3].output.dense.weight.add_(0.01)
+    module.base = "hmde-e5"
+    lower.save(tmp_path / "over")
+    config = json.loads((tmp_path / "over" / CONFIG_FILE).read_text())
+    assert config["base"] == "hmde-e5" and config["changed_tensors"] == ["encoder.layer.3.output.dense.weight"]
+    assert (tmp_path / "over" / CHANGES_FILE).stat().st_size < 1_000_000  # one matrix, not hmde-e5's 44 MB again
+    texts = ["The cat sleeps on the sofa.", "Η κυβέρνηση μειώνει τους φόρους."]
+    again = load_model(str(tmp_path / "over"), "cpu")[1]
+    a, b = torch.as_tensor(lower.encode(texts)), torch.as_tensor(again.encode(texts))
+    assert torch.nn.functional.cosine_similarity(a, b).min() > 0.99999
+    config["base"] = "no-such-model"
+    (tmp_path / "over" / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="'base' is 'no-such-model', not a bundled hmde model"):
+        load_model(str(tmp_path / "over"), "cpu")
