@@ -139,9 +139,9 @@ def sides(tmp_path):
 def test_the_command_mines_the_translations_among_distractors(tmp_path, capsys):
     src, tgt, german, gold = sides(tmp_path)
     out = tmp_path / "pairs.jsonl"
-    # 1.06: every translation of these well above it, every distractor below (the default, 1.025, is the dev
-    # table's best F1, where a few of such distractors pass)
-    assert main(["mine", str(src), str(tgt), "-o", str(out), "--no-progress", "--threshold", "1.06"]) == 0
+    # the defaults: hmde-e5-bitext, its recorded margin and cosine floor (docs/mining.md)
+    assert main(["mine", str(src), str(tgt), "-o", str(out), "--no-progress"]) == 0
+    assert "(max, margin >= 1.01, cosine >= 0.62)" in capsys.readouterr().out
     pairs = [json.loads(x) for x in out.read_text().splitlines()]
     assert {(p["src"], p["tgt"]) for p in pairs} == gold  # line numbers of the file: the empty line counted
     assert all(p["tgt_id"] == f"de{p['tgt']}" and german[p["tgt"]] == p["tgt_text"] for p in pairs)
@@ -155,8 +155,8 @@ def test_every_input_kind_and_output_format(tmp_path, e5):
 
     src, tgt, _, gold = sides(tmp_path)
     for fmt, name in (("tsv", "p.tsv"), ("moses", "corpus"), ("tmx", "p.tmx")):
-        pairs = hmde.mine(str(src), str(tgt), tmp_path / name, format=fmt, src_lang="eng", tgt_lang="deu", loaded=e5,
-                          options=STRICT)
+        pairs = hmde.mine(str(src), str(tgt), tmp_path / name, format=fmt, src_lang="eng", tgt_lang="deu",
+                          model="hmde-e5", loaded=e5, options=STRICT)
         assert {(p["src"], p["tgt"]) for p in pairs} == gold
     bitext = [line.split("\t") for line in (tmp_path / "p.tsv").read_text().splitlines()]
     assert bitext == [[p["src_text"], p["tgt_text"]] for p in pairs]
@@ -167,7 +167,7 @@ def test_every_input_kind_and_output_format(tmp_path, e5):
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"doc_id": f"d{n}", "text": e}) + "\n" for n, (e, _) in enumerate(PAIRS)))
     assert main(["encode", str(docs), "-o", str(tmp_path / "docs.parquet"), "--no-progress"]) == 0
-    pairs = hmde.mine(str(tmp_path / "docs.parquet"), str(tgt), loaded=e5, options=STRICT)
+    pairs = hmde.mine(str(tmp_path / "docs.parquet"), str(tgt), model="hmde-e5", loaded=e5, options=STRICT)
     assert {p["src_id"] for p in pairs} == {f"d{n}#0" for n in range(len(PAIRS))}
     assert all(p["tgt_text"] == dict(PAIRS)[p["src_text"]] for p in pairs)
 
@@ -178,8 +178,8 @@ def test_a_language_given_drops_pairs_in_another(tmp_path, e5):
     src, tgt = tmp_path / "a.txt", tmp_path / "b.txt"
     src.write_text("The cat sleeps on the sofa.\nIt is raining in the mountains today.\n")
     tgt.write_text("Die Katze schläft auf dem Sofa.\nIl pleut aujourd'hui dans les montagnes.\n")
-    assert len(hmde.mine(str(src), str(tgt), loaded=e5)) == 2
-    assert [p["tgt"] for p in hmde.mine(str(src), str(tgt), tgt_lang="deu", loaded=e5)] == [0]
+    assert len(hmde.mine(str(src), str(tgt), model="hmde-e5", loaded=e5)) == 2
+    assert [p["tgt"] for p in hmde.mine(str(src), str(tgt), tgt_lang="deu", model="hmde-e5", loaded=e5)] == [0]
 def test_bad_input_is_one_line_before_the_model_loads(tmp_path, capsys):
     good = tmp_path / "good.txt"
     good.write_text("One sentence.\n")
@@ -215,7 +215,8 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
 
     model = tmp_path / "model"
     shutil.copytree(hmde_dir, model)
-    assert default_threshold(str(model)) == 1.025 == default_threshold(None)  # none recorded: hmde-e5's
+    assert default_threshold(str(model)) == 1.025  # none recorded: hmde-e5's
+    assert default_threshold(None) == 1.01  # no model named: hmde-e5-bitext's, recorded in its folder
     record_threshold(model, 1.215, {"f1": 0.843})
     assert json.loads((model / FILE).read_text()) == {"threshold": 1.215, "f1": 0.843}
     assert default_threshold(str(model)) == 1.215
@@ -238,7 +239,8 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
     # a record with a cosine floor: the default floor too, printed; a given --min-cosine wins
     from hmde.align.mining_threshold import default_min_cosine
 
-    assert default_min_cosine(str(model)) == 0.0 == default_min_cosine(None)  # none recorded: the margin alone
+    assert default_min_cosine(str(model)) == 0.0  # none recorded: the margin alone
+    assert default_min_cosine(None) == 0.62  # hmde-e5-bitext's
     record_threshold(model, 1.01, {"f1": 0.879}, min_cosine=0.62)
     assert json.loads((model / FILE).read_text()) == {"threshold": 1.01, "min_cosine": 0.62, "f1": 0.879}
     assert default_min_cosine(str(model)) == 0.62
@@ -257,3 +259,27 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
                                                "number, got 'high'")
     with pytest.raises(Exception, match="not a model folder"):
         record_threshold(tmp_path / "nothing", 1.1, {})
+
+
+def test_the_model_that_mines_is_the_named_one_else_a_parquet_sides_else_hmde_e5_bitext(tmp_path, hmde_dir, capsys):
+    """Vectors of two models are two spaces: a Parquet side's model embeds the other side where none is named, and a
+    named model other than a Parquet side's is refused in one line; with neither, hmde-e5-bitext (docs/mining.md)."""
+    from hmde.align.miner import mining_model, read_side
+    from hmde.encoders.registry import MINING_MODEL, bundled_folder
+
+    assert MINING_MODEL == "hmde-e5-bitext" and bundled_folder(MINING_MODEL) is not None
+    src = tmp_path / "a.txt"
+    src.write_text("The river floods.\nA city sleeps.\n")
+    assert mining_model(None, [read_side(src)]) == "hmde-e5-bitext"
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{n}", "text": t}) + "\n" for n, t in enumerate(["One.", "Two."])))
+    assert main(["encode", str(hmde_dir), str(docs), "-o", str(tmp_path / "d.parquet"), "--no-progress",
+                 "--device", "cpu"]) == 0
+    sides = [read_side(src), read_side(tmp_path / "d.parquet")]
+    assert mining_model(None, sides) == str(hmde_dir) == mining_model(str(hmde_dir), sides)
+    capsys.readouterr()
+    assert main(["mine", "hmde-e5", str(src), str(tmp_path / "d.parquet"), "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert capsys.readouterr().err.strip() == (f"hmde: error: {tmp_path / 'd.parquet'}: its vectors were made by "
+                                               f"{hmde_dir}, not hmde-e5: vectors of two models are not comparable "
+                                               f"(name {hmde_dir}, or give the sentences as text)")
+    assert not (tmp_path / "o.jsonl").exists()

@@ -38,6 +38,7 @@ class Side:
     texts: list[str]
     vectors: np.ndarray | None = None
     backend: str = "torch"  # the family of the vectors held (hmde.encoders.backends.recorded)
+    model: str | None = None  # the model that made the vectors held
 
 
 def read_side(path: str | Path) -> Side:
@@ -64,7 +65,7 @@ def read_side(path: str | Path) -> Side:
         if not texts:
             raise InputError("holds no sentence", path)
         return Side(path, list(range(len(texts))), ids, texts, np.asarray(vectors, np.float32).reshape(len(texts), -1),
-                    info.backend)
+                    info.backend, info.model or None)
     lines, ids, texts, jsonl = [], [], [], name.endswith(".jsonl") or name.endswith(".json")
     with open_text(path) as f:
         for n, raw in enumerate(f):
@@ -147,34 +148,57 @@ def write_pairs(path: str | Path, fmt: str, pairs: list[dict], src_lang: str | N
     return write_alignment_files(path, fmt, records, src_lang, tgt_lang)
 
 
+def mining_model(model: str | None, sides) -> str:
+    """The model that embeds: ``model``, else the one that made a Parquet side's vectors, else
+    :data:`~hmde.encoders.registry.MINING_MODEL`. Vectors of two models are two spaces: a side made by another model
+    than the one named (or than the other side's) is refused in one line."""
+    from ..encoders.registry import MINING_MODEL
+
+    for side in sides:
+        if side.model is None:
+            continue
+        if model is None:
+            model = side.model
+        elif not _same_model(model, side.model):
+            raise InputError(f"its vectors were made by {side.model}, not {model}: vectors of two models are not "
+                             f"comparable (name {side.model}, or give the sentences as text)", side.path)
+    return model or MINING_MODEL
+
+
+def _same_model(a: str, b: str) -> bool:
+    return a == b or Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+
+
 def mine(src, tgt, output: str | Path | None = None, model: str | None = None, format: str = "jsonl",
          src_lang: str | None = None, tgt_lang: str | None = None, device: str = "auto", batch_size: int = 64,
          options: MiningOptions | None = None, progress: bool = False, loaded=None) -> list[dict]:
     """The translation pairs of two collections of sentences (paths of .txt, .jsonl or hmde representation .parquet
     files), best first, each ``{"src", "tgt", "score", "src_text", "tgt_text"}`` (and the ids where the inputs have
-    them); written to ``output`` in ``format`` where given. ``model``: the sentence encoder (default hmde's);
-    ``loaded``: ``(kind, model)`` loaded already. ``options`` None, or its threshold or min_cosine None: the one
-    recorded for the model (:mod:`hmde.align.mining_threshold`; the model of a Parquet side's vectors where no model is named).
-    """
+    them); written to ``output`` in ``format`` where given. ``model``: the sentence encoder (None:
+    :func:`mining_model`); ``loaded``: ``(kind, model)`` of ``model`` loaded already. ``options`` None, or its
+    threshold or min_cosine None: the ones recorded for the model (:mod:`hmde.align.mining_threshold`)."""
     from tqdm.auto import tqdm
 
     from ..encoders.devices import pick_device
     from ..encoders.backends import FP32
     from ..encoders.model_loading import load_model
-    from ..encoders.registry import DEFAULT_MODEL
 
     if format not in FORMATS:
         raise HmdeError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     options = (options or MiningOptions(threshold=None, min_cosine=None)).check()
+    if loaded is not None and model is None:
+        raise HmdeError("a model passed loaded needs its name too (model=...): the threshold and cosine floor are "
+                        "the ones measured for it")
     sides = read_side(src), read_side(tgt)
+    model = mining_model(model, sides)
     from .mining_threshold import resolve
 
-    options = resolve(options, model, (src, tgt))  # a threshold or floor left None: the model's measured one
+    options = resolve(options, model)  # a threshold or floor left None: the model's measured one
     if loaded is None and any(s.vectors is None for s in sides):
         # fp32 vectors (the mining table, docs/mining.md, was measured with them), or the family of the vectors
         # one side holds, so that both sides are alike
         held = {s.backend for s in sides if s.vectors is not None}
-        loaded = load_model(model or DEFAULT_MODEL, pick_device(device),
+        loaded = load_model(model, pick_device(device),
                             backend="onnx-int8" if held == {"onnx-int8"} else FP32)
     lower = None if loaded is None else (loaded[1].lower if loaded[0] == "hmde" else loaded[1])
     folder = Path(tempfile.mkdtemp(prefix=".hmde-mine-", dir=Path(output).absolute().parent if output else None))

@@ -57,18 +57,18 @@ def recorded_threshold(model: str | None) -> float | None:
 
 def default_threshold(model: str | None) -> float:
     """The threshold ``hmde mine`` uses with ``model`` when none is given (module docstring)."""
-    from ..encoders.registry import DEFAULT_MODEL
+    from ..encoders.registry import MINING_MODEL
     from .mining import MiningOptions
 
-    recorded = recorded_threshold(model or DEFAULT_MODEL)
+    recorded = recorded_threshold(model or MINING_MODEL)
     return MiningOptions().threshold if recorded is None else recorded
 
 
 def default_min_cosine(model: str | None) -> float:
     """The cosine floor ``hmde mine`` uses with ``model`` when none is given: the recorded one, else none (0)."""
-    from ..encoders.registry import DEFAULT_MODEL
+    from ..encoders.registry import MINING_MODEL
 
-    recorded = _recorded(model or DEFAULT_MODEL, "min_cosine")
+    recorded = _recorded(model or MINING_MODEL, "min_cosine")
     return 0.0 if recorded is None else recorded
 
 

@@ -35,14 +35,15 @@ def add_device_argument(parser, help: str = DEVICE_HELP) -> None:
                         "docs/defaults.md)")
 
 
-def add_model_argument(parser, help_suffix: str = "") -> None:
+def add_model_argument(parser, help_suffix: str = "", default: str | None = DEFAULT_MODEL,
+                       default_help: str | None = None) -> None:
     parser.add_argument(
         "model",
         nargs="?",
-        default=DEFAULT_MODEL,
+        default=default,
         metavar="MODEL",
         help=f"a saved hmde folder, a sentence encoder (folder or hub id) or a bundled model "
-        f"(default: {DEFAULT_MODEL}){help_suffix}",
+        f"(default: {default_help or default}){help_suffix}",
     )
 
 

@@ -22,7 +22,8 @@ def register(sub) -> None:
                        "nothing is embedded twice). Each sentence's nearest neighbours on the other side give every "
                        "candidate pair's ratio margin; the pairs of both directions are taken best first, each "
                        "sentence at most once, where the margin reaches --threshold.")
-    add_model_argument(p)
+    add_model_argument(p, default=None, default_help="the model of a Parquet side's vectors, else hmde-e5-bitext, "
+                       "hmde-e5's lower encoder trained for translation: docs/mining.md")
     p.add_argument("src", metavar="SRC")
     p.add_argument("tgt", metavar="TGT")
     p.add_argument("--output", "-o", required=True, help="OUT.jsonl (or .tsv, .tmx with --format; moses: OUT.SRC "

@@ -18,6 +18,10 @@ PACKAGE_MODELS = Path(__file__).parent.parent / "models"  # hmde/models: the bun
 # One model for every language in one vector space (issue 42): hmde-e5 covers about 100 languages, and in
 # USE-m's 16 its figures are close to hmde-use's (docs/defaults.md). hmde-auto (hmde.encoders.routing) stays a name.
 DEFAULT_MODEL = "hmde-e5"
+# what hmde mine embeds with when no model is named (and no Parquet side names one): hmde-e5's lower encoder trained
+# further for translation ranking, the best of the dev mining and Tatoeba tables (docs/mining.md); search keeps
+# hmde-e5 (issue 79)
+MINING_MODEL = "hmde-e5-bitext"
 AUTO_NAME = "hmde-auto"  # hmde.encoders.routing.AUTO: a name for a job, never for a bare load
 USE_DEFAULT = "hmde-use"  # what hmde-auto picks for USE-m's 16 languages, and for a job of unknown languages
 # The document method a bundled model's dev figures rank first, used when no --method is given (docs/defaults.md;
