@@ -89,3 +89,31 @@ def test_a_pack_may_leave_its_hard_negatives_to_the_run_there(tmp_path):
     logged = []  # not refused as a pack missing a part: the run mines them itself, on the restricted e5
     sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=logged.append)
     assert any("mining 1 hard negative(s) for each of 4 pairs" in str(line) for line in logged)
+
+
+def test_a_pack_from_hmde_e5_bitext_comes_back_stored_against_hmde_e5_again(tmp_path):
+    """The next run trains on from the shipped bitext encoder (a sentence encoder stored against hmde-e5): the pack
+    carries its changes against the wheel (the machine there has no bundle), the result is saved as it was."""
+    import json
+
+    import numpy as np
+
+    from hmde.e5.module import CONFIG_FILE
+    from hmde.encoders.model_loading import load_model
+    from hmde.errors import HmdeError
+    from hmde.pretraining.sentence_stage import SentenceStageConfig
+    from hmde.recipes import sentence_gpu
+
+    # scale 1: a loss that moves (at 20 the bitext encoder ranks these pairs with a loss of 0)
+    config = SentenceStageConfig(batch_size=2, steps=2, lr=1e-3, warmup=1, max_tokens=24, scale=1.0)
+    sentence_gpu.pack("hmde-e5-bitext", PAIRS, config, tmp_path / "pack", budget_mib=200, log=lambda *_: None)
+    assert "base" not in json.loads((tmp_path / "pack" / sentence_gpu.START / CONFIG_FILE).read_text())
+    sentence_gpu.train(tmp_path / "pack", tmp_path / "out", None, device="cpu", log=lambda *_: None)
+    folder = sentence_gpu.unpack(tmp_path / "out", tmp_path / "model")
+    assert json.loads((folder / CONFIG_FILE).read_text())["base"] == "hmde-e5"
+    kind, trained = load_model(str(folder), "cpu")
+    before = load_model("hmde-e5-bitext", "cpu")[1]
+    texts = [x for pair in PAIRS for x in pair]
+    assert kind == "sentence" and not np.allclose(trained.encode(texts), before.encode(texts), atol=1e-4)
+    with pytest.raises(HmdeError, match="not an hmde model or sentence encoder on multilingual-e5-small"):
+        sentence_gpu.pack("hmde-use", PAIRS, config, tmp_path / "none", budget_mib=200)

