@@ -33,19 +33,19 @@ DIRECTIONS = ("max", "intersection")
 KEPT = 0.4
 
 
-def tasks(data: Path, limit: int = 1000) -> dict:
+def tasks(data: Path, limit: int = 1000, langs=LANGS) -> dict:
     """language -> (source sentences, target sentences, gold pairs)."""
     from hmde.evaluation.tatoeba import load_tatoeba
 
     folder = data / "eval" / "tatoeba"
-    loaded = {lang: load_tatoeba(folder, lang) for lang in LANGS}
+    loaded = {lang: load_tatoeba(folder, lang) for lang in langs}
     out = {}
-    for n, lang in enumerate(LANGS):
+    for n, lang in enumerate(langs):
         foreign, english = (list(x[:limit]) for x in loaded[lang])
         rng = np.random.default_rng(n)
         keep = np.sort(rng.choice(len(foreign), int(KEPT * len(foreign)), replace=False))
         kept = {english[i] for i in keep}
-        others = [e for other in LANGS if other != lang for e in loaded[other][1][:limit] if e not in kept]
+        others = [e for other in langs if other != lang for e in loaded[other][1][:limit] if e not in kept]
         others = list(dict.fromkeys(e for e in others if e not in set(english)))
         distractors = [others[i] for i in rng.choice(len(others), len(foreign) - len(keep), replace=False)]
         target = [english[i] for i in keep] + distractors
@@ -58,7 +58,11 @@ def tasks(data: Path, limit: int = 1000) -> dict:
 
 
 def dev(args) -> None:
-    global THRESHOLDS
+    global THRESHOLDS, LANGS
+    if args.languages:  # a check beyond the dev table (never recorded: the record is the dev table's)
+        if args.record:
+            raise SystemExit("--record is the dev table's: not with --languages")
+        LANGS = tuple(args.languages)
     from hmde.align.mining import MiningOptions, mine_vectors, select_pairs
 
     if args.thresholds:  # a model trained for translation spreads its margins wider (docs/mining.md)
@@ -73,7 +77,7 @@ def dev(args) -> None:
     kind, model = load_model(args.model, "cpu")
     lower = model.lower if kind == "hmde" else model
     rows = {direction: {} for direction in DIRECTIONS}  # direction -> language -> (floor, threshold) -> (P, R, F1)
-    for lang, (src, tgt, gold) in tasks(args.data).items():
+    for lang, (src, tgt, gold) in tasks(args.data, langs=LANGS).items():
         x, y = lower.encode(src), lower.encode(tgt)
         for direction in DIRECTIONS:
             rows[direction][lang] = {}
@@ -112,6 +116,12 @@ def dev(args) -> None:
         print(f"| {lang} | {p:.3f} | {r:.3f} | {f:.3f} |")
     print(f"| mean | {np.mean([chosen[x][best][0] for x in LANGS]):.3f} | "
           f"{np.mean([chosen[x][best][1] for x in LANGS]):.3f} | {mean_f1('max', best):.3f} |")
+    from hmde.align.mining_threshold import default_min_cosine, default_threshold
+
+    recorded = (default_min_cosine(args.model), default_threshold(args.model))
+    if recorded in chosen[LANGS[0]] and not args.record:
+        print(f"at the model's recorded defaults (margin {recorded[1]}, cosine floor {recorded[0]}): mean F1 "
+              f"{mean_f1('max', recorded):.3f}")
     if args.record:  # hmde mine's default for this model (hmde.align.mining_threshold)
         from hmde.align.mining_threshold import record_threshold
 
@@ -166,6 +176,8 @@ def main() -> None:
                         help="the dev table's threshold grid, steps of 0.005 (default 1.0 1.1)")
     parser.add_argument("--floors", type=float, nargs=2, metavar=("FIRST", "LAST"),
                         help="a grid of cosine floors too, steps of 0.01 (default: none, the margin alone)")
+    parser.add_argument("--languages", nargs="+", help="Tatoeba languages other than the dev table's 20 (a check "
+                        "of the recorded defaults beyond the languages they were chosen on)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--exact-limit", type=int, default=50_000)
     parser.add_argument("--one-size", action="store_true", help="(internal)")
