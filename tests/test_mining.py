@@ -211,7 +211,10 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
     hmde mine takes it when no --threshold is given (an encoder trained for translation spreads its margins)."""
     import shutil
 
-    from hmde.align.mining_threshold import FILE, default_threshold, record_threshold, threshold_for
+    from hmde.align.mining_threshold import FILE, default_threshold, record_threshold, resolve
+
+    def threshold_for(model, paths):  # what hmde mine resolves for a threshold left to the model
+        return resolve(MiningOptions(threshold=None), model, paths).threshold
 
     model = tmp_path / "model"
     shutil.copytree(hmde_dir, model)

@@ -89,11 +89,6 @@ def model_of(model: str | None, paths=()) -> str | None:
     return model
 
 
-def threshold_for(model: str | None, paths=()) -> float:
-    """:func:`default_threshold` of ``model`` or of the model of a Parquet side's vectors (:func:`model_of`)."""
-    return default_threshold(model_of(model, paths))
-
-
 def resolve(options, model: str | None, paths=()):
     """``options`` (hmde.align.mining.MiningOptions) with a threshold or cosine floor left None set to the one
     measured for the model that embeds (or made a Parquet side's vectors): what ``hmde mine`` and :func:`hmde.mine`
