@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import HmdeError
 from .anchors import Anchors, confident_pairs, locked_anchors
+from .similarity import normalize
 
 SKIPS = ((1, 0), (0, 1))
 # the largest a + b of a bead: 10 gives 45 bead types (the programme's back-pointers are int8), and each step
@@ -133,11 +134,6 @@ def log_char_ratio(src_chars, tgt_chars):
     """log(source characters / target characters), each side at least 1: a bead's or a whole document's, a sentence
     counting its characters and one space. The length penalty and the joins compare a bead's with the document's."""
     return np.log(np.maximum(src_chars, 1.0) / np.maximum(tgt_chars, 1.0))
-
-
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
 class _Costs:
@@ -329,7 +325,7 @@ def _blocks(vectors: np.ndarray, size: int) -> np.ndarray:
     n = len(vectors)
     cut = np.arange(0, n, size)
     sums = np.add.reduceat(vectors, cut, axis=0) if n else vectors
-    return unit_rows(sums)
+    return normalize(sums)
 
 
 def _band_from(path: list[tuple[int, int]], size_src: int, size_tgt: int, n: int, m: int, width: int):

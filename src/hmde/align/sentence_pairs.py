@@ -12,7 +12,8 @@ import numpy as np
 
 from .boundaries import move_boundaries
 from .joins import join_skips
-from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, span_text, unit_rows
+from .sentence_alignment import AlignmentOptions, Bead, align_vectors, first_step, span_text
+from .similarity import normalize
 
 
 def align_sentences(src: Sequence[str], tgt: Sequence[str], embed: Callable[[list[str]], np.ndarray],
@@ -25,7 +26,7 @@ def align_sentences(src: Sequence[str], tgt: Sequence[str], embed: Callable[[lis
 def _embed_distinct(texts: list[str], embed: Callable[[list[str]], np.ndarray]) -> dict[str, np.ndarray]:
     """Unit vectors of ``texts``, each distinct text embedded once, in one call."""
     distinct = list(dict.fromkeys(texts))
-    return dict(zip(distinct, unit_rows(embed(distinct)))) if distinct else {}
+    return dict(zip(distinct, normalize(embed(distinct)))) if distinct else {}
 
 
 def _spans(sentences: Sequence[str], singles: np.ndarray, longest: int, starts: Callable[[int], np.ndarray],
@@ -74,7 +75,7 @@ def _align_group(pairs: Sequence[tuple], embed, options: AlignmentOptions) -> li
 
     def vectors_of(side, given):
         if given is not None:
-            return unit_rows(given)
+            return normalize(given)
         return np.stack([singles[t] for t in side]) if side else np.zeros((0, 1), np.float32)
 
     prepared = []

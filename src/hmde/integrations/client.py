@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..align.similarity import normalize
 from ..errors import HmdeError
 
 MODEL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-model")
@@ -345,8 +346,7 @@ class Embedder:
         served = self._model()
         vectors = np.asarray(run_on_model_thread(served.encode, QUERY if kind == "query" else served.document_method,
                                                  texts, [None] * len(texts)), np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.where(norms > 0, norms, 1.0)).tolist()
+        return normalize(vectors).tolist()
 
 
 def hit_metadata(hit: dict) -> dict:

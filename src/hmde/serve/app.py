@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from ..align.similarity import normalize
 from ..errors import HmdeError
 from .batcher import Batcher, Overloaded
 from .metrics import Metrics
@@ -46,11 +47,6 @@ def error(status: int, message: str, field: str | None = None, headers: dict | N
 def _field(loc) -> str:
     parts = [str(p) for p in loc if p != "body"]
     return ".".join(parts) or "body"
-
-
-def _normalized(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms > 0, norms, 1.0)
 
 
 def _embedding(vector: np.ndarray, encoding: str):
@@ -150,7 +146,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             given = await asyncio.get_running_loop().run_in_executor(None, decode_tokens, given, body.model)
         texts = texts_of(given, "input", options.max_inputs, options.max_text_chars)
         key = QUERY if body.input_type in QUERY_TYPES else model.document_method
-        vectors = _normalized(await embed(key, texts, [None] * len(texts)))
+        vectors = normalize(await embed(key, texts, [None] * len(texts)))
         tokens = model.count_tokens(texts)
         return {"object": "list", "model": model.name,
                 "data": [{"object": "embedding", "index": i, "embedding": _embedding(v, body.encoding_format)}
@@ -169,7 +165,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             key = model.check_method(body.method or model.document_method, "method")
         vectors = await embed(key, texts, [body.lang] * len(texts))
         if body.normalize:
-            vectors = _normalized(vectors)
+            vectors = normalize(vectors)
         return {"model": model.name, "kind": body.kind, "method": None if key == QUERY else key, "dim": model.dim,
                 "normalized": body.normalize, "vectors": vectors.astype(np.float32).tolist()}
 
