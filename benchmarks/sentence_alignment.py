@@ -14,9 +14,14 @@ timed), time and peak RSS, and the ratio to a plain full-matrix DP where that fi
     python benchmarks/sentence_alignment.py --quality --data ../shared/data --models hmde-e5,multilingual-e5-small
     python benchmarks/sentence_alignment.py --verses --data ../shared/data --models hmde-e5
     python benchmarks/sentence_alignment.py --speed
+    python benchmarks/sentence_alignment.py --settings '[{}, {"skip_weight": 0.4}]' --models hmde-e5,hmde-e5-bitext
 
 ``--verses``: Bible chapters in 13 language pairs (:func:`verse_documents`): gold beads of every size as the
 verses fall; the old default (issue 45) against the new (issue 55), with their cost.
+
+``--settings JSON``: both dev tables (verses strict / lax, the WMT/PUD variants' strict F1) for each model under
+each ``AlignmentOptions`` change of a JSON list, every text embedded once per model (docs/mining.md: the aligner
+retuned for hmde-e5-bitext).
 """
 
 from __future__ import annotations
@@ -280,6 +285,53 @@ def verses(args) -> None:
         print()
 
 
+def settings(args) -> None:
+    """Both dev tables under each setting of ``--settings`` (a JSON list of AlignmentOptions changes), per model;
+    each distinct text embedded once per model, so a setting costs its alignments alone."""
+    from hmde.align.sentence_alignment import AlignmentOptions, beads_f1
+    from hmde.align.sentence_pairs import align_many
+    from hmde.encoders.model_loading import load_model
+
+    data = Path(args.data)
+    changes = json.loads(args.settings)
+    if not isinstance(changes, list) or not all(isinstance(c, dict) for c in changes):
+        raise SystemExit('--settings: a JSON list of objects, e.g. \'[{}, {"skip_weight": 0.4}]\'')
+    options = [AlignmentOptions(**c).check() for c in changes]
+    chapters = [(p, d) for p in args.pairs.split(",") if p for d in verse_documents(data, p)]
+    documents = [d for p in WMT_PAIRS for d in wmt_documents(data, p)[:1]]
+    documents += [d for lang in PUD_LANGS for d in pud_documents(data, lang)]
+    changed = [v for src, tgt in documents for v in variants(src, tgt, np.random.default_rng(0))]
+    print(f"{len(chapters)} chapters, {len(documents)} WMT/PUD document pairs in 3 variants\n")
+    names = ("as given", "20% deleted", "paragraphs shuffled")
+    print("| model | setting | verses strict / lax | " + " | ".join(names) + " |\n|---|---|---|" + "---|" * len(names))
+    for name in args.models.split(","):
+        kind, model = load_model(name, "cpu")
+        lower = model.lower if kind == "hmde" else model
+        cache: dict[str, np.ndarray] = {}
+
+        def embed(texts):
+            missing = [t for t in dict.fromkeys(texts) if t not in cache]
+            if missing:
+                cache.update(zip(missing, lower.encode(missing)))
+            return np.stack([cache[t] for t in texts])
+
+        for change, option in zip(changes, options):
+            per_pair: dict[str, list] = {}
+            got = align_many([(s, t, None, None) for _, (_, s, t, _) in chapters], embed, option)
+            for (pair, (_, _, _, gold)), beads in zip(chapters, got):
+                f = beads_f1(beads, gold)
+                per_pair.setdefault(pair, []).append((f["strict_f1"], f["lax_f1"]))
+            strict = np.mean([np.mean([v[0] for v in x]) for x in per_pair.values()])
+            lax = np.mean([np.mean([v[1] for v in x]) for x in per_pair.values()])
+            by_variant: dict[str, list] = {}
+            got = align_many([(s, t, None, None) for _, s, t, _ in changed], embed, option)
+            for (variant, _, _, gold), beads in zip(changed, got):
+                by_variant.setdefault(variant, []).append(beads_f1(beads, gold)["strict_f1"])
+            cells = " | ".join(f"{np.mean(by_variant[v]):.3f}" for v in names)
+            print(f"| {name} | {json.dumps(change) if change else 'defaults'} | {strict:.3f} / {lax:.3f} | {cells} |",
+                  flush=True)
+
+
 def one_speed(n: int, full: bool) -> dict:
     from hmde.align.sentence_alignment import AlignmentOptions, align_vectors
 
@@ -320,6 +372,7 @@ def main() -> int:
     p.add_argument("--speed", action="store_true")
     p.add_argument("--oracle", action="store_true", help="the best monotone alignment's F1 (no model)")
     p.add_argument("--verses", action="store_true", help="the Bible verse dev table, old and new default (issue 55)")
+    p.add_argument("--settings", help="a JSON list of AlignmentOptions changes: both dev tables under each")
     p.add_argument("--pairs", default=",".join(VERSE_PAIRS), help="--verses: language pairs (src-tgt, ISO 639-3)")
     p.add_argument("--data", default="../shared/data")
     p.add_argument("--models", default="hmde-e5,multilingual-e5-small,hmde-use")
@@ -339,6 +392,8 @@ def main() -> int:
         verses(args)
     if args.speed:
         speed(args)
+    if args.settings:
+        settings(args)
     return 0
 
 
