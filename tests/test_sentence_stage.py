@@ -175,6 +175,46 @@ def test_neighbour_pairs_join_a_sentence_to_the_line_next_to_it_and_keep_short_l
         sample_neighbour_pairs(tmp_path, mono_share=-0.1)
 
 
+def test_span_pairs_join_two_consecutive_lines_on_both_sides_beside_their_parts_and_skip_the_dev_lines(tmp_path):
+    from hmde.pretraining.sentence_stage import sample_span_pairs, sample_stage_pairs
+
+    folder = tmp_path / "parallel" / "wmt"
+    folder.mkdir(parents=True)
+    lines = [(f"Der deutsche Satz Nummer {k}.", f"The English sentence number {k}.") for k in range(12)]
+    lines[7] = ("Satz ohne Übersetzung.", " ")  # an empty side: no span starts at 6 or 7
+    with gzip.open(folder / "deu-eng.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"{x}\t{y}\n" for x, y in lines)
+    with gzip.open(folder / "eng-est.tsv.gz", "wt", encoding="utf-8") as f:  # Estonian: held out
+        f.writelines(f"English line {k}.\tEesti rida {k}.\n" for k in range(12))
+    index = {text: (k, side) for k, pair in enumerate(lines) for side, text in enumerate(pair)}
+    pairs = sample_span_pairs(tmp_path, spans=100, seed=5, skip=3)
+    # starts 3, 4, 5, 8, 9, 10 (6 and 7 touch the empty side; 0-2 are the dev lines), no line in two spans: 2 to 4
+    # spans, each with its two parts, every pair once
+    spans = [p for p in pairs if p[0].count(".") == 2]
+    assert 2 <= len(spans) <= 4 and len(pairs) == 3 * len(spans) == len(set(pairs))
+    lines_used = []
+    for x, y, lang in spans:
+        first, second = x.split(". ")
+        k, side = index[first + "."]
+        assert (k + 1, side) == index[second] and k in (3, 4, 5, 8, 9, 10)
+        assert y == f"{lines[k][1 - side]} {lines[k + 1][1 - side]}"  # span_text: joined by one space
+        assert lang == ("eng" if side == 0 else "deu")  # the y side's language
+        assert (lines[k][side], lines[k][1 - side], lang) in pairs and (lines[k + 1][side], lines[k + 1][1 - side],
+                                                                        lang) in pairs
+        lines_used += [k, k + 1]
+    assert len(lines_used) == len(set(lines_used))
+    assert not any("Eesti" in x + y for x, y, _ in pairs)
+    assert pairs == sample_span_pairs(tmp_path, spans=100, seed=5, skip=3)  # seeded
+    longer = tmp_path / "longer"
+    (longer / "parallel" / "wmt").mkdir(parents=True)
+    with gzip.open(longer / "parallel" / "wmt" / "deu-eng.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"Satz {k}.\tSentence {k}.\n" for k in range(124))
+    mixed = sample_stage_pairs(longer, SentenceStageConfig(pairs=4), {"spans": 0.5}, with_languages=True)
+    # 0.5 x 4 pairs: 2 spans, from lines 120-123 alone (the first 120 are the alignment dev documents' by default)
+    assert len(mixed) == 6 and {int(t.split()[-1].strip(".")) for p in mixed for t in p[:2]} == {120, 121, 122, 123}
+    assert len(sample_span_pairs(tmp_path, spans=1, seed=5, skip=3)) == 3
+
+
 def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_language(tmp_path):
     from hmde.pretraining.sentence_stage import sample_heading_pairs
 

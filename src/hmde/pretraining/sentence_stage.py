@@ -234,10 +234,48 @@ def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 
     return [out[i] for i in order]
 
 
+ALIGNMENT_DEV_LINES = 120  # each WMT file's first lines: benchmarks/sentence_alignment.py's documents
+
+
+def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0.3, seed: int = 0,
+                      skip: int = ALIGNMENT_DEV_LINES) -> list[tuple[str, str, str]]:
+    """Span pairs for an alignment encoder (issue 79; docs/mining.md): in files whose lines run in document order
+    (WMT's newstest articles), two consecutive sentences joined as the aligner joins a merged bead's
+    (:func:`hmde.align.sentence_alignment.span_text`) against their two translations joined, and beside each span
+    its two parts as pairs of their own, so that the parts are in the pile: hard negatives, mined within the y
+    side's language, find a part for the span and the span for a part, and the ranking learns what the aligner asks
+    of the encoder, a merge against its parts. ``(x, y, y's language)`` triples, each span's direction drawn, about
+    ``spans`` spans (three pairs each; no line in two spans), each file's share proportional to its size ** ``alpha``; the first ``skip``
+    lines of every file (the sentence alignment dev documents) and the held-out languages stay out. Seeded."""
+    from ..align.sentence_alignment import span_text
+
+    files = pair_files(data, sources)
+    rows = [read_pairs(path) for path, _, _ in files]
+    usable = [[k for k in range(skip, len(lines) - 1) if all(lines[k + d][s].strip() for d in (0, 1) for s in (0, 1))]
+              for lines in rows]
+    rng = np.random.default_rng(seed)
+    out = []
+    for (_, x_lang, y_lang), lines, starts, n in zip(files, rows, usable,
+                                                    file_quotas([len(u) for u in usable], spans, alpha)):
+        used: set[int] = set()  # a line is in one span at most: its part pair, twice in the pile, would be its own
+        for k in rng.permutation(starts) if n else []:  # negative
+            if len(used) >= 2 * n or k in used or k + 1 in used:
+                continue
+            used |= {k, k + 1}
+            flip = rng.random() < 0.5
+            side, other, lang = (1, 0, x_lang) if flip else (0, 1, y_lang)
+            parts = [(lines[k + d][side], lines[k + d][other], lang) for d in (0, 1)]
+            out.append((span_text([p[0] for p in parts], 0, 2), span_text([p[1] for p in parts], 0, 2), lang))
+            out += parts
+    order = rng.permutation(len(out))
+    return [out[i] for i in order]
+
+
 def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str, float] | None = None,
                        with_languages: bool = False) -> list[tuple]:
     """The pairs a run trains on: each kind named (``titles``, ``headings``, ``neighbours``, with its share of pairs
-    within one language; ``translations``, the parallel sentences of ``config.sources``; ``udhr`` and ``bible``, the
+    within one language; ``translations``, the parallel sentences of ``config.sources``; ``spans``, this share of
+    ``config.pairs`` drawn as WMT span pairs with their parts (:func:`sample_span_pairs`); ``udhr`` and ``bible``, the
     tail's languages paired with English, capped per language: :mod:`hmde.pretraining.tail_pairs`), shuffled
     together (seeded by ``config.seed``). ``None``: hmde-e5's shipped stage (:data:`SHIPPED_KINDS`).
     ``with_languages``: ``(x, y, y's language)`` triples, for hard negatives (the kinds of :data:`TAGGED_KINDS`
@@ -258,6 +296,8 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
         pairs += [(*p, None) for p in sample_neighbour_pairs(data, config.pairs, kinds["neighbours"], seed=config.seed)]
     if "translations" in kinds:
         pairs += sample_tagged_pairs(data, config)
+    if "spans" in kinds:
+        pairs += sample_span_pairs(data, int(round(kinds["spans"] * config.pairs)), seed=config.seed)
     if "udhr" in kinds:
         pairs += sample_udhr_pairs(data, seed=config.seed)
     if "bible" in kinds:

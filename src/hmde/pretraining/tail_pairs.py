@@ -113,15 +113,15 @@ def sample_routed_pairs(data: Path, kinds, languages, sources=("tatoeba", "wmt",
     from .dev_slice import in_part
 
     from .parallel_files import pair_files, read_pairs
-    from .sentence_stage_config import TAGGED_KINDS
+    from .sentence_stage_config import ROUTED_KINDS
 
     wanted = set(languages)
     if not wanted:
         raise HmdeError("a routed encoder needs languages to serve; none given")
-    unknown = sorted(set(kinds) - set(TAGGED_KINDS))
+    unknown = sorted(set(kinds) - set(ROUTED_KINDS))
     if unknown:
         raise HmdeError("a routed encoder trains on pairs with English of known languages "
-                        f"({', '.join(TAGGED_KINDS)}); not {', '.join(unknown)}")
+                        f"({', '.join(ROUTED_KINDS)}); not {', '.join(unknown)}")
 
     rng = random.Random(seed)
     out: list[tuple[str, str, str]] = []
