@@ -97,6 +97,8 @@ def test_routed_pairs_put_the_language_first_and_english_second_for_the_language
     assert sample_routed_pairs(tmp_path, ["udhr"], ["quc"]) == sample_routed_pairs(tmp_path, ["udhr"], ["quc"])
     with pytest.raises(HmdeError, match="not titles"):
         sample_routed_pairs(tmp_path, ["titles", "udhr"], ["quc"])
+    with pytest.raises(HmdeError, match=r"\(translations, udhr, bible\); not spans"):  # spans know their language, but
+        sample_routed_pairs(tmp_path, ["spans", "udhr"], ["quc"])  # are no (language, English) pairs of a route's
     with pytest.raises(HmdeError, match="no udhr pairs with English in xyz"):
         sample_routed_pairs(tmp_path, ["udhr"], ["xyz"])
 
