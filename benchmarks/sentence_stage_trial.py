@@ -15,6 +15,12 @@ import argparse
 from pathlib import Path
 
 
+def save(kind: str, model, folder: Path) -> None:
+    """A trained model saved as a model folder: an HMDE model's, or a sentence encoder's (a run that started from
+    hmde-e5-bitext: its changes against hmde-e5, as the bundle stores them)."""
+    model.save_pretrained(folder) if kind == "hmde" else model.save(folder)
+
+
 def main() -> None:
     from hmde.encoders.model_loading import load_model
     from hmde.pretraining.sentence_stage import SentenceStageConfig, SentenceStageTrainer, sample_stage_pairs
@@ -59,9 +65,9 @@ def main() -> None:
     if args.export_checkpoint:
         from hmde.pretraining.sentence_stage import apply_checkpoint
 
-        model = load_model(args.model, "cpu")[1]
+        kind, model = load_model(args.model, "cpu")
         step = apply_checkpoint(model, Path(args.output) / "checkpoint")
-        model.save_pretrained(Path(args.output) / f"model-step{step}")
+        save(kind, model, Path(args.output) / f"model-step{step}")
         print(f"saved {Path(args.output) / f'model-step{step}'}")
         return
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
@@ -79,9 +85,9 @@ def main() -> None:
         print(sentence_gpu.pack(args.model, pairs, config, args.pack, args.budget_mib, languages,
                                 mine_negatives=not args.negatives_there), flush=True)
         return
-    model = load_model(args.model, "cpu")[1]
+    kind, model = load_model(args.model, "cpu")
     SentenceStageTrainer(model, pairs, config, args.output, languages).train()
-    model.save_pretrained(Path(args.output) / "model")
+    save(kind, model, Path(args.output) / "model")
     print(f"saved {Path(args.output) / 'model'}", flush=True)
 
 
