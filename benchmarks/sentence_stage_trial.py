@@ -51,6 +51,8 @@ def main() -> None:
                    "translation pairs (--pairs of these); the --*-pairs named are trained on together, shuffled")
     p.add_argument("--span-pairs", type=float, metavar="SHARE", help="beside the translation pairs, this share of "
                    "--pairs drawn as WMT span pairs (two sentences joined, and their parts: an alignment encoder)")
+    p.add_argument("--merge-pairs", type=float, metavar="SHARE", help="as --span-pairs, the translation written as "
+                   "one sentence (a 2-1 bead)")
     args = p.parse_args()
     if args.gpu_train or args.unpack:
         from hmde.recipes import sentence_gpu
@@ -73,8 +75,10 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
-    if args.span_pairs is not None:
-        kinds |= {"spans": args.span_pairs} | ({} if kinds else {"translations": 0.0})
+    spans = {kind: share for kind, share in (("spans", args.span_pairs), ("merges", args.merge_pairs))
+             if share is not None}
+    if spans:
+        kinds |= spans | ({} if kinds else {"translations": 0.0})
     tagged = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0}, with_languages=True)
     pairs = [(x, y) for x, y, _ in tagged]
     languages = [lang for _, _, lang in tagged] if config.needs_languages else None

@@ -215,6 +215,27 @@ def test_span_pairs_join_two_consecutive_lines_on_both_sides_beside_their_parts_
     assert len(sample_span_pairs(tmp_path, spans=1, seed=5, skip=3)) == 3
 
 
+def test_merged_span_pairs_write_the_translation_as_one_sentence_by_hand(tmp_path):
+    from hmde.pretraining.sentence_stage import as_one_sentence, sample_span_pairs
+
+    assert as_one_sentence("He came home.", "She left.") == "He came home, She left."
+    assert as_one_sentence('"Stop!"', "he said.") == '"Stop," he said.'  # the closing quote kept
+    assert as_one_sentence("他回家了。", "她走了。") == "他回家了，她走了。"  # CJK: an ideographic comma, no space
+    assert as_one_sentence("यह है।", "वह गया।") == "यह है, वह गया।"  # the danda
+    assert as_one_sentence("no end", "next") == "no end, next"
+    folder = tmp_path / "parallel" / "wmt"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "deu-eng.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"Satz {k}.\tSentence {k}.\n" for k in range(8))
+    pairs = sample_span_pairs(tmp_path, spans=2, seed=1, skip=0, merged=True)
+    merged = [(x, y) for x, y, _ in pairs if x.count(".") == 2]
+    assert len(merged) == 2 and len(pairs) == 6
+    for x, y in merged:  # x two sentences, y their translation as one: "Satz 3. Satz 4." -> "Sentence 3, Sentence 4."
+        first, second = (int(t.split()[-1]) for t in x.rstrip(".").split(". "))
+        assert second == first + 1 and y.count(".") == 1 and y.count(",") == 1
+        assert y in (f"Sentence {first}, Sentence {second}.", f"Satz {first}, Satz {second}.")
+
+
 def test_heading_pairs_join_a_heading_to_the_paragraph_under_it_in_another_language(tmp_path):
     from hmde.pretraining.sentence_stage import sample_heading_pairs
 

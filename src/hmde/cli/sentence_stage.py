@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError(f"--mono-share must be in [0, 1], got {args.mono_share}")
     config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
     config.check()
-    shares = {kind: SPAN_SHARE if kind == "spans" else args.mono_share for kind in kinds}
+    shares = {kind: SPAN_SHARE if kind in ("spans", "merges") else args.mono_share for kind in kinds}
     if config.hard_negatives and set(kinds) - set(TAGGED_KINDS):  # mined within the y side's language
         raise HmdeError(f"--hard-negatives needs pairs that know their languages: --pairs-from some of "
                         f"{', '.join(TAGGED_KINDS)}")

@@ -43,6 +43,7 @@ import copy
 import gzip
 import json
 import math
+import re
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -237,8 +238,22 @@ def sample_neighbour_pairs(data: Path, pairs: int = 20_000, mono_share: float = 
 ALIGNMENT_DEV_LINES = 120  # each WMT file's first lines: benchmarks/sentence_alignment.py's documents
 
 
+_SENTENCE_END = re.compile(r"\s*([.!?\u3002\uff01\uff1f\u0964\u06d4]+)([\"'\u201d\u300d)]*)\s*$")
+
+
+def as_one_sentence(first: str, second: str) -> str:
+    """Two consecutive sentences written as one, as a translator merges them: the first's closing punctuation
+    becomes a comma (an ideographic one, with no space, after a full stop of CJK text), closing quotes kept."""
+    cut = _SENTENCE_END.search(first)
+    if cut is None:
+        return f"{first}, {second}"
+    if set(cut.group(1)) & {"\u3002", "\uff01", "\uff1f"}:
+        return f"{first[:cut.start()]}\uff0c{cut.group(2)}{second}"
+    return f"{first[:cut.start()]},{cut.group(2)} {second}"
+
+
 def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0.3, seed: int = 0,
-                      skip: int = ALIGNMENT_DEV_LINES) -> list[tuple[str, str, str]]:
+                      skip: int = ALIGNMENT_DEV_LINES, merged: bool = False) -> list[tuple[str, str, str]]:
     """Span pairs for an alignment encoder (issue 79; docs/mining.md): in files whose lines run in document order
     (WMT's newstest articles), two consecutive sentences joined as the aligner joins a merged bead's
     (:func:`hmde.align.sentence_alignment.span_text`) against their two translations joined, and beside each span
@@ -246,7 +261,9 @@ def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0
     side's language, find a part for the span and the span for a part, and the ranking learns what the aligner asks
     of the encoder, a merge against its parts. ``(x, y, y's language)`` triples, each span's direction drawn, about
     ``spans`` spans (three pairs each; no line in two spans), each file's share proportional to its size ** ``alpha``; the first ``skip``
-    lines of every file (the sentence alignment dev documents) and the held-out languages stay out. Seeded."""
+    lines of every file (the sentence alignment dev documents) and the held-out languages stay out. ``merged``: the y
+    side of a span written as one sentence (:func:`as_one_sentence`), a 2-1 bead, so that the count of sentences
+    cannot tell a span's translation from a part. Seeded."""
     from ..align.sentence_alignment import span_text
 
     files = pair_files(data, sources)
@@ -265,7 +282,8 @@ def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0
             flip = rng.random() < 0.5
             side, other, lang = (1, 0, x_lang) if flip else (0, 1, y_lang)
             parts = [(lines[k + d][side], lines[k + d][other], lang) for d in (0, 1)]
-            out.append((span_text([p[0] for p in parts], 0, 2), span_text([p[1] for p in parts], 0, 2), lang))
+            joined = as_one_sentence if merged else lambda a, b: span_text([a, b], 0, 2)
+            out.append((span_text([p[0] for p in parts], 0, 2), joined(parts[0][1], parts[1][1]), lang))
             out += parts
     order = rng.permutation(len(out))
     return [out[i] for i in order]
@@ -275,7 +293,8 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
                        with_languages: bool = False) -> list[tuple]:
     """The pairs a run trains on: each kind named (``titles``, ``headings``, ``neighbours``, with its share of pairs
     within one language; ``translations``, the parallel sentences of ``config.sources``; ``spans``, this share of
-    ``config.pairs`` drawn as WMT span pairs with their parts (:func:`sample_span_pairs`); ``udhr`` and ``bible``, the
+    ``config.pairs`` drawn as WMT span pairs with their parts (:func:`sample_span_pairs`); ``merges``, the same with
+    the y side as one sentence; ``udhr`` and ``bible``, the
     tail's languages paired with English, capped per language: :mod:`hmde.pretraining.tail_pairs`), shuffled
     together (seeded by ``config.seed``). ``None``: hmde-e5's shipped stage (:data:`SHIPPED_KINDS`).
     ``with_languages``: ``(x, y, y's language)`` triples, for hard negatives (the kinds of :data:`TAGGED_KINDS`
@@ -298,6 +317,8 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
         pairs += sample_tagged_pairs(data, config)
     if "spans" in kinds:
         pairs += sample_span_pairs(data, int(round(kinds["spans"] * config.pairs)), seed=config.seed)
+    if "merges" in kinds:
+        pairs += sample_span_pairs(data, int(round(kinds["merges"] * config.pairs)), seed=config.seed, merged=True)
     if "udhr" in kinds:
         pairs += sample_udhr_pairs(data, seed=config.seed)
     if "bible" in kinds:
