@@ -123,8 +123,8 @@ def test_the_command_mines_hard_negatives_for_translations_only(tmp_path, hmde_d
     assert "mining 1 hard negative(s) for each of 8 pairs" in capsys.readouterr().out
     assert json.loads((out / "config.json").read_text())["roles"] == "document"
     assert main(command[:7] + ["titles"] + command[8:]) == 2
-    assert "--hard-negatives needs pairs that know their languages: --pairs-from some of translations, udhr, " \
-        "bible" in capsys.readouterr().err
+    assert "--hard-negatives needs pairs that know their languages: --pairs-from some of translations, spans, " \
+        "merges, udhr, bible" in capsys.readouterr().err
     by_kind = command[:command.index("--hard-negatives")] + ["--roles", "by-kind", "--device", "cpu"]
     assert main(by_kind[:5] + [str(tmp_path / "by-kind")] + by_kind[6:]) == 0  # the command gives the languages
     assert json.loads((tmp_path / "by-kind" / "config.json").read_text())["roles"] == "by-kind"

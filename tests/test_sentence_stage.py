@@ -349,7 +349,7 @@ def test_the_stages_defaults_are_hmde_e5s_shipped_stage_titles_headings_and_tran
     assert pairs == sample_stage_pairs(tmp_path, config)  # seeded
     assert sample_stage_pairs(tmp_path, config, {"titles": 0.3}) == sample_title_pairs(tmp_path, 0.3, seed=0)
     with pytest.raises(HmdeError, match="pair kinds must be some of titles, headings, neighbours, translations, "
-                                        "udhr, bible; got sentences"):
+                                        "spans, merges, udhr, bible; got sentences"):
         sample_stage_pairs(tmp_path, config, {"sentences": 0.3})
 
 
@@ -380,8 +380,8 @@ def test_the_command_trains_the_lower_encoder_on_title_pairs_resumes_and_names_b
     assert main(command[:3] + [str(tmp_path / "nothing")] + command[4:]) == 2
     assert "nothing: no such folder (--data" in capsys.readouterr().err
     assert main(command[:7] + ["titles,sentences"] + command[8:]) == 2
-    assert "--pairs-from: sentences; the kinds are titles, headings, neighbours, translations, udhr, bible" in \
-        capsys.readouterr().err
+    assert "--pairs-from: sentences; the kinds are titles, headings, neighbours, translations, spans, merges, udhr, " \
+        "bible" in capsys.readouterr().err
     assert json.loads((out / "pairs.json").read_text()) == {"kinds": {"titles": 0.3}, "pairs": 4}
     assert main(command + ["--mono-share", "0.5"]) == 2  # the same run folder on other pairs: refused
     assert "pairs.json: this run trained on {'kinds': {'titles': 0.3}, 'pairs': 4}, not" in capsys.readouterr().err

@@ -260,10 +260,10 @@ def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0
     its two parts as pairs of their own, so that the parts are in the pile: hard negatives, mined within the y
     side's language, find a part for the span and the span for a part, and the ranking learns what the aligner asks
     of the encoder, a merge against its parts. ``(x, y, y's language)`` triples, each span's direction drawn, about
-    ``spans`` spans (three pairs each; no line in two spans), each file's share proportional to its size ** ``alpha``; the first ``skip``
-    lines of every file (the sentence alignment dev documents) and the held-out languages stay out. ``merged``: the y
-    side of a span written as one sentence (:func:`as_one_sentence`), a 2-1 bead, so that the count of sentences
-    cannot tell a span's translation from a part. Seeded."""
+    ``spans`` spans (three pairs each; no line in two spans), each file's share proportional to its size **
+    ``alpha``; the first ``skip`` lines of every file (the sentence alignment dev documents) and the held-out
+    languages stay out. ``merged``: the y side of a span written as one sentence (:func:`as_one_sentence`), a 2-1
+    bead, so that the count of sentences cannot tell a span's translation from a part. Seeded."""
     from ..align.sentence_alignment import span_text
 
     files = pair_files(data, sources)

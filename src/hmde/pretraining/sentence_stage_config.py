@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from ..errors import HmdeError
 
 PAIR_KINDS = ("titles", "headings", "neighbours", "translations", "spans", "merges", "udhr", "bible")
+# kinds that know each pair's y language (hard negatives need it)
 TAGGED_KINDS = ("translations", "spans", "merges", "udhr", "bible")
 ROUTED_KINDS = ("translations", "udhr", "bible")  # what a routed tail encoder trains on: pairs with English
-SPAN_SHARE = 0.25  # hmde sentence-stage --pairs-from spans (merges): this share of --pairs drawn as spans, 3 pairs each  # kinds that know each pair's y language (hard negatives need it)
+SPAN_SHARE = 0.25  # hmde sentence-stage --pairs-from spans (merges): this share of --pairs drawn as spans, 3 pairs each
 ROLES = ("query-document", "document", "by-kind")
 ENGLISH_SIDES = ("student", "teacher")  # who embeds a pair's English side (english_side below)
 # hmde-e5's sentence stage (stop 74, docs/hmde-e5.md): titles and headings (0.3 of them within one language) with a
