@@ -90,7 +90,7 @@ def route_languages(spec: str, model: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from ..encoders.devices import pick_device
     from ..pretraining.sentence_stage import record_run_pairs, sample_stage_pairs
-    from ..pretraining.sentence_stage_config import PAIR_KINDS, SPAN_SHARE, TAGGED_KINDS, SentenceStageConfig
+    from ..pretraining.sentence_stage_config import PAIR_KINDS, SPAN_KINDS, SPAN_SHARE, TAGGED_KINDS, SentenceStageConfig
 
     data = Path(args.data)
     if not data.is_dir():
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise HmdeError(f"--mono-share must be in [0, 1], got {args.mono_share}")
     config = SentenceStageConfig(**{name: getattr(args, name) for name in SETTINGS})
     config.check()
-    shares = {kind: SPAN_SHARE if kind in ("spans", "merges") else args.mono_share for kind in kinds}
+    shares = {kind: SPAN_SHARE if kind in SPAN_KINDS else args.mono_share for kind in kinds}
     if config.hard_negatives and set(kinds) - set(TAGGED_KINDS):  # mined within the y side's language
         raise HmdeError(f"--hard-negatives needs pairs that know their languages: --pairs-from some of "
                         f"{', '.join(TAGGED_KINDS)}")

@@ -270,19 +270,21 @@ def sample_span_pairs(data: Path, spans: int, sources=("wmt",), alpha: float = 0
     rows = [read_pairs(path) for path, _, _ in files]
     usable = [[k for k in range(skip, len(lines) - 1) if all(lines[k + d][s].strip() for d in (0, 1) for s in (0, 1))]
               for lines in rows]
+    joined = as_one_sentence if merged else lambda a, b: span_text([a, b], 0, 2)
     rng = np.random.default_rng(seed)
     out = []
     for (_, x_lang, y_lang), lines, starts, n in zip(files, rows, usable,
                                                     file_quotas([len(u) for u in usable], spans, alpha)):
         used: set[int] = set()  # a line is in one span at most: its part pair, twice in the pile, would be its own
         for k in rng.permutation(starts) if n else []:  # negative
-            if len(used) >= 2 * n or k in used or k + 1 in used:
+            if len(used) >= 2 * n:
+                break
+            if k in used or k + 1 in used:
                 continue
             used |= {k, k + 1}
             flip = rng.random() < 0.5
             side, other, lang = (1, 0, x_lang) if flip else (0, 1, y_lang)
             parts = [(lines[k + d][side], lines[k + d][other], lang) for d in (0, 1)]
-            joined = as_one_sentence if merged else lambda a, b: span_text([a, b], 0, 2)
             out.append((span_text([p[0] for p in parts], 0, 2), joined(parts[0][1], parts[1][1]), lang))
             out += parts
     order = rng.permutation(len(out))

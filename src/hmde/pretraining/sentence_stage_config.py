@@ -12,6 +12,7 @@ PAIR_KINDS = ("titles", "headings", "neighbours", "translations", "spans", "merg
 # kinds that know each pair's y language (hard negatives need it)
 TAGGED_KINDS = ("translations", "spans", "merges", "udhr", "bible")
 ROUTED_KINDS = ("translations", "udhr", "bible")  # what a routed tail encoder trains on: pairs with English
+SPAN_KINDS = ("spans", "merges")  # kinds whose share is of --pairs drawn as spans (sentence_stage.sample_span_pairs)
 SPAN_SHARE = 0.25  # hmde sentence-stage --pairs-from spans (merges): this share of --pairs drawn as spans, 3 pairs each
 ROLES = ("query-document", "document", "by-kind")
 ENGLISH_SIDES = ("student", "teacher")  # who embeds a pair's English side (english_side below)
