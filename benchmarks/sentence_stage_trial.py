@@ -53,6 +53,9 @@ def main() -> None:
                    "--pairs drawn as WMT span pairs (two sentences joined, and their parts: an alignment encoder)")
     p.add_argument("--merge-pairs", type=float, metavar="SHARE", help="as --span-pairs, the translation written as "
                    "one sentence (a 2-1 bead)")
+    p.add_argument("--bible-pairs", type=float, metavar="SHARE", help="beside the translation pairs, this share of "
+                   "--pairs drawn as Bible verses with their English verse, as many from each language (sentence "
+                   "alignment's verse chapters left out: verses as translators bead them)")
     args = p.parse_args()
     if args.gpu_train or args.unpack:
         from hmde.recipes import sentence_gpu
@@ -75,8 +78,8 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
-    spans = {kind: share for kind, share in (("spans", args.span_pairs), ("merges", args.merge_pairs))
-             if share is not None}
+    spans = {kind: share for kind, share in (("spans", args.span_pairs), ("merges", args.merge_pairs),
+                                             ("bible", args.bible_pairs)) if share is not None}
     if spans:
         kinds |= spans | ({} if kinds else {"translations": 0.0})
     tagged = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0}, with_languages=True)

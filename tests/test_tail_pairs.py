@@ -67,6 +67,34 @@ def test_bible_pairs_take_verses_of_chapters_whose_counts_agree(tmp_path):
     assert sample_bible_pairs(tmp_path) == []
 
 
+def test_bible_pairs_never_train_on_the_alignment_verse_chapters_and_a_total_is_spread_over_languages(tmp_path):
+    """Sentence alignment's verse table (benchmarks/sentence_alignment.py) aligns ALIGNMENT_DEV_CHAPTERS: no Bible
+    pair a run trains on comes from them (validation, never trained on, keeps them); ``total`` takes as many
+    verses from each language; the stage's ``bible`` share is of ``config.pairs``."""
+    from hmde.pretraining.dev_slice import ALIGNMENT_DEV_CHAPTERS, in_part
+
+    aligned, validated = "JHN.3", "ROM.8"  # neither in the development slice; ROM.8 in the validation slice
+    assert {aligned, validated} <= set(ALIGNMENT_DEV_CHAPTERS) and not dev_concept("bible", aligned)
+    assert in_part("validation", "bible", validated) and not in_part("validation", "bible", aligned)
+    free = [c for c in (f"MRK.{n}" for n in range(1, 17)) if not dev_concept("bible", c)][:3]
+    chapters = [aligned, validated, *free]
+    english = {c: [f"{c} verse {i} in English." for i in range(10)] for c in chapters}
+    write(tmp_path / "bible" / "eng.jsonl.gz", [{"concept": c, "verses": v} for c, v in english.items()])
+    for lang, many in (("acu", 10), ("quc", 3)):
+        write(tmp_path / "bible" / f"{lang}.jsonl.gz",
+              [{"concept": c, "verses": [f"{lang} {c} verse {i} aarmawaitai." if i < many or c != free[0] else ""
+                                         for i in range(10)]} for c in chapters])
+    pairs = sample_bible_pairs(tmp_path, per_language=1000)
+    assert pairs and not [p for p in pairs if aligned in p[0] + p[1] or validated in p[0] + p[1]]
+    assert len(pairs) == 2 * 30 - 7  # three free chapters of 10 verses in each language, quc's 7 blank verses out
+    validation = sample_bible_pairs(tmp_path, per_language=1000, part="validation")
+    assert any(validated in x + y for x, y, _ in validation)
+    spread = sample_bible_pairs(tmp_path, total=10)
+    assert sorted(lang if lang != "eng" else x.split()[0] for x, _, lang in spread) == ["acu"] * 5 + ["quc"] * 5
+    staged = sample_stage_pairs(tmp_path, SentenceStageConfig(pairs=40), {"bible": 0.5})
+    assert len(staged) == 20 and not [p for p in staged if aligned in p[0] + p[1] or validated in p[0] + p[1]]
+
+
 def test_the_stage_mixes_the_tail_kinds_with_their_languages_for_hard_negatives(tmp_path):
     for lang, word in (("eng", "English"), ("quc", "Kiche")):
         udhr(tmp_path, lang, word)

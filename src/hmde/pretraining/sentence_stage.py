@@ -297,7 +297,8 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
     within one language; ``translations``, the parallel sentences of ``config.sources``; ``spans``, this share of
     ``config.pairs`` drawn as WMT span pairs with their parts (:func:`sample_span_pairs`); ``merges``, the same with
     the y side as one sentence; ``udhr`` and ``bible``, the
-    tail's languages paired with English, capped per language: :mod:`hmde.pretraining.tail_pairs`), shuffled
+    tail's languages paired with English, capped per language: :mod:`hmde.pretraining.tail_pairs`; ``bible`` with a
+    share above 0, that share of ``config.pairs`` spread evenly over the Bible's languages), shuffled
     together (seeded by ``config.seed``). ``None``: hmde-e5's shipped stage (:data:`SHIPPED_KINDS`).
     ``with_languages``: ``(x, y, y's language)`` triples, for hard negatives (the kinds of :data:`TAGGED_KINDS`
     know it; the others give None)."""
@@ -323,8 +324,9 @@ def sample_stage_pairs(data: Path, config: SentenceStageConfig, kinds: dict[str,
         pairs += sample_span_pairs(data, int(round(kinds["merges"] * config.pairs)), seed=config.seed, merged=True)
     if "udhr" in kinds:
         pairs += sample_udhr_pairs(data, seed=config.seed)
-    if "bible" in kinds:
-        pairs += sample_bible_pairs(data, seed=config.seed)
+    if "bible" in kinds:  # a share above 0: that share of config.pairs, as many verses from each language
+        total = int(round(kinds["bible"] * config.pairs)) if kinds["bible"] else None
+        pairs += sample_bible_pairs(data, seed=config.seed, total=total)
     if set(kinds) != {"translations"}:  # translations alone as sampled (shuffled there); any mix shuffled once more
         pairs = [pairs[i] for i in np.random.default_rng(config.seed).permutation(len(pairs))]
     return pairs if with_languages else [(x, y) for x, y, _ in pairs]

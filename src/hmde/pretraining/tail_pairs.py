@@ -37,22 +37,26 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def _with_english(folder: Path, what: str, per_language: int, seed: int, english_of, pairs_of,
-                  english_last: bool = False) -> list[tuple[str, str, str]]:
+                  english_last: bool = False, total: int | None = None) -> list[tuple[str, str, str]]:
     """Each language file of ``folder`` but English and the held-out ones: ``pairs_of(its rows, english)`` (texts
     of the language, English texts), at most ``per_language`` of them drawn, each direction drawn; shuffled.
     ``english_of``: what English's rows give those pairs to be made with. ``english_last``: every pair as
-    ``(the language's text, English, the language)`` (a routed encoder's pairs: :func:`sample_routed_pairs`)."""
+    ``(the language's text, English, the language)`` (a routed encoder's pairs: :func:`sample_routed_pairs`).
+    ``total``: instead of ``per_language``, about this many in all, as many from each language (fewer where a
+    language has fewer)."""
     from .dev_slice import HELD_OUT
 
     if not (folder / "eng.jsonl.gz").is_file():
         raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English {what} to pair with")
     english = english_of(read_rows(folder / "eng.jsonl.gz"))
+    paths = [p for p in sorted(folder.glob("*.jsonl.gz"))
+             if p.name[:-len(".jsonl.gz")] != "eng" and p.name[:-len(".jsonl.gz")].split("_")[0] not in HELD_OUT]
+    if total is not None:
+        per_language = -(-total // max(1, len(paths)))
     rng = random.Random(seed)
     out = []
-    for path in sorted(folder.glob("*.jsonl.gz")):
+    for path in paths:
         lang = path.name[:-len(".jsonl.gz")]
-        if lang == "eng" or lang.split("_")[0] in HELD_OUT:
-            continue
         pairs = pairs_of(read_rows(path), english)
         for x, y in rng.sample(pairs, min(per_language, len(pairs))):
             if english_last:
@@ -79,21 +83,27 @@ def sample_udhr_pairs(data: Path, per_language: int = UDHR_PER_LANGUAGE, seed: i
 
 
 def sample_bible_pairs(data: Path, per_language: int = BIBLE_PER_LANGUAGE, seed: int = 0,
-                       min_chars: int = 20, english_last: bool = False, part: str = "all") -> list[tuple[str, str, str]]:
-    """Verse pairs with English (module docstring), at most ``per_language`` a language; ``part`` as
-    :func:`sample_udhr_pairs`'s, by chapter."""
-    from .dev_slice import dev_concept, in_part
+                       min_chars: int = 20, english_last: bool = False, part: str = "all",
+                       total: int | None = None) -> list[tuple[str, str, str]]:
+    """Verse pairs with English (module docstring), at most ``per_language`` a language (or ``total`` spread over
+    the languages); ``part`` as :func:`sample_udhr_pairs`'s, by chapter. The chapters of sentence alignment's verse table
+    (:data:`hmde.pretraining.dev_slice.ALIGNMENT_DEV_CHAPTERS`) are never trained on (validation, which no run trains
+    on, keeps them)."""
+    from .dev_slice import ALIGNMENT_DEV_CHAPTERS, dev_concept, in_part
+
+    left_out = () if part == "validation" else ALIGNMENT_DEV_CHAPTERS
 
     def verses(rows, english):
         out = []
         for r in rows:
             theirs, ours = r.get("verses") or [], english.get(r["concept"], [])
-            if len(theirs) == len(ours) and not dev_concept("bible", r["concept"]) and in_part(part, "bible", r["concept"]):
+            if (len(theirs) == len(ours) and not dev_concept("bible", r["concept"]) and r["concept"] not in left_out
+                    and in_part(part, "bible", r["concept"])):
                 out += [(a, b) for a, b in zip(theirs, ours) if min(len(a), len(b)) >= min_chars]
         return out
 
     return _with_english(Path(data) / "bible", "Bible", per_language, seed,
-                         lambda rows: {r["concept"]: r.get("verses") or [] for r in rows}, verses, english_last)
+                         lambda rows: {r["concept"]: r.get("verses") or [] for r in rows}, verses, english_last, total)
 
 
 TRANSLATIONS_PER_LANGUAGE = 500
