@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from hmde.errors import InputError
 from hmde.align.mining import MiningOptions, mine_vectors, select_pairs
 from hmde.cli.main import main
 
@@ -211,10 +212,11 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
     hmde mine takes it when no --threshold is given (an encoder trained for translation spreads its margins)."""
     import shutil
 
-    from hmde.align.mining_threshold import FILE, default_threshold, record_threshold, resolve
+    from hmde.align.miner import mine
+    from hmde.align.mining_threshold import FILE, default_threshold, record_threshold
 
-    def threshold_for(model, paths):  # what hmde mine resolves for a threshold left to the model
-        return resolve(MiningOptions(threshold=None), model, paths).threshold
+    def threshold_for(model, paths):  # what hmde.mine used for a threshold left to the model
+        return mine(*paths, model=model, device="cpu").options.threshold
 
     model = tmp_path / "model"
     shutil.copytree(hmde_dir, model)
@@ -238,7 +240,9 @@ def test_a_models_recorded_threshold_is_the_default_and_a_given_one_wins(tmp_pat
     assert main(["encode", str(model), str(docs), "-o", str(tmp_path / "d.parquet"), "--no-progress",
                  "--device", "cpu"]) == 0
     assert threshold_for(None, (str(src), str(tmp_path / "d.parquet"))) == 1.215
-    assert threshold_for("hmde-e5", (str(tmp_path / "d.parquet"),)) == 1.025  # a named model wins
+    assert threshold_for(str(model), (str(src), str(tmp_path / "d.parquet"))) == 1.215
+    with pytest.raises(InputError, match="its vectors were made by"):  # a named model other than the Parquet's
+        threshold_for("hmde-e5", (str(src), str(tmp_path / "d.parquet")))
     # a record with a cosine floor: the default floor too, printed; a given --min-cosine wins
     from hmde.align.mining_threshold import default_min_cosine
 

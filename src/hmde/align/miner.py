@@ -148,6 +148,16 @@ def write_pairs(path: str | Path, fmt: str, pairs: list[dict], src_lang: str | N
     return write_alignment_files(path, fmt, records, src_lang, tgt_lang)
 
 
+class MinedPairs(list):
+    """What :func:`mine` returns: its pairs (a list of dicts, best first), and what mined them: ``model``, the
+    model that embedded (or made a Parquet side's vectors), and ``options``, the :class:`MiningOptions` used (a
+    threshold or cosine floor left None filled in with the model's recorded one)."""
+
+    def __init__(self, pairs, model: str, options: MiningOptions):
+        super().__init__(pairs)
+        self.model, self.options = model, options
+
+
 def mining_model(model: str | None, sides) -> str:
     """The model that embeds: ``model``, else the one that made a Parquet side's vectors, else
     :data:`~hmde.encoders.registry.MINING_MODEL`. Vectors of two models are two spaces: a side made by another model
@@ -171,10 +181,11 @@ def _same_model(a: str, b: str) -> bool:
 
 def mine(src, tgt, output: str | Path | None = None, model: str | None = None, format: str = "jsonl",
          src_lang: str | None = None, tgt_lang: str | None = None, device: str = "auto", batch_size: int = 64,
-         options: MiningOptions | None = None, progress: bool = False, loaded=None) -> list[dict]:
+         options: MiningOptions | None = None, progress: bool = False, loaded=None) -> MinedPairs:
     """The translation pairs of two collections of sentences (paths of .txt, .jsonl or hmde representation .parquet
     files), best first, each ``{"src", "tgt", "score", "src_text", "tgt_text"}`` (and the ids where the inputs have
-    them); written to ``output`` in ``format`` where given. ``model``: the sentence encoder (None:
+    them), with the model and options that mined them (:class:`MinedPairs`); written to ``output`` in ``format``
+    where given. ``model``: the sentence encoder (None:
     :func:`mining_model`); ``loaded``: ``(kind, model)`` of ``model`` loaded already. ``options`` None, or its
     threshold or min_cosine None: the ones recorded for the model (:mod:`hmde.align.mining_threshold`)."""
     from tqdm.auto import tqdm
@@ -216,4 +227,4 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
     pairs = [pair_record(sides[0], sides[1], i, j, s) for i, j, s in kept]
     if output is not None:
         write_pairs(output, format, pairs, src_lang, tgt_lang)
-    return pairs
+    return MinedPairs(pairs, model, options)

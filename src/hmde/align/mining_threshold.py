@@ -72,34 +72,16 @@ def default_min_cosine(model: str | None) -> float:
     return 0.0 if recorded is None else recorded
 
 
-def model_of(model: str | None, paths=()) -> str | None:
-    """``model``, or where none is named the model that made the vectors of an hmde representation Parquet among
-    ``paths`` (its metadata alone is read; a path that is not one is left to the reader that checks it)."""
-    if not model:
-        from ..io.representation_parquet import read_info
-
-        for path in paths:
-            if str(path).lower().endswith(".parquet") and Path(path).is_file():
-                try:
-                    info = read_info(str(path))
-                except Exception:  # a bad file is refused, in one line, by hmde.align.miner.read_side
-                    info = None
-                if info is not None and info.model:
-                    return info.model
-    return model
-
-
-def resolve(options, model: str | None, paths=()):
+def resolve(options, model: str | None):
     """``options`` (hmde.align.mining.MiningOptions) with a threshold or cosine floor left None set to the one
-    measured for the model that embeds (or made a Parquet side's vectors): what ``hmde mine`` and :func:`hmde.mine`
-    use."""
+    measured for ``model``, the model that embeds (:func:`hmde.align.miner.mining_model`): what :func:`hmde.mine`
+    uses."""
     from dataclasses import replace
 
-    named = model_of(model, paths)
     if options.threshold is None:
-        options = replace(options, threshold=default_threshold(named))
+        options = replace(options, threshold=default_threshold(model))
     if options.min_cosine is None:
-        options = replace(options, min_cosine=default_min_cosine(named))
+        options = replace(options, min_cosine=default_min_cosine(model))
     return options
 
 

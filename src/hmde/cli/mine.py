@@ -68,14 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
     for path in output_paths(args.output, args.format, args.src_lang, args.tgt_lang):
         check_output_file(str(path), (args.src, args.tgt))
-    from ..align.mining_threshold import resolve
-
     options = MiningOptions(threshold=args.threshold, k=args.k, candidates=args.candidates, direction=args.direction,
                             max_length_ratio=args.max_length_ratio, keep_copies=args.keep_copies,
                             exact_limit=args.exact_limit, min_cosine=args.min_cosine).check()
-    options = resolve(options, args.model, (args.src, args.tgt))  # the model's measured ones (as hmde.mine's)
     pairs = mine(args.src, args.tgt, args.output, args.model, args.format, args.src_lang, args.tgt_lang, args.device,
                  args.batch_size, options, progress=not args.no_progress)  # the inputs are read before the model
+    options = pairs.options  # a threshold or floor not given: the model's measured one
     floor = f", cosine >= {options.min_cosine}" if options.min_cosine else ""
     print(f"mined {len(pairs)} pairs ({args.direction}, margin >= {options.threshold}{floor}) into {args.output}")
     return 0
