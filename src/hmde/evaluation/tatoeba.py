@@ -37,8 +37,9 @@ def load_tatoeba(folder: str | Path, lang: str) -> tuple[list[str], list[str]]:
 
 def retrieval_p_at_1(queries: np.ndarray, candidates: np.ndarray) -> float:
     """P@1 when query i's correct candidate is candidate i (cosine nearest neighbour)."""
-    q = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(1e-12)
-    c = candidates / np.linalg.norm(candidates, axis=1, keepdims=True).clip(1e-12)
+    from ..align.similarity import normalize
+
+    q, c = normalize(queries), normalize(candidates)
     predicted = (q @ c.T).argmax(1)
     return float(accuracy_score(np.arange(len(q)), predicted))
 
