@@ -42,3 +42,26 @@ class TestHmdeDocumentStoreMilvus(_Suite):
         store = HmdeDocumentStore(index=str(tmp_path / "idx"), store=f"milvus:{tmp_path / 'milvus.db'}")
         yield store
         store.client.close()
+
+
+@pytest.mark.parametrize("name", ["HmdeTextEmbedder", "HmdeDocumentEmbedder"])
+def test_the_embedders_round_trip_through_a_pipeline_file_and_refuse_a_plain_key(name, monkeypatch):
+    """Both embedders serialise their settings as Haystack's own components do (the key as an environment
+    variable's name, never its value), so a pipeline written to YAML loads back with the same settings."""
+    from haystack import Pipeline
+    from haystack.utils import Secret
+
+    import hmde.integrations.haystack as hs
+
+    monkeypatch.setenv("HMDE_TEST_KEY", "k")
+    made = getattr(hs, name)(url="http://127.0.0.1:9", api_key=Secret.from_env_var("HMDE_TEST_KEY"), batch_size=8,
+                             threads=2)
+    pipeline = Pipeline()
+    pipeline.add_component("embed", made)
+    text = pipeline.dumps()
+    assert "HMDE_TEST_KEY" in text and ": k\n" not in text
+    back = Pipeline.loads(text, allowed_modules=["hmde.integrations.haystack"]).get_component("embed")
+    assert type(back) is type(made) and back.to_dict() == made.to_dict()
+    assert (back.url, back.batch_size, back.threads, back.device) == ("http://127.0.0.1:9", 8, 2, "auto")
+    with pytest.raises(ValueError, match="Secret.from_env_var"):
+        getattr(hs, name)(url="http://127.0.0.1:9", api_key="k").to_dict()

@@ -259,9 +259,8 @@ class HmdeRetriever:
         return {"documents": out}
 
 
-@component
-class HmdeTextEmbedder:
-    """A query's vector through hmde's query path (e5's ``query:`` prompt), as hmde's searches embed queries."""
+class _EmbedderSettings:
+    """What both embedders are made of and serialised as: the model or server, and how to embed."""
 
     def __init__(self, model: str | None = None, url: str | None = None, api_key: Secret | str | None = None,
                  device: str = "auto", threads: int | None = None, batch_size: int = 32, show_progress: bool = False):
@@ -276,9 +275,14 @@ class HmdeTextEmbedder:
                                show_progress=self.show_progress)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HmdeTextEmbedder":
+    def from_dict(cls, data: dict[str, Any]):
         deserialize_secrets_inplace(data.get("init_parameters", {}), keys=["api_key"])
         return default_from_dict(cls, data)
+
+
+@component
+class HmdeTextEmbedder(_EmbedderSettings):
+    """A query's vector through hmde's query path (e5's ``query:`` prompt), as hmde's searches embed queries."""
 
     @component.output_types(embedding=list[float])
     def run(self, text: str) -> dict[str, list[float]]:
@@ -286,26 +290,9 @@ class HmdeTextEmbedder:
 
 
 @component
-class HmdeDocumentEmbedder:
+class HmdeDocumentEmbedder(_EmbedderSettings):
     """Each document's vector through the model's document path, as its ``embedding`` (new documents: Haystack's
     are not changed in place). An :class:`HmdeDocumentStore` ranks by its own model and needs none."""
-
-    def __init__(self, model: str | None = None, url: str | None = None, api_key: Secret | str | None = None,
-                 device: str = "auto", threads: int | None = None, batch_size: int = 32, show_progress: bool = False):
-        self.model, self.url, self.api_key = model, url, api_key
-        self.device, self.threads, self.batch_size, self.show_progress = device, threads, batch_size, show_progress
-        self._embedder = Embedder(model, url, _secret(api_key), device, batch_size=batch_size, threads=threads,
-                                  show_progress=show_progress)
-
-    def to_dict(self) -> dict[str, Any]:
-        return default_to_dict(self, model=self.model, url=self.url, api_key=_secret_dict(self.api_key),
-                               device=self.device, threads=self.threads, batch_size=self.batch_size,
-                               show_progress=self.show_progress)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HmdeDocumentEmbedder":
-        deserialize_secrets_inplace(data.get("init_parameters", {}), keys=["api_key"])
-        return default_from_dict(cls, data)
 
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
