@@ -5,12 +5,10 @@ import numpy as np
 import pytest
 
 from hmde import HierarchicalEncoder
+from cli_files import write_jsonl
 from hmde.cli.main import main
 
 
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 ROWS = [

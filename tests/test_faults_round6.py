@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import cli_files
+from cli_files import last_error
 from hmde.cli.main import main
 
 DOCS = [{"doc_id": "a", "lang": "eng", "text": "The cat sat on the mat. It was warm."},
@@ -22,14 +24,7 @@ DOCS = [{"doc_id": "a", "lang": "eng", "text": "The cat sat on the mat. It was w
 
 
 def write_jsonl(path: Path, docs=DOCS) -> Path:
-    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
-    return path
-
-
-def last_error(capsys) -> str:
-    text = capsys.readouterr().err
-    assert "Traceback" not in text, text
-    return text.strip().splitlines()[-1]
+    return cli_files.write_jsonl(path, docs)
 
 
 # -- 1: alignment settings bounded before any model loads ----------------------------------------------------

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from cli_files import write_jsonl
 from hmde.cli.main import main
 from hmde.index.filter_eval import matches, to_duckdb
 from hmde.index.filters import FilterError, In, Compare, And, Not, Or, parse
@@ -32,9 +32,6 @@ def corpus(n: int = 60) -> list[dict]:
     return docs
 
 
-def write_jsonl(path: Path, docs) -> Path:
-    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
-    return path
 
 
 # -- the expression language, by hand ------------------------------------------------------------------------
