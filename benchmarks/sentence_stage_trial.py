@@ -78,10 +78,10 @@ def main() -> None:
     config = SentenceStageConfig(**{k: getattr(args, k) for k in vars(SentenceStageConfig()) if k != "sources"})
     kinds = {kind: share for kind, share in (("titles", args.title_pairs), ("headings", args.heading_pairs),
                                              ("neighbours", args.neighbour_pairs)) if share is not None}
-    spans = {kind: share for kind, share in (("spans", args.span_pairs), ("merges", args.merge_pairs),
-                                             ("bible", args.bible_pairs)) if share is not None}
-    if spans:
-        kinds |= spans | ({} if kinds else {"translations": 0.0})
+    beside = {kind: share for kind, share in (("spans", args.span_pairs), ("merges", args.merge_pairs),
+                                              ("bible", args.bible_pairs)) if share is not None}
+    if beside:  # kinds drawn beside the translation pairs (or beside the kinds named above)
+        kinds |= beside | ({} if kinds else {"translations": 0.0})
     tagged = sample_stage_pairs(Path(args.data), config, kinds or {"translations": 0.0}, with_languages=True)
     pairs = [(x, y) for x, y, _ in tagged]
     languages = [lang for _, _, lang in tagged] if config.needs_languages else None

@@ -49,14 +49,13 @@ def _with_english(folder: Path, what: str, per_language: int, seed: int, english
     if not (folder / "eng.jsonl.gz").is_file():
         raise HmdeError(f"{folder / 'eng.jsonl.gz'}: no English {what} to pair with")
     english = english_of(read_rows(folder / "eng.jsonl.gz"))
-    paths = [p for p in sorted(folder.glob("*.jsonl.gz"))
-             if p.name[:-len(".jsonl.gz")] != "eng" and p.name[:-len(".jsonl.gz")].split("_")[0] not in HELD_OUT]
+    files = [(p.name[:-len(".jsonl.gz")], p) for p in sorted(folder.glob("*.jsonl.gz"))]
+    files = [(lang, path) for lang, path in files if lang != "eng" and lang.split("_")[0] not in HELD_OUT]
     if total is not None:
-        per_language = -(-total // max(1, len(paths)))
+        per_language = -(-total // max(1, len(files)))
     rng = random.Random(seed)
     out = []
-    for path in paths:
-        lang = path.name[:-len(".jsonl.gz")]
+    for lang, path in files:
         pairs = pairs_of(read_rows(path), english)
         for x, y in rng.sample(pairs, min(per_language, len(pairs))):
             if english_last:
