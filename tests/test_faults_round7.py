@@ -5,6 +5,7 @@ it, failing on the code before the fix. The Milvus commits and the filters are i
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -220,14 +221,15 @@ def test_two_writers_on_one_milvus_lite_folder_get_hmdes_line_alone(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         other = subprocess.run([sys.executable, "-c", "from hmde.index.milvus_client import client_for\n"
-                                f"client_for({str(tmp_path / 'm.db')!r})"], capture_output=True, text=True)
+                                f"client_for({str(tmp_path / 'm.db')!r})"], capture_output=True, text=True,
+                               env={**os.environ, "HMDE_LOCK_TIMEOUT": "2"})  # it waits (issue 92), bounded
     finally:
         holder.kill()
         holder.wait()
     assert other.returncode != 0
     lines = [x for x in other.stderr.splitlines() if x.strip()]
     assert "Failed to start MilvusLite" not in other.stderr and "BlockingIOError" not in other.stderr
-    assert "held by another process" in lines[-1]
+    assert "held by another process for 2 s" in lines[-1]
     assert lines[lines.index(next(x for x in lines if x.startswith("Traceback"))):][-1].startswith("hmde.errors")
 
 

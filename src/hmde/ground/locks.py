@@ -25,8 +25,12 @@ import os
 import re
 import shutil
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Iterator
+
+from ..errors import HmdeError
 
 
 def lock_file(path: str | os.PathLike, kind: str) -> Path:
@@ -66,29 +70,66 @@ def remove_stale_temporaries(path: str | os.PathLike) -> None:
         shutil.rmtree(entry, ignore_errors=True)
 
 
+WRITER_WAIT_S = 3600.0  # how long a writer waits for another to finish (HMDE_LOCK_TIMEOUT overrides)
+_THREAD_LOCKS: dict = {}  # lock file -> the RLock that serialises this process's threads writing that folder
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def writer_wait() -> float:
+    """Seconds a writer waits for the folder's writer lock: ``$HMDE_LOCK_TIMEOUT``, else :data:`WRITER_WAIT_S`."""
+    value = os.environ.get("HMDE_LOCK_TIMEOUT")
+    try:
+        return float(value) if value else WRITER_WAIT_S
+    except ValueError:
+        raise HmdeError(f"HMDE_LOCK_TIMEOUT must be a number of seconds, got {value!r}") from None
+
+
+def _thread_lock(file: Path) -> threading.RLock:
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(str(file), threading.RLock())
+
+
+def _waited(path: Path, file: Path, waited: float, who: str) -> HmdeError:
+    return HmdeError(f"waited {waited:g} s for the writer lock of {path} ({file}), held by {who}, and gave up: "
+                     "try again when that write has ended (HMDE_LOCK_TIMEOUT sets how long to wait)")
+
+
 @contextlib.contextmanager
 def exclusive_writer(path: str | os.PathLike) -> Iterator[None]:
-    """Hold the writer lock of folder ``path``: wait (saying so once) while another process holds it.
+    """Hold the writer lock of folder ``path``: wait (saying so once) while another process or another thread of
+    this one holds it, at most :func:`writer_wait` seconds (then a one-line error naming the lock).
 
-    Re-entrant within a process, so a writer may call helpers that take it again.
+    Re-entrant within a thread, so a writer may call helpers that take it again.
     """
     from filelock import FileLock, Timeout
 
     path = Path(path)
     path.absolute().parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(lock_file(path, "write"), is_singleton=True)
+    file = lock_file(path, "write")
+    wait = writer_wait()
+    threads = _thread_lock(file)  # flock is per open file: threads of one process are serialised here first
+    started = time.monotonic()
+    if not threads.acquire(timeout=wait if wait >= 0 else -1):
+        raise _waited(path, file, wait, "another thread of this process")
     try:
-        lock.acquire(blocking=False)
-    except Timeout:
-        print(f"hmde: waiting for another hmde process writing {path} (lock {lock.lock_file})", file=sys.stderr,
-              flush=True)
-        lock.acquire()
-    try:
-        if lock.lock_counter == 1:
-            remove_stale_temporaries(path)
-        yield
+        lock = FileLock(file, is_singleton=True, thread_local=False)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            print(f"hmde: waiting for another hmde process writing {path} (lock {lock.lock_file})", file=sys.stderr,
+                  flush=True)
+            try:
+                lock.acquire(timeout=max(0.0, wait - (time.monotonic() - started)) if wait >= 0 else -1)
+            except Timeout:
+                raise _waited(path, file, wait, "another process") from None
+        try:
+            if lock.lock_counter == 1:
+                remove_stale_temporaries(path)
+            yield
+        finally:
+            lock.release()
     finally:
-        lock.release()
+        threads.release()
 
 
 def writer_alive(path: str | os.PathLike) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import HmdeError
 from .store import DocumentBatch, DocumentIndex, IndexMeta, INDEX_TYPES
 
-MODES = ("create", "add", "upsert")
+MODES = ("create", "add", "upsert", "skip")  # skip: add, passing over the ids the index holds (under the lock)
 
 
 @dataclass
@@ -86,13 +86,13 @@ def write_records(path: str | Path, vectorizer, meta: IndexMeta, chunks: Iterabl
                   done: Callable[[int], None] = lambda n: None) -> DocumentIndex:
     """Embed ``chunks`` of records (``doc_id``, ``text``, ``lang``; :func:`hmde.io.documents.records_from`) with
     ``vectorizer`` and commit them to the index at ``path`` (``mode``: create, add or upsert); ``done(n)`` after
-    each chunk. Returns the new version, open."""
+    each chunk. Returns the new version, open (``skipped``: the documents a skip passed over)."""
     from .build import encoded_batches, write_batches
 
     if mode not in MODES:
         raise HmdeError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     batches = encoded_batches(vectorizer, chunks, contextual(meta), done)
-    return write_batches(path, meta, batches, add=mode != "create", replace=mode == "upsert")
+    return write_batches(path, meta, batches, add=mode != "create", replace=mode == "upsert", skip_known=mode == "skip")
 
 
 def write_embedded(path: str | Path, meta: IndexMeta, batches: Iterable[DocumentBatch],
@@ -100,9 +100,9 @@ def write_embedded(path: str | Path, meta: IndexMeta, batches: Iterable[Document
     """Commit documents embedded already (vectors, sentences and their vectors) to an existing index."""
     from .build import write_batches
 
-    if mode not in ("add", "upsert"):
-        raise HmdeError(f"mode must be add or upsert, got {mode!r}")
-    return write_batches(path, meta, iter(batches), add=True, replace=mode == "upsert")
+    if mode not in ("add", "upsert", "skip"):
+        raise HmdeError(f"mode must be add, upsert or skip, got {mode!r}")
+    return write_batches(path, meta, iter(batches), add=True, replace=mode == "upsert", skip_known=mode == "skip")
 
 
 def stored_batch(store, rows: Sequence[int], metadata: Sequence[dict]) -> DocumentBatch | None:

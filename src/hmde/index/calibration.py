@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..ground.once import once
 from .language_debias import CALIBRATION_SAMPLE
 from .multivector import aggregate
 from .scoring import cosines
@@ -53,9 +54,9 @@ class QueryLanguageCalibration:
         ``top_sentences`` best sentence cosines plus ``doc_weight`` x its document vector's (multi-vector), or
         the document vector's cosine alone."""
         index, basis = self.index, self.index.language_basis  # (Q, N) cosines as the search computes them
-        if self._sample_vectors is None:  # read once per snapshot (a store over the network: one call, not a query's)
-            self._sample_vectors = index.document_vectors(self.sample)
-        scores = cosines(self._sample_vectors, q, basis).T
+        # read once per snapshot (a store over the network: one call, not a query's), whichever thread asks first
+        sample_vectors = once(self, "_sample_vectors", lambda: index.document_vectors(self.sample))
+        scores = cosines(sample_vectors, q, basis).T
         if not multi_vector:
             return scores.mean(1)
         vectors, starts, counts = self.sample_sentences()
@@ -64,6 +65,4 @@ class QueryLanguageCalibration:
 
     def sample_sentences(self):
         """The sample's stored sentence vectors, read once: (vectors, starts, counts)."""
-        if self._sample_sentences is None:
-            self._sample_sentences = self.index.sentences_of_documents(self.sample)
-        return self._sample_sentences
+        return once(self, "_sample_sentences", lambda: self.index.sentences_of_documents(self.sample))

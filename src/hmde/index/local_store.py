@@ -25,11 +25,14 @@ from ..align.similarity import normalize
 from ..errors import HmdeError, InputError
 from ..ground.atomic import through_links
 from ..ground.locks import reading
+from ..ground.once import once, owner_lock
 from .language_debias import recorded_basis
 from .faiss_files import SENTENCE_INDEX, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .row_file import RowFile, spans_to_rows
+from .snapshots import version_of
 from .store_protocol import Selection
+from .thread_cursors import ThreadCursors
 
 
 class LocalStore:
@@ -37,7 +40,8 @@ class LocalStore:
 
     def __init__(self, path: Path, meta: IndexMeta, index, sentences: np.ndarray, con=None, sentence_index=None,
                  sentence_rows: RowFile | None = None, deleted: np.ndarray | None = None):
-        self.path, self.meta, self.index, self.sentence_vectors, self._con = path, meta, index, sentences, con
+        self.path, self.meta, self.index, self.sentence_vectors = path, meta, index, sentences
+        self._con = None if con is None else ThreadCursors(con, "USE idx", str(path))  # a cursor per thread
         self._rows = sentence_rows  # what a search reads of sentences.npy (the memory map is for whole passes)
         self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
         self._sentence_owner = None
@@ -57,7 +61,9 @@ class LocalStore:
         if not path.is_dir():
             raise InputError("index folder not found (build one with `hmde index build`)", path=str(path))
         with reading(path):
-            return cls._open_files(path)
+            opened = cls._open_files(path)
+            opened.version = version_of(path)  # the version these files are (no writer swaps while we read)
+            return opened
 
     @classmethod
     def _open_files(cls, path: Path) -> "LocalStore":
@@ -118,7 +124,6 @@ class LocalStore:
     def close(self) -> None:
         if self._con is not None:
             self._con.close()
-            self._con = None
         if self._rows is not None:
             self._rows.close()
             self._rows = None
@@ -143,13 +148,17 @@ class LocalStore:
         """Sentence vectors the documents table points into."""
         return int(self._query("SELECT coalesce(sum(sent_count), 0) FROM docs")[0][0])
 
+    def _db(self):
+        """This thread's cursor of the snapshot's database (made on its first query)."""
+        if self._con is None:
+            raise HmdeError(f"index {self.path} was closed")
+        return self._con.get()
+
     def _query(self, sql: str, params=()):
         import duckdb
 
-        if self._con is None:
-            raise HmdeError(f"index {self.path} was closed")
         try:
-            return self._con.execute(sql, params).fetchall()
+            return self._db().execute(sql, params).fetchall()
         except duckdb.Error as exc:  # damage found where a query reads (open checks only the counts)
             raise InputError(f"not a readable DuckDB database ({first_line(exc)}); rebuild the index",
                              path=str(self.path / "docs.duckdb")) from None
@@ -158,22 +167,18 @@ class LocalStore:
     def has_metadata(self) -> bool:
         """Whether the documents table has the metadata column (indexes written before issue 61 gain it on their
         next write)."""
-        if getattr(self, "_has_metadata", None) is None:
-            self._has_metadata = bool(self._query("SELECT count(*) FROM duckdb_columns() WHERE table_name = 'docs' "
-                                                  "AND column_name = 'metadata'")[0][0])
-        return self._has_metadata
+        return once(self, "_has_metadata", lambda: bool(self._query(
+            "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'docs' AND column_name = 'metadata'")[0][0]))
 
     def metadata_fields(self) -> dict[str, list[str]]:
         """The metadata keys any document has and the kinds of value each holds (:func:`hmde.index.filters.
         value_kind`), read once per open snapshot (one scan of the documents table)."""
-        if getattr(self, "_metadata_fields", None) is None:
-            from .filter_checks import duckdb_kind
+        from .filter_checks import duckdb_kind
 
-            self._metadata_fields = {} if not self.has_metadata else {
-                key: sorted({duckdb_kind(t) for t in types}) for key, types in self._query(
-                    "SELECT key, list(DISTINCT json_type(value)) FROM docs, json_each(metadata) "
-                    "WHERE metadata IS NOT NULL GROUP BY key ORDER BY key")}
-        return self._metadata_fields
+        return once(self, "_metadata_fields", lambda: {} if not self.has_metadata else {
+            key: sorted({duckdb_kind(t) for t in types}) for key, types in self._query(
+                "SELECT key, list(DISTINCT json_type(value)) FROM docs, json_each(metadata) "
+                "WHERE metadata IS NOT NULL GROUP BY key ORDER BY key")})
 
     def doc_ids(self) -> list[str]:
         return [r[0] for r in self._query("SELECT doc_id FROM docs ORDER BY row")]
@@ -183,12 +188,10 @@ class LocalStore:
         given), and those languages: numbers, not strings (ten million documents name a few languages)."""
         import duckdb
 
-        if self._con is None:
-            raise HmdeError(f"index {self.path} was closed")
         try:
-            names = [r[0] for r in self._con.execute("SELECT DISTINCT lang FROM docs WHERE lang IS NOT NULL "
-                                                     "ORDER BY 1").fetchall()]
-            columns = self._con.execute("SELECT row, coalesce(list_position(?::VARCHAR[], lang), 0) - 1 AS lang "
+            names = [r[0] for r in self._db().execute("SELECT DISTINCT lang FROM docs WHERE lang IS NOT NULL "
+                                                      "ORDER BY 1").fetchall()]
+            columns = self._db().execute("SELECT row, coalesce(list_position(?::VARCHAR[], lang), 0) - 1 AS lang "
                                         "FROM docs ORDER BY row", [names]).fetchnumpy()
         except duckdb.Error as exc:
             raise InputError(f"not a readable DuckDB database ({first_line(exc)}); rebuild the index",
@@ -234,24 +237,21 @@ class LocalStore:
         if not self.meta.bm25:
             raise HmdeError(f"index {self.path} has no BM25 index: rebuild it with `hmde index build --bm25` for "
                             "--hybrid")
-        if getattr(self, "_bm25", None) is None:
-            self._bm25 = load_bm25(self.path / BM25_DIR, self.meta.live)
-        return self._bm25
+        return once(self, "_bm25", lambda: load_bm25(self.path / BM25_DIR, self.meta.live))
 
     def sentence_owners(self) -> np.ndarray:
         """Each stored sentence's document row (multi-vector indexes), read once from docs.duckdb."""
-        if self._sentence_owner is None:  # as one numpy column: 10M Python tuples took gigabytes at 10M sentences
+        def read():  # as one numpy column: 10M Python tuples took gigabytes at 10M sentences
             import duckdb
 
-            if self._con is None:
-                raise HmdeError(f"index {self.path} was closed")
             try:
-                column = self._con.execute("SELECT doc_row FROM sentences ORDER BY sent_row").fetchnumpy()["doc_row"]
+                column = self._db().execute("SELECT doc_row FROM sentences ORDER BY sent_row").fetchnumpy()["doc_row"]
             except duckdb.Error as exc:
                 raise InputError(f"not a readable DuckDB database ({first_line(exc)}); rebuild the index",
                                  path=str(self.path / "docs.duckdb")) from None
-            self._sentence_owner = np.asarray(column, dtype=np.int64)
-        return self._sentence_owner
+            return np.asarray(column, dtype=np.int64)
+
+        return once(self, "_sentence_owner", read)
 
     def live_mask(self, kind: str) -> np.ndarray | None:
         """Which rows of ``kind`` ("documents" or "sentences") belong to live documents; None where none was
@@ -271,13 +271,14 @@ class LocalStore:
         None where no document was deleted."""
         if not len(self.deleted):
             return None
-        if kind not in self._masks:
-            import faiss
+        with owner_lock(self):
+            if kind not in self._masks:
+                import faiss
 
-            live = self.live_mask(kind)
-            bits = np.packbits(live, bitorder="little")  # FAISS reads bit i of byte i >> 3, least significant first
-            self._masks[kind] = (bits, faiss.IDSelectorBitmap(len(live), faiss.swig_ptr(bits)))
-        return self._masks[kind][1]
+                live = self.live_mask(kind)
+                bits = np.packbits(live, bitorder="little")  # FAISS reads bit i of byte i >> 3, least significant first
+                self._masks[kind] = (bits, faiss.IDSelectorBitmap(len(live), faiss.swig_ptr(bits)))
+            return self._masks[kind][1]
 
     def _sentence_file(self) -> RowFile:
         if self._rows is None:
@@ -287,11 +288,14 @@ class LocalStore:
     def document_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The stored document vectors of ``rows`` (an IVF-PQ index: as its codes decode them; see
         :meth:`exact_document_vectors`)."""
-        if self.meta.index_type in ("ivf", "ivfpq") and not getattr(self, "_direct_map", False):
-            import faiss
+        if self.meta.index_type in ("ivf", "ivfpq"):
+            def direct_map():  # a change of the FAISS index: once, before any thread reconstructs
+                import faiss
 
-            faiss.extract_index_ivf(self.index).make_direct_map()
-            self._direct_map = True
+                faiss.extract_index_ivf(self.index).make_direct_map()
+                return True
+
+            once(self, "_direct_map", direct_map)
         return self.index.reconstruct_batch(np.asarray(rows, np.int64))
 
     def exact_document_vectors(self, rows: np.ndarray) -> np.ndarray | None:

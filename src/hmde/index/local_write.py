@@ -20,6 +20,7 @@ from ..io.growing_npy import GrowingNpy
 from ..io.representation_parquet import metadata_texts
 from .faiss_files import SENTENCE_INDEX, new_faiss_index, sentence_lists_for
 from .meta import IndexMeta, check_compatible, finish_version
+from .records import DuplicateIds
 
 
 @dataclass
@@ -146,8 +147,9 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
             except duckdb.ConstraintException as e:
                 known = con.execute("SELECT doc_id FROM batch_rows JOIN docs USING (doc_id) LIMIT 1").fetchall()
                 twice = con.execute("SELECT doc_id FROM batch_rows GROUP BY 1 HAVING count(*) > 1 LIMIT 1").fetchall()
-                what = f"'{known[0][0]}' is already in the index (an upsert replaces it)" if known else \
-                    f"'{twice[0][0]}' occurs twice in the input" if twice else str(e)
+                if known:
+                    raise DuplicateIds(known[0][0]) from None
+                what = f"'{twice[0][0]}' occurs twice in the input" if twice else str(e)
                 raise HmdeError(f"document ids must be unique: {what}") from None
             finally:
                 con.unregister("batch_rows")

@@ -9,9 +9,11 @@ import logging
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from ..errors import HmdeError, InputError, exception_line
+from ..ground.locks import writer_wait
 
 SCHEME = "milvus:"
 MAX_VARCHAR = 65_535
@@ -38,6 +40,9 @@ def check_lite_path(uri: str) -> str:
     return uri
 
 
+# how long a process waits for another's hold of a Milvus Lite folder to end: short, since an open index holds its
+# folder for its life (a server, an application), and one that waits for this process's writer lock never lets go
+LITE_WAIT_S = 10.0
 _LITE_USERS: dict[str, int] = {}  # Milvus Lite folder -> open clients of this process
 _LITE_LOCK = threading.Lock()
 
@@ -58,16 +63,23 @@ def client_for(uri: str):
         raise HmdeError("an index stored in Milvus needs pymilvus (and, for a local file, milvus-lite): pip install "
                         "'hmde[milvus]'") from None
     check_lite_path(uri)
-    with _LiteLog() as said:
-        try:
-            client = MilvusClient(uri)
-        except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
-            told = " ".join(said.lines) + str(getattr(exc, "__context__", "") or "") + str(exc)
-            held = "held by another process" if "lock" in told else ""
-            raise HmdeError(f"cannot open the Milvus store {uri} ({held or exception_line(exc)}; Milvus Lite serves a "
-                            "folder to one process at a time: a server or a search holding it must stop first)") \
-                from None
     folder = _lite_folder(uri)
+    started, wait = time.monotonic(), min(writer_wait(), LITE_WAIT_S)
+    while True:
+        with _LiteLog() as said:
+            try:
+                client = MilvusClient(uri)
+                break
+            except Exception as exc:  # noqa: BLE001 - connection and engine errors come in many classes
+                told = " ".join(said.lines) + str(getattr(exc, "__context__", "") or "") + str(exc)
+                held = "lock" in told and folder is not None
+                waited = time.monotonic() - started
+                if held and waited < wait:  # another process's short use (a write, a search): wait for it, bounded
+                    time.sleep(min(0.2, wait - waited))
+                    continue
+                why = f"held by another process for {waited:.0f} s" if held else exception_line(exc)
+                raise HmdeError(f"cannot open the Milvus store {uri} ({why}; Milvus Lite serves a folder to one "
+                                "process at a time: a server or a search holding it must stop first)") from None
     if folder:
         quiet_lite_server()
         with _LITE_LOCK:

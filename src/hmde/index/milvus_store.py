@@ -276,11 +276,13 @@ class MilvusIndex:
     def _vectors(self, collection: str, key: str, rows) -> np.ndarray:
         rows = [int(r) for r in rows]
         cache = self._cached(collection)
-        missing = [r for r in dict.fromkeys(rows) if r not in cache]
+        # this call's own vectors: another thread may clear the shared cache between its reads (issue 92)
+        found = {r: v for r in dict.fromkeys(rows) if (v := cache.get(r)) is not None}
+        missing = [r for r in dict.fromkeys(rows) if r not in found]
         for part in chunks(missing):
-            cache.update((r[key], r["vector"]) for r in self._all(collection, f"{key} in {quoted(part)}",
-                                                                  [key, "vector"]))
-        return np.asarray([cache[r] for r in rows], np.float32).reshape(len(rows), self.meta.dim)
+            for r in self._all(collection, f"{key} in {quoted(part)}", [key, "vector"]):
+                found[r[key]] = cache[r[key]] = r["vector"]
+        return np.asarray([found[r] for r in rows], np.float32).reshape(len(rows), self.meta.dim)
 
     def sentence_vectors_of(self, rows) -> np.ndarray:
         return self._vectors(self.sentences, "id", rows)

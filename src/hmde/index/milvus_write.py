@@ -37,6 +37,7 @@ from .milvus_client import MAX_VARCHAR, client_for, metadata_problem, release, t
 from .milvus_commits import check_current, committed_marker, mark_committed, mark_writing, new_commit_id
 from .milvus_filters import KINDS_FIELD, kinds_of
 from .milvus_store import MilvusIndex, chunks, quoted
+from .records import DuplicateIds
 
 INDEX_TYPES = {"flat": ("FLAT", {}), "hnsw": ("HNSW", {"M": 32, "efConstruction": 200}),
                "ivf": ("IVF_FLAT", {"nlist": 1024}), "ivfpq": ("IVF_PQ", {"nlist": 1024, "m": 48, "nbits": 8})}
@@ -323,8 +324,7 @@ def write_milvus(path: Path, meta: IndexMeta, batches: Iterable, add: bool, repl
                     raise HmdeError(f"document ids must be unique: '{doc_id}' occurs twice in the input")
                 seen.add(doc_id)
                 if doc_id in old and not replace:
-                    raise HmdeError(f"document ids must be unique: '{doc_id}' is already in the index (an upsert "
-                                    "replaces it)")
+                    raise DuplicateIds(doc_id)
             leaving = [old[x] for x in batch.doc_ids if x in old and x not in written] + \
                 [written[x] for x in batch.doc_ids if x in written]
             replaced += sum(1 for x in batch.doc_ids if x in old and x not in written)

@@ -137,14 +137,14 @@ def _calibration_plan(store, q: np.ndarray, query_langs, lang: str | None, multi
         return None
     if len(query_langs) != len(q):
         raise HmdeError(f"{len(query_langs)} query languages for {len(q)} queries")
-    if getattr(store, "_calibration", None) is None:  # once per open snapshot
-        from .calibration import QueryLanguageCalibration
+    from ..ground.once import once
+    from .calibration import QueryLanguageCalibration
 
-        store._calibration = QueryLanguageCalibration(store)
-    codes = store._calibration.plan(query_langs)
+    calibration = once(store, "_calibration", lambda: QueryLanguageCalibration(store))  # once per open snapshot
+    codes = calibration.plan(query_langs)
     if all(c < 0 for c in codes):
         return None
-    baselines = store._calibration.baselines(q, multi_vector, top_sentences, doc_weight)
+    baselines = calibration.baselines(q, multi_vector, top_sentences, doc_weight)
     return [(c, float(b)) if c >= 0 else None for c, b in zip(codes, baselines)]
 
 

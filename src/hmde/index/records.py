@@ -52,3 +52,12 @@ class UnknownIds(HmdeError):
         super().__init__(f"index {path} holds no document {shown}{more}: nothing was deleted ({option} "
                          "deletes the others)")
         self.missing, self.path = missing, path
+
+
+class DuplicateIds(HmdeError):
+    """A write that adds (never replaces) brings an id the index holds already; checked under the writer's lock, so
+    that of two writers racing with one id exactly one is refused (issue 92). Nothing was written."""
+
+    def __init__(self, doc_id: str):
+        super().__init__(f"document ids must be unique: '{doc_id}' is already in the index (an upsert replaces it)")
+        self.doc_id = doc_id

@@ -26,11 +26,21 @@ class Index:
     It is also written: ``Index.create(path, documents, model)``, then ``add``, ``upsert`` (a known id is
     replaced), ``delete``, ``compact`` and ``info``, each one commit, as `hmde index add|upsert|delete|compact`
     and the server's write routes make them. A search sees the newest committed version, whoever wrote it.
+
+    One ``Index`` is shared by any number of threads and asyncio tasks (issue 92): each call reads one committed
+    version to its end (:mod:`hmde.index.snapshots`), writes are serialised by the index's writer lock (across
+    processes too), and the model runs on one thread, where concurrent searches' queries are embedded together
+    (:mod:`hmde.encoders.model_thread`).
     """
 
     def __init__(self, index, name: str, kind: str, model, device: str):
-        self.index, self.model_name, self.kind, self.model, self.device = index, name, kind, model, device
-        self._version = _version(index.path)
+        from ..encoders.model_thread import GatheredCalls
+        from .snapshots import Snapshots
+        from .store import DocumentIndex
+
+        self.model_name, self.kind, self.model, self.device = name, kind, model, device
+        self._snapshots = Snapshots(index, DocumentIndex.open)
+        self._queries = GatheredCalls(self._embed_queries)
 
     @classmethod
     def create(cls, path: str, documents=(), model: str | None = None, device: str = "auto", overwrite: bool = False,
@@ -93,37 +103,57 @@ class Index:
         written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))
         return cls.with_model(written, name, kind, loaded, device)
 
-    @property
-    def path(self):
-        return self.index.path
-
-    def _current(self):
-        """The open snapshot, reopened first where another writer committed a newer version."""
+    @classmethod
+    def open_or_create(cls, path: str, name: str, kind: str, model, device: str, **settings) -> "Index":
+        """The index at ``path`` with a model loaded already, made empty first where there is none: under the
+        folder's writer lock, so that two processes (or threads) making one new index both get it, the second
+        opening what the first made (issue 92: the second was told "an hmde index is already there")."""
+        from ..ground.locks import exclusive_writer
+        from ..ground.atomic import through_links
         from .store import DocumentIndex
 
-        try:
-            version = _version(self.index.path)
-        except FileNotFoundError:  # between the renames of a swap on a system without an atomic exchange
-            return self.index
-        if version != self._version:
-            fresh = DocumentIndex.open(self.index.path)
-            self.index.close()
-            self.index, self._version = fresh, _version(fresh.path)
-        return self.index
+        real = through_links(path)
+        with exclusive_writer(real):
+            if not (real / "index.json").is_file():
+                return cls.create_with_model(path, name, kind, model, device, **settings)
+        return cls.with_model(DocumentIndex.open(path), name, kind, model, device)
+
+    @property
+    def index(self):
+        """The newest snapshot opened (a store of :mod:`hmde.index.store_protocol`); a call that reads it from
+        several threads leases it instead (:meth:`snapshot`)."""
+        return self._snapshots.current
+
+    @property
+    def path(self):
+        return self._snapshots.current.path
+
+    def snapshot(self):
+        """``with index.snapshot() as store:`` the newest committed version, open until the block ends."""
+        return self._snapshots.lease()
 
     def _swap(self, written) -> None:
-        old, self.index = self.index, written
-        self._version = _version(written.path)
-        old.close()
+        self._snapshots.replace(written)
 
     def add(self, documents, batch_size: int = 64) -> int:
-        """Embed ``documents`` and add them in one commit (an id the index holds is refused); their count."""
-        return self._write(documents, "add", batch_size)
+        """Embed ``documents`` and add them in one commit (an id the index holds is refused:
+        :class:`~hmde.index.records.DuplicateIds`, nothing written); their count."""
+        return self.write(documents, "add", batch_size)
 
     def upsert(self, documents, batch_size: int = 64) -> int:
         """Embed ``documents`` and commit them: a document whose id the index holds replaces it (vectors,
         sentences, text, language); the others are added. Their count."""
-        return self._write(documents, "upsert", batch_size)
+        return self.write(documents, "upsert", batch_size)
+
+    def write(self, documents, mode: str = "upsert", batch_size: int = 64) -> int:
+        """Embed ``documents`` and commit them in one write, ``mode``: ``add`` (a known id refused), ``upsert`` (a
+        known id replaced) or ``skip`` (a known id passed over); whether an id is known is decided under the
+        writer's lock, so writers racing with one id get what the mode promises. How many were written."""
+        from .builder import MODES
+
+        if mode not in MODES or mode == "create":
+            raise HmdeError(f"mode must be add, upsert or skip, got {mode!r}")
+        return self._write(documents, mode, batch_size)
 
     def _write(self, documents, mode: str, batch_size: int) -> int:
         from ..io.documents import records_from
@@ -133,15 +163,16 @@ class Index:
         records = records_from(documents)
         if not records:
             return 0
-        meta = self._current().meta
+        with self.snapshot() as index:
+            meta = index.meta
         if meta.store == "milvus":
             from .milvus_client import check_records_fit
 
             check_records_fit(records, "documents")
-        written = write_records(self.index.path, _vectorizer(self.model, meta.method, batch_size), meta,
+        written = write_records(self.path, _vectorizer(self.model, meta.method, batch_size), meta,
                                 chunked(records, batch_size), mode)
         self._swap(written)
-        return len(records)
+        return len(records) - getattr(written, "skipped", 0)
 
     def delete(self, doc_ids, ignore_missing: bool = False) -> int:
         """Delete the documents ``doc_ids`` in one commit; an id the index does not hold is refused
@@ -153,10 +184,10 @@ class Index:
         if isinstance(doc_ids, str):
             doc_ids = [doc_ids]
         try:
-            deleted = delete_documents(self.index.path, list(doc_ids), ignore_missing)
+            deleted = delete_documents(self.path, list(doc_ids), ignore_missing)
         except UnknownIds as exc:  # the command line's message names its flag; Python's names the argument
             raise UnknownIds(exc.missing, exc.path, "ignore_missing=True") from None
-        self._swap(DocumentIndex.open(self.index.path))
+        self._swap(DocumentIndex.open(self.path))
         return deleted
 
     def compact(self) -> int:
@@ -164,15 +195,16 @@ class Index:
         from .mutations import compact_index
         from .store import DocumentIndex
 
-        dropped = compact_index(self.index.path)
-        self._swap(DocumentIndex.open(self.index.path))
+        dropped = compact_index(self.path)
+        self._swap(DocumentIndex.open(self.path))
         return dropped
 
     def info(self) -> dict:
         """Model, method, kinds, live and deleted documents and sentences, languages, bytes on disk."""
         from .builder import describe
 
-        return describe(self._current())
+        with self.snapshot() as index:
+            return describe(index)
 
     # -- documents read back without a query (hmde.index.lookup) -----------------------------------------------
     def documents(self, ids=None, filter=None, limit: int | None = None, offset: int = 0) -> list[dict]:
@@ -181,21 +213,22 @@ class Index:
         document without either. ``limit``/``offset`` page through them."""
         from .lookup import documents
 
-        index = self._current()
-        return documents(index, _ids(ids), check_filter(index, filter), limit, offset)
+        with self.snapshot() as index:
+            return documents(index, _ids(ids), check_filter(index, filter), limit, offset)
 
     def count(self, filter=None) -> int:
         """How many documents ``filter`` matches (every live one without)."""
         from .lookup import count
 
-        index = self._current()
-        return count(index, check_filter(index, filter))
+        with self.snapshot() as index:
+            return count(index, check_filter(index, filter))
 
     def document_vectors(self, ids) -> tuple:
         """The stored document vectors of those of ``ids`` the index holds (unit length), in the order asked."""
         from .lookup import document_vectors
 
-        return document_vectors(self._current(), _ids(ids))
+        with self.snapshot() as index:
+            return document_vectors(index, _ids(ids))
 
     def update_metadata(self, metadata: dict, ids=None, filter=None, replace: bool = False) -> int:
         """Give the documents ``ids`` holds and ``filter`` matches (every document without either) ``metadata``:
@@ -205,11 +238,12 @@ class Index:
         from .store import DocumentIndex
 
         check_metadata_change(metadata)
-        index = self._current()
-        updated, to_embed = update_metadata(index.path, metadata, _ids(ids), check_filter(index, filter), replace)
+        with self.snapshot() as index:
+            tree = check_filter(index, filter)
+        updated, to_embed = update_metadata(self.path, metadata, _ids(ids), tree, replace)
         if to_embed is not None:  # the stored vectors are codes: embed the documents again
             return self.upsert(to_embed)
-        self._swap(DocumentIndex.open(index.path))
+        self._swap(DocumentIndex.open(self.path))
         return updated
 
     @classmethod
@@ -264,9 +298,17 @@ class Index:
     def lower(self):
         return self.model.lower if self.kind == "hmde" else self.model
 
-    def encode_queries(self, queries: list[str]):
-        """Queries through the index's sentence encoder (the CLIR protocol), as every search embeds them."""
+    def _embed_queries(self, queries: list[str]):
         return self.lower.encode(list(queries), prompt_name="query")
+
+    def encode_queries(self, queries: list[str]):
+        """Queries through the index's sentence encoder (the CLIR protocol), as every search embeds them: on the
+        model thread, with the queries of other threads' searches waiting at the same moment."""
+        return self._queries(list(queries))
+
+    async def aencode_queries(self, queries: list[str]):
+        """:meth:`encode_queries` for a caller on an event loop, which goes on while the model works."""
+        return await self._queries.awaiting(list(queries))
 
     def search(self, queries: list[str] | str, top_k: int = 10, lang: str | None = None,
                ef_search: int | None = None, nprobe: int | None = None, hybrid: bool = False,
@@ -285,24 +327,39 @@ class Index:
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight, query_lang)
-        self._current()
-        multi_vector = check_index_request(self.index, hybrid, multi_vector, ef_search, nprobe)
-        tree = check_filter(self.index, filter)
-        if query_vectors is None:
-            warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
-            query_vectors = self.encode_queries(queries)
+        with self.snapshot() as index:
+            multi_vector = check_index_request(index, hybrid, multi_vector, ef_search, nprobe)
+            tree = check_filter(index, filter)
+            if query_vectors is None:
+                warn_uncovered(self.model_name, self.model, languages_of([None] * len(queries), queries), "queries")
+                query_vectors = self.encode_queries(queries)
 
-        def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
-            return DocumentVectorizer(self.model, "mean").sentences(texts, langs)
+            def sentences_of(texts, langs):  # hits whose sentences were not stored (built with --engine ray) only
+                from ..encoders.model_thread import run_on_model_thread
 
-        return self.index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
-                                 ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
-                                 hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
-                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
-                                 query_langs=query_languages(self.index, queries, query_lang), filter=tree)
+                return run_on_model_thread(DocumentVectorizer(self.model, "mean").sentences, texts, langs)
+
+            return index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
+                                ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
+                                hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
+                                top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
+                                query_langs=query_languages(index, queries, query_lang), filter=tree)
+
+    async def asearch(self, queries: list[str] | str, top_k: int = 10, **options):
+        """:meth:`search` for a caller on an event loop: the queries wait for the model thread with every other
+        caller's, the ranking runs in a worker thread; the loop goes on meanwhile."""
+        import asyncio
+
+        queries = [queries] if isinstance(queries, str) else list(queries)
+        if options.get("query_vectors") is None:
+            check_request(queries, top_k, options.get("top_sentences", DEFAULT_TOP_SENTENCES),
+                          options.get("doc_weight", DEFAULT_DOC_WEIGHT), options.get("query_lang"))
+            options["query_vectors"] = await self.aencode_queries(queries)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.search(queries, top_k, **options))
 
     def close(self) -> None:
-        self.index.close()
+        self._snapshots.close()
 
     def __enter__(self) -> "Index":
         return self
@@ -324,22 +381,16 @@ def query_languages(index, queries: list, query_lang: str | None) -> list[str | 
     return detect_languages(queries)
 
 
-def _version(path) -> tuple:
-    """What changes when a writer swaps in a new version of the index (``index.json`` is a new file)."""
-    import os
-
-    st = os.stat(os.path.join(path, "index.json"))
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
 def _vectorizer(model, method: str, batch_size: int):
+    """The write's vectorizer, its model calls on the model thread (a write from any thread, beside searches)."""
+    from ..encoders.model_thread import OnModelThread
     from ..methods import method_class
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
 
     if method_class(method).fitted:
         raise HmdeError(f"the index holds '{method}' document vectors, fitted on a collection: add to it with `hmde "
                         "index add --lawdr-stats` (the statistics it was built with)")
-    return DocumentVectorizer(model, method, MethodOptions(batch_size=batch_size))
+    return OnModelThread(DocumentVectorizer(model, method, MethodOptions(batch_size=batch_size)))
 
 
 def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,

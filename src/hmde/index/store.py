@@ -77,7 +77,7 @@ class DocumentIndex(LocalStore):
     @classmethod
     def write_batches(cls, path: str | Path, meta: IndexMeta, batches: Iterable[DocumentBatch], add: bool = False,
                       train_vectors: np.ndarray | None = None,
-                      sentence_train: np.ndarray | None = None, replace: bool = False):
+                      sentence_train: np.ndarray | None = None, replace: bool = False, skip_known: bool = False):
         """Stream ``batches`` into a new index at ``path`` (or, with ``add``, onto the old one).
 
         Each batch's vectors are added and its rows inserted before the next is read. ``train_vectors`` trains an
@@ -85,14 +85,50 @@ class DocumentIndex(LocalStore):
         Documents without sentences (e.g. from ``--engine ray``) get their best sentence computed at search time.
         ``meta.count`` is set from what was written. Concurrent writers of one index wait for each other
         (:mod:`hmde.ground.locks`). ``replace`` (an upsert, with ``add``): a document whose id the index holds
-        replaces it; the old version is invisible from the commit on.
+        replaces it; the old version is invisible from the commit on. ``skip_known`` (with ``add``): a document whose
+        id the index holds is passed over, decided under the writer's lock (the version returned counts them in
+        ``skipped``).
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         batches = with_languages(batches)
         with exclusive_writer(path):  # one writer at a time, from reading the old index to the swap
             stored = read_index_meta(path / "index.json") if add and (path / "index.json").is_file() else None
+            skipped = [0]
+            if skip_known and stored is not None:
+                batches = _without_known(cls.open(path), batches, skipped)
             if (stored or meta).store == "milvus":
                 from .milvus_write import write_milvus
 
-                return write_milvus(path, meta, batches, add, replace)
-            return write_local(cls, path, meta, batches, add, train_vectors, sentence_train, replace)
+                written = write_milvus(path, meta, batches, add, replace)
+            else:
+                written = write_local(cls, path, meta, batches, add, train_vectors, sentence_train, replace)
+            written.skipped = skipped[0]
+            return written
+
+
+def _without_known(current, batches: Iterable[DocumentBatch], skipped: list) -> Iterator[DocumentBatch]:
+    """Each batch without the documents whose ids ``current`` (the version under the writer's lock) holds, or an
+    earlier batch of this write brought; ``skipped[0]`` counts them. ``current`` is closed at the end."""
+    seen: set = set()
+    try:
+        for batch in batches:
+            known = set(current.rows_of_ids(batch.doc_ids)) | seen
+            keep = [i for i, x in enumerate(batch.doc_ids) if x not in known]
+            seen.update(batch.doc_ids)
+            skipped[0] += len(batch.doc_ids) - len(keep)
+            if len(keep) == len(batch.doc_ids):
+                yield batch
+            elif keep:
+                yield batch_subset(batch, keep)
+    finally:
+        current.close()
+
+
+def batch_subset(batch: DocumentBatch, keep: Sequence[int]) -> DocumentBatch:
+    """The documents ``keep`` (positions) of ``batch``."""
+    def pick(values):
+        return None if values is None else [values[i] for i in keep]
+
+    return DocumentBatch(pick(batch.doc_ids), pick(batch.langs), pick(batch.texts),
+                         np.asarray(batch.doc_vectors)[list(keep)], pick(batch.sentences), pick(batch.sentence_vectors),
+                         pick(batch.metadata))

@@ -4,9 +4,11 @@ one ranking and one write path; and an embedder of documents and queries (:class
 the code the server runs, or ``POST /embed``). Hits have one shape (:meth:`hmde.index.records.SearchHit.as_dict`).
 
 Models are loaded once per process and name (a pipeline's stores, retrievers and embedders share one), and run on
-one worker thread of hmde's (:data:`MODEL_THREAD`): measured on a busy machine it is the fastest in-process way
-(docs/defaults.md, "CPU threads on a shared machine"), and async callers await it without blocking their event
-loop. ``threads`` sets torch's threads for the process (as ``--threads``).
+one worker thread of hmde's (:data:`hmde.encoders.model_thread.MODEL_THREAD`): measured on a busy machine it is the
+fastest in-process way (docs/defaults.md, "CPU threads on a shared machine"), concurrent searches' queries are
+embedded together there, and async callers await it without blocking their event loop. One client is shared by any
+number of threads and tasks (issue 92): :class:`hmde.Index` is. ``threads`` sets torch's threads for the process
+(as ``--threads``).
 """
 
 from __future__ import annotations
@@ -15,14 +17,12 @@ import asyncio
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..align.similarity import normalize
+from ..encoders.model_thread import MODEL_THREAD, awaiting_model_thread, run_on_model_thread  # noqa: F401
 from ..errors import HmdeError
-
-MODEL_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hmde-model")
 
 
 def needs(extra: str, package: str, exc: ImportError) -> ImportError:
@@ -63,6 +63,11 @@ def post(url: str, route: str, body: dict, api_key: str | None, timeout: float, 
             message = answered["error"]["message"]
         except (KeyError, TypeError):
             message = answer.text[:200]
+        duplicate = (answered.get("error") or {}).get("doc_id") if isinstance(answered, dict) else None
+        if answer.status_code == 409 and isinstance(duplicate, str):  # the same error as a local index's
+            from ..index.records import DuplicateIds
+
+            raise DuplicateIds(duplicate)
         raise HmdeError(f"{url}{route} answered {answer.status_code}: {message}")
     if not isinstance(answered, dict):
         raise HmdeError(f"{url}{route} answered something other than hmde's JSON ({answer.text[:80]!r}): is that an "
@@ -92,17 +97,10 @@ def shared_model(name: str | None, device: str = "auto", backend: str | None = "
         return _MODELS[key]
 
 
-def run_on_model_thread(function, *args, **kwargs):
-    """``function(*args, **kwargs)`` on hmde's model thread (called from it: at once)."""
-    if threading.current_thread().name.startswith("hmde-model"):
-        return function(*args, **kwargs)
-    return MODEL_THREAD.submit(function, *args, **kwargs).result()
-
-
-async def on_model_thread(function, *args, **kwargs):
-    """Awaitable :func:`run_on_model_thread`: the event loop goes on while the model works."""
-    return await asyncio.get_running_loop().run_in_executor(MODEL_THREAD, functools.partial(function, *args,
-                                                                                            **kwargs))
+async def off_the_loop(function, *args, **kwargs):
+    """``function(*args, **kwargs)`` in a worker thread, awaited: an async framework method's sync twin (index
+    reads, writes, searches) never blocks the caller's event loop (issue 92)."""
+    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(function, *args, **kwargs))
 
 
 def check_options(threads, batch_size, device) -> None:
@@ -151,8 +149,9 @@ class IndexClient:
                 if self.create and not (Path(path) / "index.json").is_file():
                     name, kind, loaded, device = shared_model(
                         self.model, self.device, for_job("auto", self.settings.get("sentence_vectors")))
-                    self._opened = run_on_model_thread(Index.create_with_model, path, name, kind, loaded, device,
-                                                       batch_size=self.batch_size, **self.settings)
+                    # made under the writer lock: another process making it at the same moment is opened
+                    self._opened = Index.open_or_create(path, name, kind, loaded, device, batch_size=self.batch_size,
+                                                        **self.settings)
                 else:
                     opened = DocumentIndex.open(path)
                     name, kind, loaded, device = shared_model(self.model or _recorded(opened), self.device,
@@ -191,10 +190,7 @@ class IndexClient:
             if self.index:
                 body["index"] = self.index
             return [result["hits"] for result in self._post("/search", body)["results"]]
-        index = self.local()
-        vectors = run_on_model_thread(index.encode_queries, queries)
-        return [[h.as_dict() for h in hits] for hits in index.search(queries, top_k=k, filter=tree,
-                                                                     query_vectors=vectors, **options)]
+        return [[h.as_dict() for h in hits] for hits in self.local().search(queries, top_k=k, filter=tree, **options)]
 
     def encode_queries(self, queries: Sequence[str]):
         """The queries' vectors as every search embeds them (the index's lower encoder, e5's ``query:`` prompt)."""
@@ -203,21 +199,21 @@ class IndexClient:
         if self.url:
             return np.asarray(post(self.url, "/embed", {"input": list(queries), "kind": "query", "normalize": True},
                                    self.api_key, self.timeout)["vectors"], np.float32)
-        return run_on_model_thread(self.local().encode_queries, list(queries))
+        return self.local().encode_queries(list(queries))
 
     # -- writing -------------------------------------------------------------------------------------------------
     def write(self, documents: list, mode: str = "upsert") -> int:
         """Commit ``documents`` (:class:`hmde.io.documents.DocumentRecord`, or mappings of ``doc_id``, ``text``,
-        ``lang`` and metadata fields) in one write; ``mode`` add (a known id refused) or upsert (a known id
-        replaced)."""
+        ``lang`` and metadata fields) in one write; ``mode`` add (a known id refused:
+        :class:`hmde.index.records.DuplicateIds`), upsert (a known id replaced) or skip (a known id passed over),
+        decided under the index's writer lock. How many were written."""
         if not documents:
             return 0
         if self.url:
             body = [_as_json(d) for d in documents]
             return int(self._post(self._route("/documents"), {"documents": body, "mode": mode})["documents"])
-        index = self.local()
-        write = index.upsert if mode == "upsert" else index.add
-        return run_on_model_thread(write, documents, batch_size=self.batch_size)
+        index = self.local()  # its model calls run on the model thread; the commit in this one
+        return index.write(documents, mode, batch_size=self.batch_size)
 
     def delete(self, ids: Sequence[str]) -> int:
         """Delete those of ``ids`` the index holds (the others are passed over); how many."""

@@ -28,7 +28,8 @@ import warnings
 from dataclasses import replace
 from typing import Any
 
-from .client import Embedder, IndexClient, needs, passive_openmp
+from ..index.records import DuplicateIds
+from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
 from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
@@ -64,6 +65,10 @@ def _filter_errors(call, *args, **kwargs):
         return call(*args, **kwargs)
     except FilterError as exc:
         raise HaystackFilterError(str(exc)) from None
+
+
+def _duplicate(doc_id: str) -> "DuplicateDocumentError":
+    return DuplicateDocumentError(f"ID '{doc_id}' already exists in the document store (nothing was written)")
 
 
 class HmdeDocumentStore:
@@ -115,16 +120,22 @@ class HmdeDocumentStore:
             if doc.id not in chosen or policy == DuplicatePolicy.OVERWRITE:
                 chosen[doc.id] = doc
         held = {d["doc_id"] for d in self.client.documents(list(chosen))} if chosen else set()
-        if held and policy == DuplicatePolicy.FAIL:
-            raise DuplicateDocumentError(f"ID '{sorted(held)[0]}' already exists in the document store (nothing "
-                                         "was written)")
+        if held and policy == DuplicatePolicy.FAIL:  # at once, before anything is embedded
+            raise _duplicate(sorted(held)[0])
         writing = [d for x, d in chosen.items() if policy == DuplicatePolicy.OVERWRITE or x not in held]
         if any(d.embedding is not None or d.sparse_embedding is not None for d in writing) and not self._warned:
             self._warned = True
             warnings.warn("HmdeDocumentStore ranks with the hmde index's own model: the documents' embeddings are "
                           "kept with them (returned as written) and not used", stacklevel=2)
-        self.client.write([_record(d) for d in writing])
-        return len(writing)
+        if not writing:
+            return 0
+        # checked again under the index's writer lock: a writer racing with these ids (another thread, another
+        # process) makes this one fail (FAIL) or pass them over (SKIP), never a silent replacement (issue 92)
+        mode = {DuplicatePolicy.OVERWRITE: "upsert", DuplicatePolicy.SKIP: "skip"}.get(policy, "add")
+        try:
+            return self.client.write([_record(d) for d in writing], mode)
+        except DuplicateIds as exc:
+            raise _duplicate(exc.doc_id) from None
 
     def delete_documents(self, document_ids: list[str]) -> None:
         """Delete ``document_ids`` (those the store does not hold are passed over)."""
@@ -153,6 +164,35 @@ class HmdeDocumentStore:
         """hmde's ranking of the documents ``filters`` matches, best first (:class:`HmdeRetriever` calls it)."""
         hits = _filter_errors(self.client.search, [query], top_k, filters or None, k_name="top_k", **options)[0]
         return [_hit_document(h, scale_score, page_content, passage_sentences) for h in hits]
+
+    # -- Haystack's async twins: the same work in a worker thread, the event loop free meanwhile (issue 92) -------
+    async def count_documents_async(self) -> int:
+        return await off_the_loop(self.count_documents)
+
+    async def filter_documents_async(self, filters: dict[str, Any] | None = None) -> list[Document]:
+        return await off_the_loop(self.filter_documents, filters)
+
+    async def write_documents_async(self, documents: list[Document],
+                                    policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
+        return await off_the_loop(self.write_documents, documents, policy)
+
+    async def delete_documents_async(self, document_ids: list[str]) -> None:
+        return await off_the_loop(self.delete_documents, document_ids)
+
+    async def delete_all_documents_async(self, recreate_index: bool = False) -> None:
+        return await off_the_loop(self.delete_all_documents, recreate_index)
+
+    async def delete_by_filter_async(self, filters: dict[str, Any]) -> int:
+        return await off_the_loop(self.delete_by_filter, filters)
+
+    async def update_by_filter_async(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
+        return await off_the_loop(self.update_by_filter, filters, meta)
+
+    async def search_async(self, query: str, top_k: int = 10, filters: dict[str, Any] | None = None,
+                           scale_score: bool = False, page_content: str = "document", passage_sentences: int = 1,
+                           **options: Any) -> list[Document]:
+        return await off_the_loop(self.search, query, top_k, filters, scale_score, page_content, passage_sentences,
+                                  **options)
 
 
 def _record(doc: Document):
@@ -258,6 +298,12 @@ class HmdeRetriever:
             out.append(Document(id=h["doc_id"], content=text, meta=meta, score=relevance(h) if scale else h["score"]))
         return {"documents": out}
 
+    @component.output_types(documents=list[Document])
+    async def run_async(self, query: str, filters: Any = None, top_k: int | None = None, filter: str | None = None,
+                        scale_score: bool | None = None) -> dict[str, list[Document]]:
+        """:meth:`run` in a worker thread (an ``AsyncPipeline``'s event loop goes on meanwhile)."""
+        return await off_the_loop(self.run, query, filters, top_k, filter, scale_score)
+
 
 class _EmbedderSettings:
     """What both embedders are made of and serialised as: the model or server, and how to embed."""
@@ -288,6 +334,10 @@ class HmdeTextEmbedder(_EmbedderSettings):
     def run(self, text: str) -> dict[str, list[float]]:
         return {"embedding": self._embedder.embed([text], "query")[0]}
 
+    @component.output_types(embedding=list[float])
+    async def run_async(self, text: str) -> dict[str, list[float]]:
+        return await off_the_loop(self.run, text)
+
 
 @component
 class HmdeDocumentEmbedder(_EmbedderSettings):
@@ -298,3 +348,7 @@ class HmdeDocumentEmbedder(_EmbedderSettings):
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
         vectors = self._embedder.embed([d.content or "" for d in documents], "document")
         return {"documents": [replace(d, embedding=v) for d, v in zip(documents, vectors)]}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(self, documents: list[Document]) -> dict[str, list[Document]]:
+        return await off_the_loop(self.run, documents)

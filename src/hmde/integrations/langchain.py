@@ -18,12 +18,11 @@ form, or hmde's expression (:mod:`hmde.index.filter_forms`).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-from .client import Embedder, IndexClient, needs, passive_openmp
+from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
 from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
@@ -56,10 +55,10 @@ class HmdeEmbeddings(Embeddings):
         return self._embedder.embed([text], "query")[0]
 
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        return await asyncio.get_running_loop().run_in_executor(None, self.embed_documents, texts)
+        return await off_the_loop(self.embed_documents, texts)
 
     async def aembed_query(self, text: str) -> list[float]:
-        return await asyncio.get_running_loop().run_in_executor(None, self.embed_query, text)
+        return await off_the_loop(self.embed_query, text)
 
 
 class HmdeVectorStore(VectorStore):
@@ -161,6 +160,41 @@ class HmdeVectorStore(VectorStore):
         chosen = maximal_marginal_relevance(query_vector, vectors.tolist(), lambda_mult=lambda_mult, k=k)
         return [self._document(by_id[ids[i]]) for i in chosen]
 
+    # -- LangChain's async twins: the same work in a worker thread, the event loop free meanwhile (issue 92) -------
+    async def aadd_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
+                         ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        return await off_the_loop(self.add_texts, list(texts), metadatas, ids=ids, **kwargs)
+
+    async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        return await off_the_loop(self.add_documents, documents, **kwargs)
+
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        return await off_the_loop(self.delete, ids, **kwargs)
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return await off_the_loop(self.get_by_ids, ids)
+
+    async def asimilarity_search(self, query: str, k: int = 4, filter: Any = None, **kwargs: Any) -> list[Document]:
+        return await off_the_loop(self.similarity_search, query, k, filter, **kwargs)
+
+    async def asimilarity_search_with_score(self, query: str, k: int = 4, filter: Any = None,
+                                            **kwargs: Any) -> list[tuple[Document, float]]:
+        return await off_the_loop(self.similarity_search_with_score, query, k, filter, **kwargs)
+
+    async def asimilarity_search_with_relevance_scores(self, query: str, k: int = 4,
+                                                       **kwargs: Any) -> list[tuple[Document, float]]:
+        """LangChain's own (its score threshold, its checks) over hmde's relevance, in a worker thread."""
+        return await off_the_loop(self.similarity_search_with_relevance_scores, query, k, **kwargs)
+
+    async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4,
+                                                        **kwargs: Any) -> list[tuple[Document, float]]:
+        return await off_the_loop(self._similarity_search_with_relevance_scores, query, k, **kwargs)
+
+    async def amax_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20,
+                                             lambda_mult: float = 0.5, filter: Any = None,
+                                             **kwargs: Any) -> list[Document]:
+        return await off_the_loop(self.max_marginal_relevance_search, query, k, fetch_k, lambda_mult, filter, **kwargs)
+
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None,
                    *, ids: list[str] | None = None, **kwargs: Any) -> "HmdeVectorStore":
@@ -242,5 +276,5 @@ class HmdeRetriever(BaseRetriever):
     async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
                                        **kwargs: Any) -> list[Document]:
         """The search on a worker thread: the event loop goes on meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(
-            None, lambda: self._get_relevant_documents(query, run_manager=run_manager.get_sync(), **kwargs))
+        return await off_the_loop(lambda: self._get_relevant_documents(query, run_manager=run_manager.get_sync(),
+                                                                       **kwargs))

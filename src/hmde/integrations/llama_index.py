@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from .client import Embedder, IndexClient, needs, passive_openmp
+from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
 from .hits import check_page_content, hit_content, relevance, retrieved
 
 passive_openmp()
@@ -61,15 +61,19 @@ class HmdeEmbedding(BaseEmbedding):
         return self._embedder.embed([query], "query")[0]
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
-        import asyncio
-
-        return await asyncio.get_running_loop().run_in_executor(None, self._get_query_embedding, query)
+        return await off_the_loop(self._get_query_embedding, query)
 
     def _get_text_embedding(self, text: str) -> list[float]:
         return self._embedder.embed([text], "document")[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return self._embedder.embed(texts, "document")
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return await off_the_loop(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return await off_the_loop(self._get_text_embeddings, texts)
 
 
 class NoVectors(BaseEmbedding):
@@ -182,15 +186,26 @@ class HmdeVectorStore(BasePydanticVectorStore):
         scores = [relevance(h) if self.scores == "relevance" else h["score"] for h in hits]
         return VectorStoreQueryResult(nodes=nodes, similarities=scores, ids=[h["doc_id"] for h in hits])
 
+    # -- LlamaIndex's async twins: the same work in a worker thread, the event loop free meanwhile (issue 92) -----
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        import asyncio
-
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.query(query, **kwargs))
+        return await off_the_loop(self.query, query, **kwargs)
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> List[str]:
-        import asyncio
+        return await off_the_loop(self.add, nodes, **kwargs)
 
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.add(nodes, **kwargs))
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        return await off_the_loop(self.delete, ref_doc_id, **delete_kwargs)
+
+    async def adelete_nodes(self, node_ids: Optional[List[str]] = None, filters: Optional[MetadataFilters] = None,
+                            **delete_kwargs: Any) -> None:
+        return await off_the_loop(self.delete_nodes, node_ids, filters, **delete_kwargs)
+
+    async def aclear(self) -> None:
+        return await off_the_loop(self.clear)
+
+    async def aget_nodes(self, node_ids: Optional[List[str]] = None,
+                         filters: Optional[MetadataFilters] = None) -> List[BaseNode]:
+        return await off_the_loop(self.get_nodes, node_ids, filters)
 
     def persist(self, persist_path: str, fs=None) -> None:
         """Nothing to do: every write is committed to the index as it happens."""
@@ -244,6 +259,4 @@ class HmdeRetriever(BaseRetriever):
         return out
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        import asyncio
-
-        return await asyncio.get_running_loop().run_in_executor(None, self._retrieve, query_bundle)
+        return await off_the_loop(self._retrieve, query_bundle)

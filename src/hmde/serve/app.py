@@ -37,11 +37,15 @@ DOCUMENT_ROUTES = ("/indexes/{name}/documents/query", "/indexes/{name}/documents
 QUERY_TYPES = ("query", "search_query")
 
 
-def error(status: int, message: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
-    """The OpenAI API's error shape, which its clients read: {"error": {"message", "type", "param", "code"}}."""
+def error(status: int, message: str, field: str | None = None, headers: dict | None = None,
+          doc_id: str | None = None) -> JSONResponse:
+    """The OpenAI API's error shape, which its clients read: {"error": {"message", "type", "param", "code"}}; a
+    write refused for an id the index holds names it too (``doc_id``: the framework stores' duplicate errors)."""
     kind = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": kind, "param": field, "code": status}}, status,
-                        headers=headers)
+    body = {"message": message, "type": kind, "param": field, "code": status}
+    if doc_id is not None:
+        body["doc_id"] = doc_id
+    return JSONResponse({"error": body}, status, headers=headers)
 
 
 def _field(loc) -> str:
@@ -80,7 +84,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
     @app.exception_handler(RequestError)
     async def _refused(request: Request, exc: RequestError):
-        return error(exc.status, str(exc), exc.field)
+        return error(exc.status, str(exc), exc.field, doc_id=getattr(exc, "doc_id", None))
 
     @app.exception_handler(HmdeError)
     async def _hmde_error(request: Request, exc: HmdeError):
@@ -228,9 +232,10 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
     async def upsert_documents(name: str, body: DocumentsRequest):
         target = check_writable(name)
         records = documents_of(body, options.max_inputs, options.max_text_chars)
-        written, replaced = await embed_and_commit(target, records, body.mode)
-        return {"index": name, "mode": body.mode, "documents": len(records), "replaced": replaced,
-                "live": written.live}
+        written, replaced, skipped = await embed_and_commit(target, records, body.mode)
+        answer = {"index": name, "mode": body.mode, "documents": len(records) - skipped, "replaced": replaced,
+                  "live": written.live}
+        return answer | ({"skipped": skipped} if body.mode == "skip" else {})
 
     async def embed_and_commit(target, records, mode: str):
         """The records embedded by the batcher and committed on the writer thread; (the new record, replaced)."""
@@ -252,9 +257,11 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
             try:
                 index = write_embedded(target.path, meta, [embedded_batch(records, rows)], mode)
             except HmdeError as exc:  # an id the index holds, with mode add; an index replaced meanwhile
-                raise RequestError(str(exc), "documents", 409) from None
+                refused = RequestError(str(exc), "documents", 409)
+                refused.doc_id = getattr(exc, "doc_id", None)
+                raise refused from None
             try:
-                return index.meta, getattr(index, "replaced", 0)
+                return index.meta, getattr(index, "replaced", 0), getattr(index, "skipped", 0)
             finally:
                 index.close()
 

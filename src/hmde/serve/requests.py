@@ -53,7 +53,7 @@ class DocumentsRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     documents: Any
-    mode: Literal["upsert", "add"] = "upsert"
+    mode: Literal["upsert", "add", "skip"] = "upsert"  # skip: a known id passed over (under the writer's lock)
 
 
 class DeleteRequest(BaseModel):
