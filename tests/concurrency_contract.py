@@ -56,10 +56,10 @@ class Door:
 class IndexDoor(Door):
     def open(self):
         import hmde
-        from hmde.encoders.model_loading import load_model
+        from hmde.integrations.client import shared_model
 
-        kind, loaded = load_model(self.model, "cpu")
-        self.index = hmde.Index.open_or_create(self.path, self.model, kind, loaded, "cpu", **self.settings)
+        name, kind, loaded, device = shared_model(self.model, "cpu")  # loaded once per process, as a server would
+        self.index = hmde.Index.open_or_create(self.path, name, kind, loaded, device, **self.settings)
         return self
 
     def write(self, docs, mode="upsert"):
@@ -199,7 +199,7 @@ RACER = textwrap.dedent("""
         try:
             opened = DOORS[door](path, model, settings).open()
             if race == "create":  # both make the same new index and write their own documents
-                written = opened.write(new_documents(tag, 20))
+                written = opened.write(new_documents(tag, 5))
             else:  # one id: the policy decides (add: one refused; skip: one passed over; upsert: one replaces)
                 written = opened.write([{{"doc_id": "race", "text": f"written by {{tag}}", "batch": tag}}], race)
             opened.close()
@@ -316,7 +316,7 @@ class ConcurrencyContract:
     def test_two_processes_making_one_new_index_both_write_into_it(self, hmde_dir, tmp_path):
         a, b = self.race(tmp_path, hmde_dir, "create")
         assert [r.get("error") for r in a + b] == [None] * (2 * self.race_rounds), [r for r in a + b if "error" in r]
-        expected = sorted(d["doc_id"] for tag in "ab" for d in new_documents(tag, 20))
+        expected = sorted(d["doc_id"] for tag in "ab" for d in new_documents(tag, 5))
         for k in range(self.race_rounds):
             assert self.held(tmp_path, hmde_dir, k)[0] == expected, k
 
