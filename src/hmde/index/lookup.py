@@ -7,7 +7,7 @@ LlamaIndex's ``get_nodes``, maximal marginal relevance), from any store (:mod:`h
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -38,21 +38,32 @@ def documents(store, ids: Sequence[str] | None = None, tree=None, limit: int | N
               offset: int = 0) -> list[dict]:
     """``{"doc_id", "text", "lang", "metadata"}`` of each matching document, in the order written."""
     check_page(limit, offset)
-    rows = matching_rows(store, ids, tree)
-    rows = rows[offset:offset + (limit if limit is not None else MAX_READ)]
-    if len(rows) > MAX_READ:
+    rows = matching_rows(store, ids, tree)[offset:]
+    if limit is None and len(rows) > MAX_READ:  # refused, never cut short (issue 94: clear() left 12 of 17)
         raise HmdeError(f"{len(rows):,} documents match; one read returns at most {MAX_READ:,} (page with limit and "
                         "offset)")
+    return _read(store, rows[:limit] if limit is not None else rows)
+
+
+def _read(store, rows: list[int]) -> list[dict]:
     records = store.records(rows) if rows else {}
     return [{"doc_id": records[r][0], "text": records[r][2], "lang": records[r][1], "metadata": records[r][5]}
             for r in rows]
 
 
-def count(store, tree=None) -> int:
-    """How many live documents ``tree`` matches (every live one without)."""
-    if tree is None:
+def pages(store, ids: Sequence[str] | None = None, tree=None) -> Iterator[list[dict]]:
+    """Every matching document, :data:`MAX_READ` at a time, in the order written (one snapshot: ``store``): what a
+    framework's "all of them" asks (Haystack's ``filter_documents``, a delete of everything a filter matches)."""
+    rows = matching_rows(store, ids, tree)
+    for start in range(0, len(rows), MAX_READ):
+        yield _read(store, rows[start:start + MAX_READ])
+
+
+def count(store, tree=None, ids: Sequence[str] | None = None) -> int:
+    """How many live documents ``tree`` matches among ``ids`` (every live one without either)."""
+    if tree is None and ids is None:
         return int(store.meta.live)
-    return len(store.rows_where(tree))
+    return len(matching_rows(store, ids, tree))
 
 
 def document_vectors(store, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:

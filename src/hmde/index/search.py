@@ -216,12 +216,27 @@ class Index:
         with self.snapshot() as index:
             return documents(index, _ids(ids), check_filter(index, filter), limit, offset)
 
-    def count(self, filter=None) -> int:
-        """How many documents ``filter`` matches (every live one without)."""
+    def all_documents(self, ids=None, filter=None) -> list[dict]:
+        """Every document :meth:`documents` would give, however many (read a page at a time, from one version)."""
+        from .lookup import pages
+
+        with self.snapshot() as index:
+            return [d for page in pages(index, _ids(ids), check_filter(index, filter)) for d in page]
+
+    def document_ids(self, ids=None, filter=None) -> list[str]:
+        """The ids of every document ``ids`` holds and ``filter`` matches (every document without either), however
+        many, in the order written."""
+        from .lookup import pages
+
+        with self.snapshot() as index:
+            return [d["doc_id"] for page in pages(index, _ids(ids), check_filter(index, filter)) for d in page]
+
+    def count(self, filter=None, ids=None) -> int:
+        """How many documents ``filter`` matches among ``ids`` (every live one without either)."""
         from .lookup import count
 
         with self.snapshot() as index:
-            return count(index, check_filter(index, filter))
+            return count(index, check_filter(index, filter), _ids(ids))
 
     def document_vectors(self, ids) -> tuple:
         """The stored document vectors of those of ``ids`` the index holds (unit length), in the order asked."""

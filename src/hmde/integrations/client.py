@@ -248,6 +248,30 @@ class IndexClient:
                 "limit": limit, "offset": offset})["documents"]
         return self.local().documents(ids, tree, limit, offset)
 
+    def all_documents(self, ids=None, filter: Any = None) -> list[dict]:
+        """Every document :meth:`documents` would give, however many: a local index's from one version, a served
+        one's a page at a time."""
+        from ..index.lookup import MAX_READ
+
+        if not self.url:
+            from ..index.filter_forms import to_tree
+
+            return self.local().all_documents(ids, to_tree(filter))
+        out, page = [], MAX_READ
+        while True:
+            got = self.documents(ids, filter, limit=page, offset=len(out))
+            out += got
+            if len(got) < page:
+                return out
+
+    def document_ids(self, ids=None, filter: Any = None) -> list[str]:
+        """The ids of every document ``ids`` holds and ``filter`` matches (every one without either)."""
+        if not self.url:
+            from ..index.filter_forms import to_tree
+
+            return self.local().document_ids(ids, to_tree(filter))
+        return [d["doc_id"] for d in self.all_documents(ids, filter)]
+
     def count(self, filter: Any = None) -> int:
         from ..index.filter_forms import to_tree
         from ..index.filters import unparse

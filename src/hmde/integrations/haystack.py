@@ -105,7 +105,7 @@ class HmdeDocumentStore:
 
     def filter_documents(self, filters: dict[str, Any] | None = None) -> list[Document]:
         """The documents ``filters`` (Haystack's) matches, in the order written, as written."""
-        return [_document(d) for d in _filter_errors(self.client.documents, filter=filters or None)]
+        return [_document(d) for d in _filter_errors(self.client.all_documents, filter=filters or None)]
 
     def write_documents(self, documents: list[Document], policy: DuplicatePolicy = DuplicatePolicy.NONE) -> int:
         """Embed and commit ``documents`` in one write: a known id is refused (FAIL, the default: nothing is
@@ -119,7 +119,7 @@ class HmdeDocumentStore:
                 raise DuplicateDocumentError(f"ID '{doc.id}' occurs twice in the documents written")
             if doc.id not in chosen or policy == DuplicatePolicy.OVERWRITE:
                 chosen[doc.id] = doc
-        held = {d["doc_id"] for d in self.client.documents(list(chosen))} if chosen else set()
+        held = set(self.client.document_ids(list(chosen))) if chosen else set()
         if held and policy == DuplicatePolicy.FAIL:  # at once, before anything is embedded
             raise _duplicate(sorted(held)[0])
         writing = [d for x, d in chosen.items() if policy == DuplicatePolicy.OVERWRITE or x not in held]
@@ -145,13 +145,13 @@ class HmdeDocumentStore:
     def delete_all_documents(self, recreate_index: bool = False) -> None:
         """Delete every document; ``recreate_index``: the index is then written again without them
         (``hmde index compact``), not only masked."""
-        self.client.delete([d["doc_id"] for d in self.client.documents()])
+        self.client.delete(self.client.document_ids())
         if recreate_index and not self.client.url:
             self.client.local().compact()
 
     def delete_by_filter(self, filters: dict[str, Any]) -> int:
         """Delete the documents ``filters`` matches; how many."""
-        ids = [d["doc_id"] for d in _filter_errors(self.client.documents, filter=filters)]
+        ids = _filter_errors(self.client.document_ids, filter=filters)
         return self.client.delete(ids) if ids else 0
 
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:

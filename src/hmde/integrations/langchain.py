@@ -104,14 +104,14 @@ class HmdeVectorStore(VectorStore):
         """Delete ``ids`` (those the index does not hold are passed over); ``ids=None``: every document."""
         _refuse_options(kwargs, ())
         if ids is None:
-            ids = [d["doc_id"] for d in self.client.documents()]
+            ids = self.client.document_ids()  # however many (issue 94: the first 100,000 were deleted)
         self.client.delete(ids)
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The documents of ``ids`` the index holds, as written (in the order written)."""
         return [Document(page_content=d["text"], metadata=d["metadata"], id=d["doc_id"])
-                for d in self.client.documents(list(ids))]
+                for d in self.client.all_documents(list(ids))]
 
     # -- searching -------------------------------------------------------------------------------------------------
     def _hits(self, query: str, k: int, filter, kwargs) -> list[dict]:

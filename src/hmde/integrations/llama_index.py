@@ -151,16 +151,16 @@ class HmdeVectorStore(BasePydanticVectorStore):
 
     def delete_nodes(self, node_ids: Optional[List[str]] = None, filters: Optional[MetadataFilters] = None,
                      **delete_kwargs: Any) -> None:
-        ids = [d["doc_id"] for d in self._client.documents(node_ids, filters)]
+        ids = self._client.document_ids(node_ids, filters)
         self._client.delete(ids)
 
     def clear(self) -> None:
-        self._client.delete([d["doc_id"] for d in self._client.documents()])
+        self._client.delete(self._client.document_ids())
 
     # -- reading -------------------------------------------------------------------------------------------------------
     def get_nodes(self, node_ids: Optional[List[str]] = None,
                   filters: Optional[MetadataFilters] = None) -> List[BaseNode]:
-        return [_node(d) for d in self._client.documents(node_ids, filters)]
+        return [_node(d) for d in self._client.all_documents(node_ids, filters)]
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """hmde's ranking of the nodes ``query.filters``, ``doc_ids`` and ``node_ids`` allow, the

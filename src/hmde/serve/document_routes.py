@@ -64,7 +64,7 @@ def add_document_routes(app, served, options, executor, writer, embed_and_commit
             index = target.current().index
             tree = filtered(index, body)
             if body.count:
-                return {"index": name, "count": count(index, tree)}
+                return {"index": name, "count": count(index, tree, body.ids)}  # among the ids, where given
             if body.vectors:
                 found, vectors = document_vectors(index, body.ids)
                 return {"index": name, "documents": [{"doc_id": x, "vector": v.tolist()} for x, v in

@@ -1,0 +1,93 @@
+"""Faults of issue 94 (round 8 of the fault pass): each case as the tester ran it, failing on the code before the fix;
+docs/faults.md has a row per case."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from store_contract import meta_for
+
+
+def _texts(n):
+    return [f"Document {i} is about topic {i % 4}. It has a second sentence." for i in range(n)]
+
+
+# -- 4: reads and deletes of "every document" see all of them, past MAX_READ ---------------------------------------
+def test_every_document_is_read_and_deleted_past_max_read(hmde_dir, tmp_path, monkeypatch):
+    pytest.importorskip("haystack")
+    pytest.importorskip("langchain_core")
+    from haystack import Document
+
+    import hmde.index.lookup as lookup
+    from hmde.errors import HmdeError
+    from hmde.integrations.haystack import HmdeDocumentStore
+    from hmde.integrations.langchain import HmdeVectorStore
+
+    monkeypatch.setattr(lookup, "MAX_READ", 5)
+    store = HmdeDocumentStore(index=str(tmp_path / "h"), model=str(hmde_dir))
+    store.write_documents([Document(id=f"d{i:02d}", content=t, meta={"k": i % 2}) for i, t in enumerate(_texts(17))])
+    assert len(store.filter_documents()) == 17
+    assert sorted(d.id for d in store.filter_documents({"field": "meta.k", "operator": "==", "value": 1})) == \
+        [f"d{i:02d}" for i in range(1, 17, 2)]
+    assert store.delete_by_filter({"field": "meta.k", "operator": "==", "value": 0}) == 9
+    assert store.count_documents() == 8
+    store.delete_all_documents()
+    assert store.count_documents() == 0  # clear() had left 12 of 17
+    chain = HmdeVectorStore(index=str(tmp_path / "l"), model=str(hmde_dir))
+    chain.add_texts(_texts(7), ids=[f"x{i}" for i in range(7)])
+    assert len(chain.get_by_ids([f"x{i}" for i in range(7)])) == 7
+    chain.delete()
+    assert chain.client.count() == 0
+    chain.add_texts(_texts(7), ids=[f"y{i}" for i in range(7)])
+    with pytest.raises(HmdeError, match="7 documents match; one read returns at most 5"):
+        chain.client.local().documents()  # a read of more than MAX_READ without a page: refused, never cut short
+    assert len(chain.client.local().documents(limit=5, offset=5)) == 2
+
+
+def test_a_real_index_of_120000_documents_is_read_whole_and_deleted_whole(tmp_path):
+    from hmde.errors import HmdeError
+    from hmde.index import lookup
+    from hmde.index.mutations import delete_documents
+    from hmde.index.store import DocumentBatch, DocumentIndex
+
+    n, rng = 120_000, np.random.default_rng(0)
+
+    def batches():
+        for start in range(0, n, 20_000):
+            ids = range(start, start + 20_000)
+            yield DocumentBatch([f"d{i:06d}" for i in ids], ["eng"] * 20_000, [f"text {i}" for i in ids],
+                                rng.normal(size=(20_000, 16)).astype(np.float32), None, None,
+                                [{"k": i % 3} for i in ids])
+
+    with DocumentIndex.write_batches(tmp_path / "big", meta_for("", multi_vector=False), batches()) as index:
+        ids = [d["doc_id"] for page in lookup.pages(index) for d in page]
+        assert len(ids) == len(set(ids)) == n and ids[0] == "d000000" and ids[-1] == "d119999"
+        with pytest.raises(HmdeError, match="120,000 documents match; one read returns at most 100,000"):
+            lookup.documents(index)
+        assert len(lookup.documents(index, limit=100_000, offset=100_000)) == 20_000
+    assert delete_documents(tmp_path / "big", ids) == n
+    with DocumentIndex.open(tmp_path / "big") as index:
+        assert index.meta.live == 0 and lookup.count(index) == 0
+
+
+# -- 13: a count among ids counts those ids ------------------------------------------------------------------------
+def test_a_count_among_ids_counts_only_those(hmde_dir, tmp_path):
+    import hmde
+
+    with hmde.Index.create(str(tmp_path / "idx"), [{"doc_id": f"d{i}", "text": t, "k": i % 2}
+                                                   for i, t in enumerate(_texts(6))], str(hmde_dir)) as index:
+        assert index.count(ids=["d1", "d2", "nope"]) == 2
+        assert index.count(filter="k == 1", ids=["d1", "d2", "d3"]) == 2
+        assert index.count() == 6
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from hmde.serve.options import ServeOptions
+    from hmde.serve.served import load_served
+    from serve_helpers import ThreadServer
+
+    with ThreadServer(load_served(str(hmde_dir), [str(tmp_path / "idx")], "cpu"), ServeOptions()) as s:
+        answer = httpx.post(s.url + "/indexes/idx/documents/query", json={"count": True, "ids": ["d1", "d2", "zz"]},
+                            timeout=60)
+        assert answer.status_code == 200 and answer.json()["count"] == 2  # it counted every document: 6
