@@ -91,3 +91,17 @@ def test_a_count_among_ids_counts_only_those(hmde_dir, tmp_path):
         answer = httpx.post(s.url + "/indexes/idx/documents/query", json={"count": True, "ids": ["d1", "d2", "zz"]},
                             timeout=60)
         assert answer.status_code == 200 and answer.json()["count"] == 2  # it counted every document: 6
+
+
+# -- 12: mining a few sentences with --exact-limit 1 ---------------------------------------------------------------
+def test_too_few_sentences_for_ivf_lists_are_searched_exactly():
+    from hmde.align.mining import NearestIndex
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(8, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    few = NearestIndex(vectors, exact_limit=1, chunk=4)  # was FAISS's RuntimeError: 8 training points, 64 lists
+    sims, rows = few.search(vectors, 3)
+    assert few.exact and (rows[:, 0] == np.arange(8)).all() and np.allclose(sims[:, 0], 1.0, atol=1e-5)
+    many = rng.normal(size=(30_000, 16)).astype(np.float32)  # enough to train its lists: IVF as before
+    assert not NearestIndex(many / np.linalg.norm(many, axis=1, keepdims=True), exact_limit=1, chunk=1000).exact

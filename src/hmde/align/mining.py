@@ -71,6 +71,9 @@ class MiningOptions:
 RESCORE_BLOCK = 1_024  # queries whose IVF candidates are re-scored at once
 
 
+IVF_TRAIN_PER_LIST = 39  # training vectors an IVF list needs at least (FAISS's own warning's bound)
+
+
 class NearestIndex:
     """The vectors of one side, searched for their nearest neighbours by inner product (cosine of unit vectors):
     exactly up to ``exact_limit`` vectors, else through an IVF index of 8-bit codes whose candidates are re-scored
@@ -80,11 +83,13 @@ class NearestIndex:
         import faiss
 
         self.vectors, n, dim = vectors, len(vectors), vectors.shape[1]
-        self.exact = n <= exact_limit
+        lists = int(min(65_536, max(64, 4 * math.sqrt(n))))
+        # too few vectors to train the lists on (FAISS wants 39 a list; 8 sentences with --exact-limit 1 were its
+        # RuntimeError, issue 94): searched exactly, which at that size costs nothing
+        self.exact = n <= exact_limit or n < IVF_TRAIN_PER_LIST * lists
         if self.exact:
             self.index = faiss.IndexFlatIP(dim)
         else:
-            lists = int(min(65_536, max(64, 4 * math.sqrt(n))))
             # scalar-quantised codes (a byte a dimension): they train at once, where product quantisation's 256
             # centroids per sub-space took minutes to train; the candidates are re-scored from the vectors anyway
             self.index = faiss.index_factory(dim, f"IVF{lists},SQ8", faiss.METRIC_INNER_PRODUCT)
