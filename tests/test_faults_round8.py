@@ -105,3 +105,121 @@ def test_too_few_sentences_for_ivf_lists_are_searched_exactly():
     assert few.exact and (rows[:, 0] == np.arange(8)).all() and np.allclose(sims[:, 0], 1.0, atol=1e-5)
     many = rng.normal(size=(30_000, 16)).astype(np.float32)  # enough to train its lists: IVF as before
     assert not NearestIndex(many / np.linalg.norm(many, axis=1, keepdims=True), exact_limit=1, chunk=1000).exact
+
+
+# -- 6, 7: one check of depth and values on the tree of every filter form -----------------------------------------
+def _deep_langchain(n):
+    tree = {"year": 1}
+    for _ in range(n):
+        tree = {"$not": tree}
+    return tree
+
+
+def _deep_haystack(n):
+    tree = {"field": "meta.year", "operator": "==", "value": 1}
+    for _ in range(n):
+        tree = {"operator": "NOT", "conditions": [tree]}
+    return tree
+
+
+def _deep_llama(n):
+    from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
+
+    tree = MetadataFilters(filters=[MetadataFilter(key="year", value=1)])
+    for _ in range(n):
+        tree = MetadataFilters(filters=[tree], condition="not")
+    return tree
+
+
+@pytest.mark.parametrize("make", [_deep_langchain, _deep_haystack, _deep_llama])
+def test_every_filter_form_is_bounded_at_32_levels_in_one_line(make):
+    pytest.importorskip("llama_index.core")
+    from hmde.index.filter_forms import to_tree
+    from hmde.index.filters import FilterError
+
+    assert to_tree(make(31)) is not None  # as deep as hmde's expression may nest
+    for n in (40, 5_000):  # 5,000 was a RecursionError of 999 frames; 40 passed
+        with pytest.raises(FilterError, match="nested deeper than 32 levels") as refused:
+            to_tree(make(n))
+        assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("filter, message", [
+    ({"y": {"$lt": float("inf")}}, "'y': the value inf is not a finite number"),
+    ({"field": "meta.y", "operator": "!=", "value": float("nan")}, "'y': the value nan is not a finite number"),
+    ({"field": "meta.y", "operator": "==", "value": "\ud800"}, "holds a lone surrogate (U+D800)"),
+    ({"y": {"$in": [1, 2 ** 70]}}, "is beyond a 64-bit integer"),
+])
+def test_a_framework_filter_value_no_store_can_compare_is_one_line(filter, message):
+    from hmde.index.filter_forms import to_tree
+    from hmde.index.filters import FilterError
+
+    with pytest.raises(FilterError) as refused:
+        to_tree(filter)
+    assert message in str(refused.value)
+
+
+# -- 5, 6: a lone surrogate in metadata or ids is one line on every write and read path ------------------------------
+@pytest.mark.parametrize("store", ["local", "milvus"])
+def test_a_lone_surrogate_in_metadata_is_refused_naming_its_field(hmde_dir, tmp_path, store):
+    pytest.importorskip("langchain_core")
+    from hmde.errors import HmdeError, InputError
+    from hmde.integrations.langchain import HmdeVectorStore
+
+    settings = {}
+    if store == "milvus":
+        pytest.importorskip("milvus_lite")
+        settings["store"] = f"milvus:{tmp_path / 'm.db'}"
+    chain = HmdeVectorStore(index=str(tmp_path / "idx"), model=str(hmde_dir), **settings)
+    chain.add_texts(["fine"], [{"v": "ok"}], ids=["a"])
+    for metadata in ({"v": "a\ud800"}, {"v": {"deep": ["x", "\udfff"]}}, {"\ud800": 1}):
+        with pytest.raises(InputError) as refused:  # a pyarrow UnicodeEncodeError of 21 frames; Milvus's exception
+            chain.add_texts(["x"], [metadata], ids=["b"])
+        assert "holds a lone surrogate" in str(refused.value) and "documents[0]" in str(refused.value)
+    with pytest.raises(HmdeError, match="lone surrogate"):
+        chain.client.update_metadata({"z": "\ud800"}, ids=["a"])
+    with pytest.raises(HmdeError, match=r"ids\[1\] holds a lone surrogate"):
+        chain.client.documents(["a", "\ud800"])
+    assert [d.metadata for d in chain.get_by_ids(["a"])] == [{"v": "ok"}]  # nothing was written
+    chain.close()
+
+
+def test_the_server_answers_a_surrogate_in_ids_or_metadata_with_a_400_naming_the_field(hmde_dir, tmp_path):
+    pytest.importorskip("fastapi")
+    import httpx
+
+    import hmde
+    from hmde.serve.options import ServeOptions
+    from hmde.serve.served import load_served
+    from serve_helpers import ThreadServer
+
+    hmde.Index.create(str(tmp_path / "L"), [{"doc_id": "a", "text": "x y z."}], str(hmde_dir)).close()
+    with ThreadServer(load_served(str(hmde_dir), [str(tmp_path / "L")], "cpu"), ServeOptions(writable=True)) as s:
+        for route, body, field in (("/indexes/L/documents/query", '{"ids": ["\\ud800"]}', "ids"),
+                                   ("/indexes/L/documents/metadata", '{"metadata": {"z": "\\ud800"}}', "metadata")):
+            answer = httpx.post(s.url + route, content=body, headers={"Content-Type": "application/json"}, timeout=60)
+            assert answer.status_code == 400 and answer.json()["error"]["param"] == field, answer.text
+            assert "lone surrogate" in answer.json()["error"]["message"]
+        assert httpx.get(s.url + "/health", timeout=30).status_code == 200  # the connection was not reset
+
+
+# -- 8: one write of another door's reserved key never breaks every later read ----------------------------------
+def test_reserved_metadata_keys_written_elsewhere_do_not_break_reads(hmde_dir, tmp_path):
+    pytest.importorskip("haystack")
+    pytest.importorskip("llama_index.core")
+    import hmde
+    from hmde.integrations.haystack import HmdeDocumentStore
+    from hmde.integrations.llama_index import HmdeVectorStore
+
+    path = str(tmp_path / "idx")
+    hmde.Index.create(path, [{"doc_id": "a", "text": "The cat sat.", "_node_content": "{not json"},
+                             {"doc_id": "b", "text": "The dog ran.", "_haystack": {"sparse_embedding": "zz"}}],
+                      str(hmde_dir)).close()
+    nodes = HmdeVectorStore(index=path, model=str(hmde_dir)).get_nodes()  # was JSONDecodeError
+    assert [(n.node_id, n.get_content()) for n in nodes] == [("a", "The cat sat."), ("b", "The dog ran.")]
+    store = HmdeDocumentStore(index=path, model=str(hmde_dir))
+    docs = store.filter_documents()  # was TypeError
+    assert [d.id for d in docs] == ["a", "b"] and docs[1].meta["_haystack"] == {"sparse_embedding": "zz"}
+    assert [d.id for d in store.search("cat", top_k=2)] and store.count_documents() == 2
+    with pytest.raises(ValueError, match="the meta key '_haystack' is hmde's"):
+        store.update_by_filter({"field": "id", "operator": "==", "value": "a"}, {"_haystack": {"embedding": "zz"}})

@@ -32,15 +32,33 @@ from datetime import datetime
 from typing import Any
 
 from .filter_checks import value_kind
-from .filters import And, Compare, FilterError, In, IsKind, Not, Or, parse
+from .filters import MAX_DEPTH, And, Compare, FilterError, In, IsKind, Not, Or, check_tree, parse
 
 TREES = (Compare, In, IsKind, Not, And, Or)
+# a form's own nesting is bounded at MAX_DEPTH as it is read (_deeper); its tree may be deeper by the kind guards and
+# negations that keep the frameworks' two-valued semantics (a NOT is Not(And(...)), a comparison And(IsKind, ...))
+TREE_DEPTH = 2 * MAX_DEPTH + 3
 _LANGCHAIN_OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _HAYSTACK_FIELDS = {"id": "doc_id"}  # and meta.KEY -> KEY
 
 
 def to_tree(filter: Any):
-    """Any filter form above as a tree; None for no filter (None, or an empty dict or list)."""
+    """Any filter form above as a tree, checked by one rule whatever its form (:func:`hmde.index.filters.check_tree`:
+    depth, values, fields); None for no filter (None, or an empty dict or list)."""
+    tree = _converted(filter)
+    if tree is not None and not isinstance(filter, str):  # the expression's parser checks as it reads
+        check_tree(tree, TREE_DEPTH)
+    return tree
+
+
+def _deeper(depth: int) -> int:
+    """The next level of a framework's nesting, refused past hmde's bound before Python's own."""
+    if depth >= MAX_DEPTH:
+        raise FilterError(f"filter: nested deeper than {MAX_DEPTH} levels of and, or and not")
+    return depth + 1
+
+
+def _converted(filter: Any):
     if filter is None or isinstance(filter, TREES):
         return filter
     if isinstance(filter, str):
@@ -70,16 +88,16 @@ def _scalar(value, where: str):
 
 
 # -- LangChain: hmde's own (SQL's) semantics -------------------------------------------------------------------
-def from_langchain(filter: dict):
+def from_langchain(filter: dict, depth: int = 0):
     parts = []
     for key, value in filter.items():
         if key in ("$and", "$or"):
             if not isinstance(value, list) or not value:
                 raise FilterError(f"filter: {key} takes a non-empty list of filters, got {value!r}")
-            inner = tuple(from_langchain(_dict(v, key)) for v in value)
+            inner = tuple(from_langchain(_dict(v, key), _deeper(depth)) for v in value)
             parts.append(inner[0] if len(inner) == 1 else (And(inner) if key == "$and" else Or(inner)))
         elif key == "$not":
-            parts.append(Not(from_langchain(_dict(value, key))))
+            parts.append(Not(from_langchain(_dict(value, key), _deeper(depth))))
         elif key.startswith("$"):
             raise FilterError(f"filter: the operator {key} is not one hmde's LangChain filters take at the top "
                               "($and, $or, $not, or a field name)")
@@ -176,7 +194,7 @@ def _two_valued(field: str, op: str, value, where: str):
 
 
 # -- Haystack ------------------------------------------------------------------------------------------------------
-def from_haystack(filter: dict):
+def from_haystack(filter: dict, depth: int = 0):
     if not isinstance(filter, dict):
         raise FilterError(f"filter: a Haystack filter is a dict, got {filter!r}")
     if "field" in filter:
@@ -198,7 +216,7 @@ def from_haystack(filter: dict):
     conditions = filter.get("conditions")
     if not isinstance(conditions, list) or not conditions:
         raise FilterError(f"filter: the {op} condition needs a non-empty list under 'conditions'")
-    parts = tuple(from_haystack(c) for c in conditions)
+    parts = tuple(from_haystack(c, _deeper(depth)) for c in conditions)
     joined = parts[0] if len(parts) == 1 else (Or(parts) if op == "OR" else And(parts))
     return Not(joined) if op == "NOT" else joined
 
@@ -218,14 +236,14 @@ def _haystack_field(field: str) -> str:
 _LLAMA_OPS = {"==": "==", "!=": "!=", ">": ">", ">=": ">=", "<": "<", "<=": "<=", "in": "in", "nin": "not in"}
 
 
-def from_llama_index(filters):
+def from_llama_index(filters, depth: int = 0):
     condition = str(getattr(filters.condition, "value", filters.condition) or "and").lower()
     if condition not in ("and", "or", "not"):
         raise FilterError(f"filter: LlamaIndex's condition {condition!r} is not one hmde takes (and, or, not)")
     parts = []
     for one in filters.filters:
         if hasattr(one, "filters") and hasattr(one, "condition"):
-            parts.append(from_llama_index(one))
+            parts.append(from_llama_index(one, _deeper(depth)))
             continue
         op = str(getattr(one.operator, "value", one.operator))
         field = str(one.key)

@@ -103,16 +103,49 @@ _KEYWORDS = {"and": "and", "or": "or", "not": "not", "in": "in", "AND": "and", "
              "&&": "and", "||": "or", "!": "not"}
 
 
-def _check_value(value, at: int, raw: str) -> None:
+def value_problem(value) -> str | None:
+    """Why no store can compare ``value`` (a lone surrogate, a number that is not finite, an integer beyond 64 bits),
+    or None: one rule for every filter form (issue 94: LangChain's ``{"$lt": inf}`` reached Milvus as a field)."""
     if isinstance(value, str):
         bad = surrogate_at(value)
         if bad is not None:
-            raise FilterError(f"filter: the string at character {at + 1} holds a lone surrogate "
-                              f"(U+{ord(value[bad]):04X}), which is not text: a filter must be valid Unicode")
+            return f"holds a lone surrogate (U+{ord(value[bad]):04X}), which is not text: a filter must be valid Unicode"
     elif isinstance(value, float) and not math.isfinite(value):
-        raise FilterError(f"filter: {raw} at character {at + 1} is not a finite number")
+        return "is not a finite number"
     elif isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
-        raise FilterError(f"filter: {raw} at character {at + 1} is beyond a 64-bit integer, which no store compares")
+        return "is beyond a 64-bit integer, which no store compares"
+    return None
+
+
+def _check_value(value, at: int, raw: str) -> None:
+    problem = value_problem(value)
+    if problem:
+        what = "the string" if isinstance(value, str) else raw
+        raise FilterError(f"filter: {what} at character {at + 1} {problem}")
+
+
+def check_tree(tree, limit: int = MAX_DEPTH) -> None:
+    """A tree from any form (a framework's dict, LlamaIndex's filters, a tree built by hand): nested at most ``limit``
+    levels, every value one a store can compare, every field a string. Walked without recursion (5,000 nested
+    ``$not`` were a RecursionError of 999 frames)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise FilterError(f"filter: nested deeper than {MAX_DEPTH} levels of and, or and not")
+        if isinstance(node, (And, Or)):
+            stack.extend((part, depth + 1) for part in node.parts)
+        elif isinstance(node, Not):
+            stack.append((node.part, depth + 1))
+        elif isinstance(node, (Compare, In, IsKind)):
+            if not isinstance(node.field, str) or surrogate_at(node.field) is not None:
+                raise FilterError(f"filter: a field must be a string of valid Unicode, got {node.field!r}")
+            for value in ((node.value,) if isinstance(node, Compare) else node.values if isinstance(node, In) else ()):
+                problem = value_problem(value)
+                if problem:
+                    raise FilterError(f"filter: '{node.field}': the value {value!r} {problem}")
+        else:
+            raise FilterError(f"filter: {node!r} is no part of a filter")
 
 
 def _tokens(text: str) -> list[tuple[str, Any, int]]:

@@ -110,6 +110,11 @@ def _ids(ids) -> list[str] | None:
     bad = next((x for x in ids if not isinstance(x, str)), None)
     if bad is not None:
         raise HmdeError(f"ids must be strings (document ids), got {bad!r}")
+    from ..io.documents import surrogate_at
+
+    for i, x in enumerate(ids):  # no document's id holds one (ids are checked as written): a 500 on the server
+        if surrogate_at(x) is not None:
+            raise HmdeError(f"ids[{i}] holds a lone surrogate (U+{ord(x[surrogate_at(x)]):04X}), which is not text")
     return ids
 
 

@@ -157,6 +157,8 @@ class HmdeDocumentStore:
     def update_by_filter(self, filters: dict[str, Any], meta: dict[str, Any]) -> int:
         """Merge ``meta`` into the metadata of the documents ``filters`` matches (nothing is embedded again); how
         many."""
+        if isinstance(meta, dict) and KEPT in meta:  # it keeps the documents' embeddings: a new value broke reads
+            raise ValueError(f"the meta key {KEPT!r} is hmde's (it keeps each document's embedding there): rename it")
         return _filter_errors(self.client.update_metadata, meta, filter=filters)
 
     def search(self, query: str, top_k: int = 10, filters: dict[str, Any] | None = None, scale_score: bool = False,
@@ -218,6 +220,8 @@ def _document(stored: dict, score: float | None = None, content: str | None = No
               extra_meta: dict | None = None) -> Document:
     meta = dict(stored.get("metadata") or {})
     kept = meta.pop(KEPT, {})
+    if not _kept_shape(kept):  # not what this store writes there (another door wrote it): plain metadata
+        meta[KEPT], kept = kept, {}
     blob = kept.get("blob")
     return Document(id=stored["doc_id"],
                     content=None if kept.get("no_content") else (stored.get("text", "") if content is None else
@@ -227,6 +231,22 @@ def _document(stored: dict, score: float | None = None, content: str | None = No
                     if kept.get("sparse_embedding") else None,
                     blob=ByteStream(data=base64.b64decode(blob["data"]), mime_type=blob.get("mime_type"),
                                     meta=blob.get("meta") or {}) if blob else None)
+
+
+def _kept_shape(kept) -> bool:
+    """Whether ``kept`` is what :func:`_record` writes under :data:`KEPT` (a document written elsewhere may hold any)."""
+    if not isinstance(kept, dict):
+        return False
+    try:
+        if kept.get("sparse_embedding") is not None:
+            SparseEmbedding.from_dict(kept["sparse_embedding"])
+        blob = kept.get("blob")
+        if blob is not None:
+            base64.b64decode(blob["data"], validate=True)
+        embedding = kept.get("embedding")
+        return embedding is None or (isinstance(embedding, list) and all(isinstance(x, (int, float)) for x in embedding))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return False
 
 
 def _hit_document(hit: dict, scale_score: bool, page_content: str, passage_sentences: int) -> Document:

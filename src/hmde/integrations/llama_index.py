@@ -220,11 +220,15 @@ def _ref_docs(ref_doc_ids) -> MetadataFilters:
 def _node(stored: dict) -> BaseNode:
     """A node as it was added, from what the index keeps (its id, text and LlamaIndex's metadata dict)."""
     metadata = dict(stored.get("metadata") or {})
-    if "_node_content" not in metadata:  # written by something else than this store: a plain text node
-        return TextNode(id_=stored["doc_id"], text=stored.get("text", ""), metadata=metadata)
-    node = metadata_dict_to_node(metadata, text=stored.get("text", ""))
-    node.id_ = stored["doc_id"]
-    return node
+    if "_node_content" in metadata:
+        try:
+            node = metadata_dict_to_node(metadata, text=stored.get("text", ""))
+            node.id_ = stored["doc_id"]
+            return node
+        except (ValueError, TypeError, KeyError):  # a _node_content that LlamaIndex did not write (issue 94: every
+            pass  # later query and get_nodes raised JSONDecodeError): the document read as a plain text node
+    # written by something else than this store: a plain text node
+    return TextNode(id_=stored["doc_id"], text=stored.get("text", ""), metadata=metadata)
 
 
 class HmdeRetriever(BaseRetriever):

@@ -375,3 +375,23 @@ def check_metadata(metadata, where: str, line: int | None = None) -> None:
             json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InputError(f"metadata must be JSON values ({exc})", where, line, str(key)) from None
+        bad = _surrogate_inside(key, value)  # JSON lets them pass; UTF-8 (DuckDB, Milvus, HTTP) does not (issue 94)
+        if bad is not None:
+            raise InputError(f"holds a lone surrogate (U+{ord(bad):04X}): not text", where, line, str(key))
+
+
+def _surrogate_inside(key, value) -> str | None:
+    """The first lone surrogate in a metadata key or anywhere in its JSON value (keys of objects too), or None."""
+    stack = [key, value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            at = surrogate_at(item)
+            if at is not None:
+                return item[at]
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None

@@ -61,6 +61,12 @@ def add_document_routes(app, served, options, executor, writer, embed_and_commit
             raise RequestError("vectors are read by ids alone", "vectors")
 
         def read():
+            from ..index.search import _ids
+
+            try:
+                _ids(body.ids)  # strings of valid Unicode (a lone surrogate was a 500)
+            except HmdeError as exc:
+                raise RequestError(str(exc), "ids") from None
             index = target.current().index
             tree = filtered(index, body)
             if body.count:
