@@ -223,3 +223,19 @@ def test_reserved_metadata_keys_written_elsewhere_do_not_break_reads(hmde_dir, t
     assert [d.id for d in store.search("cat", top_k=2)] and store.count_documents() == 2
     with pytest.raises(ValueError, match="the meta key '_haystack' is hmde's"):
         store.update_by_filter({"field": "id", "operator": "==", "value": "a"}, {"_haystack": {"embedding": "zz"}})
+
+
+# -- 10: codes of one language are one language ---------------------------------------------------------------------
+def test_codes_of_one_language_are_searched_and_counted_as_one(hmde_dir, tmp_path):
+    import hmde
+
+    docs = [{"doc_id": f"{tag}{i}", "text": f"Text {i} in {tag}. A second sentence.", "lang": tag}
+            for tag in ("ace", "ACE", "ace_Latn") for i in range(4)] + \
+        [{"doc_id": f"z{tag}", "text": "字", "lang": tag} for tag in ("zh-Hant", "zh-Hans")]
+    with hmde.Index.create(str(tmp_path / "idx"), docs, str(hmde_dir), language_debias="") as index:
+        assert index.info()["languages"] == {"ace": 12, "zh-Hans": 1, "zh-Hant": 1}  # was ACE 4, ace 4, ace_Latn 4
+        found = {h.doc_id for h in index.search("text", top_k=20, lang="ace")[0]}
+        assert found == {d["doc_id"] for d in docs[:12]}  # it found the 4 tagged ace only
+        assert {h.doc_id for h in index.search("text", top_k=20, lang="ace_Latn")[0]} == found
+        assert [h.doc_id for h in index.search("字", top_k=5, lang="zh-Hant")[0]] == ["zzh-Hant"]
+        assert {h.doc_id for h in index.search("字", top_k=5, lang="zh")[0]} == {"zzh-Hant", "zzh-Hans"}

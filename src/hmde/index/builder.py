@@ -148,7 +148,22 @@ def describe(index: DocumentIndex) -> dict:
 
     # stored elsewhere (Milvus): the store counts
     info = index.describe() if hasattr(index, "describe") else _describe_local(index)
+    info["languages"] = merged_languages(info["languages"])
     return {**info, "language_quality": with_tiers(info["model"], info["languages"])}
+
+
+def merged_languages(counts: dict[str, int]) -> dict[str, int]:
+    """Documents per language, the codes of one language and script counted as one (``ace``, ``ACE``, ``ace_Latn``:
+    issue 94 counted three languages), under the code most of them were stored with; most documents first."""
+    from ..text.language_codes import language_group
+
+    groups: dict = {}
+    for code, n in counts.items():
+        key = ("unknown", None) if code == "unknown" else language_group(code)
+        groups.setdefault(key, []).append((code, n))
+    merged = {max(members, key=lambda m: (m[1], -len(m[0]), m[0]))[0]: sum(n for _, n in members)
+              for members in groups.values()}
+    return dict(sorted(merged.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _describe_local(index: DocumentIndex) -> dict:

@@ -118,12 +118,13 @@ def _tree(expression):
 
 
 def _same_language(store, lang: str) -> list[str]:
-    """The language codes stored for ``lang``: the code as stored, else every code of the same language (el finds
-    documents stored as ell); a language the index lacks is one line."""
-    from ..text.coverage import language_code
+    """The language codes stored for ``lang``: every code of the same language (el finds documents stored as ell;
+    ace finds those stored as ACE and ace_Latn; a script named, those written in it); a language the index lacks is
+    one line."""
+    from ..text.language_codes import same_language
 
     langs = store.languages()
-    same = [x for x in langs if x == lang] or [x for x in langs if language_code(x) == language_code(lang)]
+    same = [x for x in langs if x == lang or same_language(lang, x)]
     if not same:
         raise HmdeError(f"the index has no documents in '{lang}' (languages: {', '.join(map(str, langs))})")
     return same

@@ -23,3 +23,29 @@ def language_code(lang: str) -> str:
     except (langcodes.tag_parser.LanguageTagError, ValueError):
         pass
     return text.split("-")[0].lower()
+
+
+@lru_cache(maxsize=4096)
+def _scripts(lang: str) -> tuple[str | None, str | None]:
+    """(the script a tag names, the script its language is written in where it names none), None where unknown."""
+    try:
+        parsed = langcodes.Language.get(lang.strip().replace("_", "-"))
+        return parsed.script, parsed.maximize().script
+    except (langcodes.tag_parser.LanguageTagError, ValueError):
+        return None, None
+
+
+def same_language(asked: str, stored: str) -> bool:
+    """Whether documents tagged ``stored`` are in the language ``asked`` names: one language (``ace``, ``ACE`` and
+    ``ace_Latn`` are one: issue 94), and, where ``asked`` names a script, written in it (``zh-Hant`` is not
+    ``zh-Hans``; ``zh`` is either)."""
+    if language_code(asked) != language_code(stored):
+        return False
+    script = _scripts(asked)[0]
+    return script is None or script == (_scripts(stored)[0] or _scripts(stored)[1])
+
+
+def language_group(lang: str) -> tuple[str, str | None]:
+    """What codes of one language in one script share (``index info`` counts them as one)."""
+    named, likely = _scripts(lang)
+    return language_code(lang), named or likely
