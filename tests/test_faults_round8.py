@@ -239,3 +239,20 @@ def test_codes_of_one_language_are_searched_and_counted_as_one(hmde_dir, tmp_pat
         assert {h.doc_id for h in index.search("text", top_k=20, lang="ace_Latn")[0]} == found
         assert [h.doc_id for h in index.search("字", top_k=5, lang="zh-Hant")[0]] == ["zzh-Hant"]
         assert {h.doc_id for h in index.search("字", top_k=5, lang="zh")[0]} == {"zzh-Hant", "zzh-Hans"}
+
+
+# -- 11: a killed `hmde mine`'s working folder is removed by the next run, a live one's never --------------------------
+def test_a_dead_miners_folder_is_removed_and_a_live_or_foreign_one_kept(tmp_path):
+    import os
+
+    from hmde.ground.stale_files import _host, remove_dead_writers_folders
+
+    dead = tmp_path / f".hmde-mine-abcd1234.{_host()}-{2 ** 22 + 7}.tmp"
+    live = tmp_path / f".hmde-mine-efgh5678.{_host()}-{os.getpid()}.tmp"
+    foreign = tmp_path / f".hmde-mine-ijkl9012.other-host-{2 ** 22 + 7}.tmp"
+    untagged = tmp_path / ".hmde-mine-mnop3456"  # an older hmde's: whose it is cannot be told
+    for folder in (dead, live, foreign, untagged):
+        folder.mkdir()
+        (folder / "src.npy").write_bytes(b"x")
+    assert remove_dead_writers_folders(tmp_path, ".hmde-mine-") == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, foreign, untagged))

@@ -140,6 +140,11 @@ def sides(tmp_path):
 def test_the_command_mines_the_translations_among_distractors(tmp_path, capsys):
     src, tgt, german, gold = sides(tmp_path)
     out = tmp_path / "pairs.jsonl"
+    from hmde.ground.stale_files import _host
+
+    killed = tmp_path / f".hmde-mine-abcd1234.{_host()}-{2 ** 22 + 7}.tmp"  # a SIGKILLed run's (no such process)
+    killed.mkdir()
+    (killed / "src.npy").write_bytes(b"x" * 1000)
     # the defaults: hmde-e5-bitext, its recorded margin and cosine floor (docs/mining.md)
     assert main(["mine", str(src), str(tgt), "-o", str(out), "--no-progress"]) == 0
     assert "(max, margin >= 1.01, cosine >= 0.62)" in capsys.readouterr().out
@@ -148,7 +153,7 @@ def test_the_command_mines_the_translations_among_distractors(tmp_path, capsys):
     assert all(p["tgt_id"] == f"de{p['tgt']}" and german[p["tgt"]] == p["tgt_text"] for p in pairs)
     assert all(src.read_text().splitlines()[p["src"]] == p["src_text"] for p in pairs)
     assert [p["score"] for p in pairs] == sorted((p["score"] for p in pairs), reverse=True)
-    assert not list(tmp_path.glob(".hmde-mine-*"))  # the embedded vectors' folder is gone
+    assert not list(tmp_path.glob(".hmde-mine-*"))  # the embedded vectors' folder is gone, and the killed run's
 
 
 def test_every_input_kind_and_output_format(tmp_path, e5):

@@ -41,6 +41,9 @@ class Side:
     model: str | None = None  # the model that made the vectors held
 
 
+
+MINE_FOLDER = ".hmde-mine-"  # the vectors' working folder beside the output: .hmde-mine-XXXXXXXX.HOST-PID.tmp
+
 def read_side(path: str | Path) -> Side:
     """A side's sentences, checked (one line naming the file, line and field)."""
     from ..io.documents import open_text, surrogate_at
@@ -212,7 +215,11 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
         loaded = load_model(model, pick_device(device),
                             backend="onnx-int8" if held == {"onnx-int8"} else FP32)
     lower = None if loaded is None else (loaded[1].lower if loaded[0] == "hmde" else loaded[1])
-    folder = Path(tempfile.mkdtemp(prefix=".hmde-mine-", dir=Path(output).absolute().parent if output else None))
+    from ..ground.stale_files import remove_dead_writers_folders, writer_tag
+
+    parent = Path(output).absolute().parent if output else Path(tempfile.gettempdir())
+    remove_dead_writers_folders(parent, MINE_FOLDER)  # what a killed run left (it names its process)
+    folder = Path(tempfile.mkdtemp(prefix=MINE_FOLDER, suffix=f"{writer_tag()}.tmp", dir=parent))
     try:
         total = sum(len(s.texts) for s in sides if s.vectors is None) + sum(len(s.texts) for s in sides)
         with tqdm(total=total, desc="mining", unit="sentence", disable=not progress) as bar:
