@@ -256,3 +256,49 @@ def test_a_dead_miners_folder_is_removed_and_a_live_or_foreign_one_kept(tmp_path
         (folder / "src.npy").write_bytes(b"x")
     assert remove_dead_writers_folders(tmp_path, ".hmde-mine-") == [dead]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, foreign, untagged))
+
+
+# -- 1, 2, 3: a cached graph is used only as it was made; a damaged one is made again, said once -------------------
+def test_a_planted_damaged_or_missing_cached_graph_is_never_used_and_is_made_again(tmp_path, monkeypatch, caplog):
+    pytest.importorskip("onnxruntime")
+    import json
+    import logging
+
+    from hmde.export.cached import ensure_export, file_digest
+
+    monkeypatch.setenv("HMDE_CACHE", str(tmp_path / "cache"))
+    folder, record = ensure_export("hmde-mini", int8=True)
+    made = {name: want["sha256"] for name, want in {**record["files"], **record["int8"]["files"]}.items()}
+    graph = folder / "lower.int8.onnx"
+
+    def again(int8=True):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hmde.export.cached"):
+            _, got = ensure_export("hmde-mini", int8=int8)
+        said = [r.getMessage() for r in caplog.records if "do not match their record" in r.getMessage()]
+        assert all(file_digest(folder / n) == d for n, d in made.items() if (folder / n).exists())
+        return got, said
+
+    planted = graph.read_bytes()[:-64] + b"\0" * 64  # same size, other bytes (a 7-node graph of the same size)
+    graph.write_bytes(planted)
+    got, said = again()
+    assert said == [said[0]] and "lower.int8.onnx's SHA-256 differs" in said[0] and graph.read_bytes() != planted
+    graph.write_bytes(graph.read_bytes()[:1000])  # truncated: was "Protobuf parsing failed" in every later run
+    assert "lower.int8.onnx has 1,000 bytes" in again()[1][0]
+    graph.unlink()  # deleted: was "lower.int8.onnx is missing (export with --int8 ...)" for ever
+    assert "lower.int8.onnx is missing" in again()[1][0]
+    data = folder / "upper.onnx.data"
+    data.write_bytes(data.read_bytes()[:100])
+    assert "upper.onnx.data has 100 bytes" in again(int8=False)[1][0]
+    (folder / "check.json").write_text(json.dumps({"version": 3, "passed": True}))  # a check cut down: not trusted
+    got, said = again(int8=False)
+    assert "no record of its files" in said[0] and got["passed"] is True and got["files"]
+    assert again()[1] == []  # whole again: used as it is, nothing said
+    # a killed run's temporaries go with the next int8 make; no lock is left beside a vanished temporary
+    for name in (".lower.int8.abcd1234.onnx.tmp", ".lower.smoothed.efgh5678.onnx", "lower-inferred.onnx"):
+        (folder / name).write_bytes(b"x" * 100)
+    graph.unlink()
+    again()
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == \
+        ["check.json", "config.json", "lower.int8.onnx", "lower.onnx", "upper.onnx", "upper.onnx.data"]
+    assert not [p.name for p in (tmp_path / "cache").iterdir() if ".tmp." in p.name]

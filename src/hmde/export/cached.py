@@ -15,18 +15,27 @@ model whose calibration ranges hmde ships (:mod:`hmde.export.smoothing`), the ac
 measured choice, docs/speed.md: min cosine 0.9994 against 0.995 unsmoothed and 0.982 for the whole graph, about
 1.5x fp32's speed). It is checked against PyTorch on the same texts; where it keeps :data:`INT8_MIN_COSINE` and
 was smoothed, ``auto`` runs it (:func:`trusted`).
+
+Every file of the folder is recorded in ``check.json`` when it is made (its size and SHA-256) and checked against
+that record before it is used (issue 94: a planted 7-node ``lower.int8.onnx``, or a check file cut to
+``{"passed": true}``, was trusted; a truncated or deleted graph ended every later run): a file that differs, is
+missing, or has no record is said in one line and the graphs are made again. Temporaries of a killed run are
+removed under the folder's writer lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 from pathlib import Path
 
 from ..errors import ModelLoadError
 from . import smoothing
 
-VERSION = 2  # the export's layout and check; a new one gets new folders (2: the encoder's languages recorded)
+VERSION = 3  # the export's layout and check; a new one gets new folders (2: the encoder's languages recorded; 3: every
+# file's size and SHA-256 recorded, and checked before use)
 MIN_COSINE = 0.9999  # fp32 graphs against PyTorch, every check text (measured on hmde-e5: 0.99999958)
 INT8_MIN_COSINE = 0.999  # the smoothed int8 graph against PyTorch, every check text (hmde-e5: see check.json)
 CHECK_NAME = "check.json"
@@ -40,16 +49,88 @@ CHECK_SENTENCES = (
 )
 
 
+INT8_GRAPH = "lower.int8.onnx"
+_VERIFIED: dict = {}  # (file, size, mtime) -> its SHA-256 as this process read it (each file hashed once a process)
+
+
 def ensure_export(name: str, int8: bool = False) -> tuple[Path, dict]:
     """The checked export of model ``name`` (a bundled name or an hmde folder) in hmde's cache, made on first
-    use: ``(folder, check record)``. ``int8`` also makes (once) and checks its quantised lower graph."""
+    use, and made again where its files differ from their record: ``(folder, check record)``. ``int8`` also makes
+    (once) and checks its quantised lower graph."""
     folder = export_folder(name)
     record = _read_check(folder)
-    if record is None:
+    problem = None if record is None else damage(folder, record.get("files"), skip=() if not int8 else ("lower.onnx",))
+    if record is None or problem:
+        if problem:
+            _say_damaged(name, folder, problem)
         record = _make(name, folder)
-    if int8 and record.get("int8", {}).get("form") != int8_form(folder):
+    if int8 and _int8_problem(folder, record):
+        problem = _int8_problem(folder, record)
+        if problem != "not made":
+            _say_damaged(name, folder, problem)
         record = _make_int8(name, folder)
     return folder, record
+
+
+def _say_damaged(name: str, folder: Path, problem: str) -> None:
+    logging.getLogger(__name__).warning("hmde: the cached ONNX graphs of %s in %s do not match their record (%s): "
+                                        "making them again", name, folder, problem)
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def files_record(folder: Path, names) -> dict:
+    """``{name: {"size", "sha256"}}`` of files of ``folder`` (names relative to it), as they are now."""
+    return {n: {"size": (folder / n).stat().st_size, "sha256": file_digest(folder / n)} for n in sorted(names)}
+
+
+def _all_files(folder: Path) -> list[str]:
+    return [str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != CHECK_NAME
+            and not p.name.startswith(".") and not p.name.endswith("-inferred.onnx")]  # temporaries: not made files
+
+
+def damage(folder: Path, files, skip=(), complete: bool = True) -> str | None:
+    """What differs between ``folder`` and its record ``files`` (a file missing, of another size or digest, a file
+    the record does not name where it names the ``complete`` folder, no record at all), or None; ``skip``: files not
+    used this time."""
+    if not isinstance(files, dict) or not files:
+        return "no record of its files"
+    for name in sorted(set(_all_files(folder)) - set(files) - {INT8_GRAPH}) if complete else ():
+        return f"{name} is not one of the files made"
+    for name, want in sorted(files.items()):
+        if name in skip:
+            continue
+        path = folder / name
+        try:
+            st = path.stat()
+        except OSError:
+            return f"{name} is missing"
+        if not isinstance(want, dict) or st.st_size != want.get("size"):
+            return f"{name} has {st.st_size:,} bytes, {want.get('size') if isinstance(want, dict) else '?'} made"
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+        if key not in _VERIFIED:
+            _VERIFIED[key] = file_digest(path)
+        if _VERIFIED[key] != want.get("sha256"):
+            return f"{name}'s SHA-256 differs from the one recorded when it was made"
+    return None
+
+
+def _int8_problem(folder: Path, record: dict) -> str | None:
+    part = record.get("int8") or {}
+    if part.get("form") != int8_form(folder):
+        return "not made"
+    return damage(folder, part.get("files"), complete=False)
+
+
+def remove_dead_temporaries(folder: Path) -> None:
+    """Call with the folder's writer lock held: every temporary in it is then a killed run's (the int8 graph's 150 MB,
+    the smoothed graph's 470 MB, ONNX Runtime's ``-inferred`` copy, a check file's)."""
+    for pattern in (".lower.int8.*.onnx.tmp", ".lower.smoothed.*.onnx", "*-inferred.onnx", ".check.*.json.tmp"):
+        for path in folder.glob(pattern):
+            path.unlink(missing_ok=True)
 
 
 def export_folder(name: str) -> Path:
@@ -108,13 +189,14 @@ def _make(name: str, folder: Path) -> dict:
         folder.parent.mkdir(parents=True, exist_ok=True)
         with exclusive_writer(folder):
             record = _read_check(folder)  # another process made it while this one waited
-            if record is not None:
+            if record is not None and not damage(folder, record.get("files")):
                 return record
             logging.getLogger(__name__).warning("making the ONNX graphs of %s in %s (once)", name, folder)
             model = HierarchicalEncoder.from_pretrained(name, device="cpu")
             with atomic_dir(folder, lock=False) as tmp:
-                export_onnx(model, tmp)
-                record = {"version": VERSION, "model": str(name), **check_graphs(model, OnnxHierarchicalEncoder(tmp))}
+                export_onnx(model, tmp, lock=False)  # a temporary already: no locks beside it (they stayed for ever)
+                record = {"version": VERSION, "model": str(name), **check_graphs(model, OnnxHierarchicalEncoder(tmp)),
+                          "files": files_record(tmp, _all_files(tmp))}
                 (tmp / CHECK_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ModelLoadError(f"cannot write the ONNX graphs of {name} in hmde's cache folder {folder.parent}: {exc} "
@@ -131,11 +213,12 @@ def _make_int8(name: str, folder: Path) -> dict:
     from .onnx import OnnxHierarchicalEncoder, quantize_lower
 
     with exclusive_writer(folder):
+        remove_dead_temporaries(folder)
         record = _read_check(folder) or {}
         form = int8_form(folder)
-        if record.get("int8", {}).get("form") == form:
+        if not _int8_problem(folder, record):
             return record
-        graph = folder / "lower.int8.onnx"
+        graph = folder / INT8_GRAPH
         fd, tmp = tempfile.mkstemp(prefix=".lower.int8.", suffix=".onnx.tmp", dir=folder)
         os.close(fd)
         try:
@@ -145,7 +228,7 @@ def _make_int8(name: str, folder: Path) -> dict:
             Path(tmp).unlink(missing_ok=True)
         model = HierarchicalEncoder.from_pretrained(name, device="cpu")
         record["int8"] = {**check_graphs(model, OnnxHierarchicalEncoder(folder, int8=True), INT8_MIN_COSINE),
-                          "form": form}
+                          "form": form, "files": files_record(folder, [INT8_GRAPH])}
         fd, tmp = tempfile.mkstemp(prefix=".check.", suffix=".json.tmp", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(json.dumps(record, indent=2) + "\n")

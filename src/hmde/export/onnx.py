@@ -33,9 +33,11 @@ from ..encoders.sentence_encoder import SentenceEncoder
 
 
 
-def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17, ranges=None) -> Path:
+def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17, ranges=None,
+                lock: bool = True) -> Path:
     """Write ``output`` with lower.onnx, upper.onnx, the tokenizer and config.json (``int8``: also lower.int8.onnx,
-    smoothed with calibration ``ranges`` where given: :func:`quantize_lower`)."""
+    smoothed with calibration ``ranges`` where given: :func:`quantize_lower`). ``lock=False``: ``output`` is a
+    temporary folder of the caller's, which holds the lock."""
     import torch
 
     class Lower(torch.nn.Module):
@@ -59,7 +61,7 @@ def export_onnx(model, output: str | Path, int8: bool = False, opset: int = 17, 
     smask = torch.tensor([[True, True, True], [True, False, False]])
     # the torch.export-based exporter prints its progress on stdout, which carries a command's output, and logs
     # a warning per torchvision operator it cannot register
-    with atomic_dir(output) as tmp, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+    with atomic_dir(output, lock=lock) as tmp, warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             _quiet_logger("torch.onnx"):
         warnings.simplefilter("ignore")  # tracer warnings about Python-side shape checks
         torch.onnx.export(lower, (ids, mask), str(tmp / "lower.onnx"), input_names=["input_ids", "attention_mask"],
