@@ -302,3 +302,66 @@ def test_a_planted_damaged_or_missing_cached_graph_is_never_used_and_is_made_aga
     assert sorted(p.name for p in folder.iterdir() if p.is_file()) == \
         ["check.json", "config.json", "lower.int8.onnx", "lower.onnx", "upper.onnx", "upper.onnx.data"]
     assert not [p.name for p in (tmp_path / "cache").iterdir() if ".tmp." in p.name]
+
+
+# -- 14: what was passed over in silence, or said wrongly -----------------------------------------------------------
+def test_haystack_filters_and_filter_together_are_refused(hmde_dir, tmp_path):
+    pytest.importorskip("haystack")
+    from hmde.integrations.haystack import HmdeDocumentStore, HmdeRetriever
+
+    store = HmdeDocumentStore(index=str(tmp_path / "idx"), model=str(hmde_dir))
+    with pytest.raises(ValueError, match="give filters .* or filter .*, not both"):  # filter= was dropped silently
+        HmdeRetriever(document_store=store).run("x", filters={"field": "meta.a", "operator": "==", "value": 1},
+                                                filter='a == 2')
+
+
+def test_a_served_index_name_is_escaped_in_the_url():
+    from hmde.integrations.client import IndexClient
+
+    client = IndexClient(url="http://127.0.0.1:9", index="L?x=1")
+    assert client._route("/documents") == "/indexes/L%3Fx%3D1/documents"  # was /indexes/L?x=1/documents
+
+
+def test_undetermined_is_not_called_a_language_the_model_was_not_trained_on(monkeypatch, capsys):
+    from collections import Counter
+
+    import hmde.text.coverage as coverage
+
+    monkeypatch.setattr(coverage, "model_languages", lambda model: ("e5", frozenset({"eng"})))
+    monkeypatch.setattr("hmde.text.language_tiers.warn_weak", lambda *a, **k: None)
+    assert coverage.warn_uncovered("m", None, Counter({"und": 3, "zxx": 1, "eng": 2})) is False
+    assert "und" not in capsys.readouterr().err
+    assert coverage.warn_uncovered("m", None, Counter({"und": 3, "xho": 1})) is True
+    assert "xho (1)" in capsys.readouterr().err
+
+
+def test_int8_and_fp32_vectors_are_not_mined_together(monkeypatch, tmp_path):
+    import hmde
+    import hmde.align.miner as miner
+    from hmde.errors import HmdeError
+
+    vectors = np.ones((2, 4), np.float32)
+    sides = {"a.parquet": miner.Side("a.parquet", [0, 1], None, ["x", "y"], vectors, "onnx-int8", "hmde-e5"),
+             "b.parquet": miner.Side("b.parquet", [0, 1], None, ["u", "v"], vectors, "onnx", "hmde-e5")}
+    monkeypatch.setattr(miner, "read_side", lambda path: sides[str(path)])
+    with pytest.raises(HmdeError, match="a.parquet holds onnx-int8 vectors and b.parquet onnx ones"):
+        hmde.mine("a.parquet", "b.parquet", model="hmde-e5")
+
+
+# -- 9: a model without a calibration gives an exact match a relevance near 1, and says it is uncalibrated ----------
+def test_an_uncalibrated_models_exact_match_is_not_scored_zero(hmde_dir, tmp_path, caplog, monkeypatch):
+    import logging
+
+    import hmde
+    import hmde.index.relevance as relevance
+
+    monkeypatch.setattr(relevance, "_SAID", set())  # said once a process: this test's search is the first
+    texts = _texts(7)
+    with hmde.Index.create(str(tmp_path / "idx"), [{"doc_id": f"d{i}", "text": t} for i, t in enumerate(texts)],
+                           str(hmde_dir)) as index:
+        with caplog.at_level(logging.WARNING, logger="hmde.index.relevance"):
+            hits = index.search(texts[3], top_k=7)[0]
+    exact = next(h for h in hits if h.doc_id == "d3")
+    assert exact.relevance > 0.5  # was 0.0203 on hmde-mini (the raw logistic fitted on hmde-e5's scores)
+    assert [h.relevance for h in hits] == sorted((h.relevance for h in hits), reverse=True)
+    assert any("is not calibrated" in r.getMessage() for r in caplog.records)

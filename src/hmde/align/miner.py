@@ -194,7 +194,7 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
     from tqdm.auto import tqdm
 
     from ..encoders.devices import pick_device
-    from ..encoders.backends import FP32
+    from ..encoders.backends import FP32, same_vectors
     from ..encoders.model_loading import load_model
 
     if format not in FORMATS:
@@ -204,6 +204,11 @@ def mine(src, tgt, output: str | Path | None = None, model: str | None = None, f
         raise HmdeError("a model passed loaded needs its name too (model=...): the threshold and cosine floor are "
                         "the ones measured for it")
     sides = read_side(src), read_side(tgt)
+    held = [s for s in sides if s.vectors is not None]
+    if len(held) == 2 and not same_vectors(held[0].backend, held[1].backend):  # mined together without a word
+        raise HmdeError(f"{held[0].path} holds {held[0].backend} vectors and {held[1].path} {held[1].backend} ones: "
+                        "int8 and fp32 vectors are two families whose cosines do not compare; encode both sides with "
+                        "one backend")
     model = mining_model(model, sides)
     from .mining_threshold import resolve
 

@@ -200,12 +200,21 @@ def _make(name: str, folder: Path) -> dict:
                 (tmp / CHECK_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ModelLoadError(f"cannot write the ONNX graphs of {name} in hmde's cache folder {folder.parent}: {exc} "
-                             "(set HMDE_CACHE to a writable folder, or use --backend torch)") from exc
+                             "(set HMDE_CACHE to a writable folder; --backend torch needs no graphs, for every job "
+                             "but one on an index of onnx-int8 vectors, which these graphs alone give)") from exc
     return record
 
 
 def _make_int8(name: str, folder: Path) -> dict:
-    import os
+    try:
+        return _int8_made(name, folder)
+    except OSError as exc:  # the only graphs that give an int8 index's vectors: PyTorch's are fp32's, another family
+        raise ModelLoadError(f"cannot write the int8 graph of {name} in hmde's cache folder {folder}: {exc} (set "
+                             "HMDE_CACHE to a writable folder; an index of onnx-int8 vectors is searched and added "
+                             "to with this graph alone)") from exc
+
+
+def _int8_made(name: str, folder: Path) -> dict:
     import tempfile
 
     from ..encoders.hierarchical import HierarchicalEncoder

@@ -95,7 +95,10 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
             picked, references = [x[:top_k] for x in found], [[s for s, _ in x] for x in found]
     wanted = sorted({r for hits in picked for _, r in hits})
     records = store.records(wanted) if wanted else {}  # every query's hits read at once (Milvus: two calls, not 2Q)
-    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records, references[qi])
+    from .relevance import Relevance
+
+    scale = Relevance(meta.model, top_sentences + doc_weight if multi_vector else 1.0)
+    return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records, references[qi], scale)
             for qi in range(len(q))]
 
 
@@ -250,13 +253,14 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
 
 
 def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of,
-          records: dict, reference=None) -> list[SearchHit]:
+          records: dict, reference=None, scale=None) -> list[SearchHit]:
     """One query's hits: each picked row's record (of ``records``, read for every query at once), the sentences of
     the document that score best (evidence), and its relevance given ``reference``, the query's best candidate scores
     (None: fused ranks, no relevance)."""
-    from .relevance import relevances
+    from .relevance import Relevance
 
-    relevance = relevances([s for s, _ in picked], reference) if reference is not None else [None] * len(picked)
+    scale = scale or Relevance(store.meta.model, 1.0)
+    relevance = scale.of([s for s, _ in picked], reference) if reference is not None else [None] * len(picked)
     records = {r: records[r] for _, r in picked}
     lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]
     if lacking:  # not stored: embed these few documents' sentences now

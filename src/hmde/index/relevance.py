@@ -10,9 +10,16 @@ among the query's best :data:`POOL` candidates (the ranking has them anyway), th
 XQuAD articles and paragraphs (7,200 hits; checked on four MasakhaNEWS collections it never saw, docs/integrations.md).
 Where a collection gives fewer than :data:`MIN_POOL` candidates there is no spread to read, and the raw score's
 logistic (fitted on the same hits) is used. Monotone within a query: it never reorders its hits.
+
+Both fits are hmde-e5's (:data:`CALIBRATED`). Another model's scores have another scale (hmde-mini's query path
+gave a document's own text 0.0203, issue 94): where its pool is too small for the z-value, its relevance is the
+score over the most it can be (``top_sentences + doc_weight``: an exact match 1.0), and the first search says once
+that the model's relevance is not calibrated.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 
@@ -20,6 +27,8 @@ POOL = 50  # a query's candidates whose scores give the reference
 MIN_POOL = 10  # fewer: the raw score's logistic
 Z_SLOPE, Z_OFFSET = 3.15, -9.77  # relevance = 1 / (1 + exp(-(A z + B))), z among the pool
 RAW_SLOPE, RAW_OFFSET = 83.0, -107.0  # relevance = 1 / (1 + exp(-(A score + B)))
+CALIBRATED = frozenset({"hmde-e5"})  # the models these fits were made on
+_SAID: set = set()
 
 
 def _logistic(x: np.ndarray) -> np.ndarray:
@@ -36,3 +45,26 @@ def relevances(scores, pool) -> list[float]:
     z = (scores - pool.mean()) / pool.std()
     return [float(x) for x in _logistic(Z_SLOPE * z + Z_OFFSET)]
 
+
+
+class Relevance:
+    """The relevance of one model's hits: :func:`relevances` for a calibrated model; for another, the z-value's where
+    the pool gives one, else the score over ``most`` (the highest score a hit can have), in [0, 1]."""
+
+    def __init__(self, model: str | None, most: float):
+        self.model, self.most = model, most
+        self.calibrated = model in CALIBRATED
+
+    def of(self, scores, pool) -> list[float]:
+        if self.calibrated:
+            return relevances(scores, pool)
+        if self.model not in _SAID:
+            _SAID.add(self.model)
+            logging.getLogger(__name__).warning(
+                "hmde: relevance of %s is not calibrated (hmde-e5's is): where a query has few candidates it is the "
+                "score over its most, %g", self.model, self.most)
+        finite = np.asarray(pool, np.float64)[:POOL]
+        finite = finite[np.isfinite(finite)]
+        if len(finite) >= MIN_POOL and float(finite.std()) > 1e-9:
+            return relevances(scores, pool)
+        return [float(np.clip(s / self.most, 0.0, 1.0)) for s in np.asarray(scores, np.float64)]

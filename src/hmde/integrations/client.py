@@ -169,7 +169,9 @@ class IndexClient:
             if len(names) != 1:
                 raise HmdeError(f"{self.url} serves {len(names) or 'no'} indexes: name one (index=NAME)")
             self.index = names[0]
-        return f"/indexes/{self.index}{suffix}"
+        from urllib.parse import quote
+
+        return f"/indexes/{quote(str(self.index), safe='')}{suffix}"  # "L?x=1" went into the URL as it was
 
     # -- searching ---------------------------------------------------------------------------------------------
     def search(self, queries: Sequence[str], k: int = 10, filter: Any = None, k_name: str = "k",

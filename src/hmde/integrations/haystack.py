@@ -305,6 +305,8 @@ class HmdeRetriever:
             scale_score: bool | None = None) -> dict[str, list[Document]]:
         """hmde's ranking of the documents the filter matches (``filters``, or ``filter``: per call, else the
         component's), the ``top_k`` best."""
+        if filters is not None and filter is not None:  # filter was silently passed over
+            raise ValueError("give filters (Haystack's) or filter (hmde's name for it), not both")
         chosen = filters if filters is not None else filter if filter is not None else self.filters
         k = self.top_k if top_k is None else top_k
         scale = self.scale_score if scale_score is None else scale_score

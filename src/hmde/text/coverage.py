@@ -24,6 +24,9 @@ from ..e5.folder import NAME as E5_NAME
 from .language_codes import language_code  # hmde.text.coverage.language_code, as before
 
 
+
+NOT_LANGUAGES = frozenset({"und", "mul", "zxx", "mis"})  # ISO 639 codes that name no language
+
 def iso639_3(lang: str) -> str:
     """A language code as ISO 639-3 writes it (``de`` -> ``deu``), the form of hmde's data; as given where
     langcodes has none."""
@@ -134,7 +137,9 @@ def warn_uncovered(model_name: str, model, languages: Counter, what: str = "docu
     if known is None:
         return False
     label, covered = known
-    outside = Counter({lang: n for lang, n in languages.items() if lang is not None and lang not in covered})
+    # und (undetermined), mul, zxx, mis name no language: never "a language the model was not trained on"
+    outside = Counter({lang: n for lang, n in languages.items()
+                       if lang is not None and lang not in covered and lang not in NOT_LANGUAGES})
     if not outside:
         from .language_tiers import warn_weak
 
