@@ -122,9 +122,27 @@ def _torch_threads_restored():
     """Code that sets torch's thread count in the test process (a Ray actor built in-process,
     ``RayEncoder(spec, "cpu", 1)``) would leave every later test on one thread: slower, and rounded
     differently from the same test run alone (stop 40 found a test that passed or failed on it)."""
+    import sys
+
     import torch
 
-    threads = torch.get_num_threads()
+    from hmde.encoders import devices
+
+    threads, faiss_threads, blas = torch.get_num_threads(), None, None
+    if "faiss" in sys.modules:
+        faiss_threads = sys.modules["faiss"].omp_get_max_threads()
+    before = devices.cpu_threads()
+    if before is None:
+        from threadpoolctl import threadpool_info
+
+        blas = max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=None)
     yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    if devices.cpu_threads() != before:  # set_threads also set FAISS's and the BLAS pools: every later test's too
+        import faiss
+        from threadpoolctl import threadpool_limits
+
+        faiss.omp_set_num_threads(faiss_threads or os.cpu_count() or 1)
+        threadpool_limits(limits=blas or os.cpu_count() or 1, user_api="blas")
+        devices._THREADS[:] = [] if before is None else [before]

@@ -365,3 +365,21 @@ def test_an_uncalibrated_models_exact_match_is_not_scored_zero(hmde_dir, tmp_pat
     assert exact.relevance > 0.5  # was 0.0203 on hmde-mini (the raw logistic fitted on hmde-e5's scores)
     assert [h.relevance for h in hits] == sorted((h.relevance for h in hits), reverse=True)
     assert any("is not calibrated" in r.getMessage() for r in caplog.records)
+
+
+# -- issue 96, item 2: one threads setting holds for the model, FAISS and the BLAS pools ------------------------------
+def test_threads_1_leaves_faiss_and_blas_at_one_thread(hmde_dir, tmp_path):
+    import faiss
+    from threadpoolctl import threadpool_info
+
+    import hmde
+
+    hmde.Index.create(str(tmp_path / "idx"), [{"doc_id": "a", "text": "The cat sat."}], str(hmde_dir)).close()
+    faiss.omp_set_num_threads(2)
+    with hmde.Index.open(str(tmp_path / "idx"), model=str(hmde_dir), threads=1) as index:
+        index.search("cat")
+        assert faiss.omp_get_max_threads() == 1  # FAISS ran 2 OpenMP threads after threads=1
+        assert all(i["num_threads"] == 1 for i in threadpool_info() if i["user_api"] == "blas")
+        import torch
+
+        assert torch.get_num_threads() == 1

@@ -40,15 +40,21 @@ _THREADS: list[int] = []  # what set_threads was last given in this process: ONN
 
 
 def set_threads(threads: int | None) -> None:
-    """CPU threads for the model (``--threads``, ``threads=``): torch's operators at once, ONNX Runtime sessions
-    made from now on; None: the defaults, one per core. On a machine busy with other work, spinning threads
-    compete with it, and 1 thread can be several times faster (benchmarks/cpu_threads.py, docs/defaults.md)."""
+    """CPU threads for the whole job (``--threads``, ``threads=``): torch's operators at once, ONNX Runtime sessions
+    made from now on, FAISS's OpenMP threads (a search, a mining run's neighbours) and the numeric libraries' BLAS
+    pools (numpy's, through threadpoolctl); None: the defaults, one per core. On a machine busy with other work,
+    spinning threads compete with it, and 1 thread can be several times faster (benchmarks/cpu_threads.py,
+    docs/defaults.md; issue 96: ``threads=1`` left FAISS on every core, a 2.7 ms search took 20 ms)."""
     if threads is None:
         return
     check_threads(threads)
+    import faiss
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
+    threadpool_limits(limits=threads, user_api="blas")  # kept for the process (not a context: the job's setting)
     _THREADS[:] = [threads]
 
 
