@@ -124,3 +124,14 @@ def test_a_writer_waits_for_another_threads_write_bounded_and_names_the_lock(tmp
     with exclusive_writer(tmp_path / "idx"):  # free again once the holder has ended; re-entrant in one thread
         with exclusive_writer(tmp_path / "idx"):
             pass
+
+
+def test_a_ranking_equals_its_reference_up_to_ties_alone():
+    from concurrency_contract import same_ranking
+
+    reference = [("a", 0.9), ("b", 0.8), ("c", 0.8), ("d", 0.5), ("e", 0.4), ("f", 0.4)]
+    assert same_ranking(list(reference), reference)
+    assert same_ranking([("a", 0.9), ("c", 0.8), ("b", 0.8000001), ("d", 0.5), ("f", 0.4), ("g", 0.4)], reference)
+    assert not same_ranking([("b", 0.9), ("a", 0.8), ("c", 0.8), ("d", 0.5), ("e", 0.4), ("f", 0.4)], reference)
+    assert not same_ranking([("a", 0.9), ("b", 0.8), ("d", 0.8), ("c", 0.5), ("e", 0.4), ("f", 0.4)], reference)
+    assert not same_ranking(reference[:5], reference)

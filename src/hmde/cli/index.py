@@ -17,7 +17,7 @@ from .common import (
     add_sentence_scoring_arguments,
     warn,
 )
-from ..index.search import search_index
+from ..index.search_once import search_index
 from ..index.multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from .index_arguments import add_build_arguments
 from .index_from_vectors import run_build_any

@@ -66,3 +66,16 @@ class QueryLanguageCalibration:
     def sample_sentences(self):
         """The sample's stored sentence vectors, read once: (vectors, starts, counts)."""
         return once(self, "_sample_sentences", lambda: self.index.sentences_of_documents(self.sample))
+
+
+def query_languages(index, queries: list, query_lang: str | None) -> list[str | None] | None:
+    """Each query's language for an index that calibrates by it (:mod:`hmde.index.calibration`): the one
+    given, else each query's own (:func:`hmde.text.language_id.detect_languages`); None where the index does
+    not calibrate or ``query_lang`` is "none"."""
+    if not getattr(index, "calibrates", False) or query_lang == "none":
+        return None
+    if query_lang:
+        return [query_lang] * len(queries)
+    from ..text.language_id import detect_languages
+
+    return detect_languages(queries)

@@ -339,6 +339,7 @@ class Index:
         ``section == "sport" and date >= "2024-01-01"``), checked before the queries are embedded; each hit
         carries its document's ``metadata``."""
         from ..methods.vectorizer import DocumentVectorizer
+        from .calibration import query_languages
 
         queries = [queries] if isinstance(queries, str) else list(queries)
         check_request(queries, top_k, top_sentences, doc_weight, query_lang)
@@ -383,19 +384,6 @@ class Index:
         self.close()
 
 
-def query_languages(index, queries: list, query_lang: str | None) -> list[str | None] | None:
-    """Each query's language for an index that calibrates by it (:mod:`hmde.index.calibration`): the one
-    given, else each query's own (:func:`hmde.text.language_id.detect_languages`); None where the index does
-    not calibrate or ``query_lang`` is "none"."""
-    if not getattr(index, "calibrates", False) or query_lang == "none":
-        return None
-    if query_lang:
-        return [query_lang] * len(queries)
-    from ..text.language_id import detect_languages
-
-    return detect_languages(queries)
-
-
 def _vectorizer(model, method: str, batch_size: int):
     """The write's vectorizer, its model calls on the model thread (a write from any thread, beside searches)."""
     from ..encoders.model_thread import OnModelThread
@@ -406,26 +394,3 @@ def _vectorizer(model, method: str, batch_size: int):
         raise HmdeError(f"the index holds '{method}' document vectors, fitted on a collection: add to it with `hmde "
                         "index add --lawdr-stats` (the statistics it was built with)")
     return OnModelThread(DocumentVectorizer(model, method, MethodOptions(batch_size=batch_size)))
-
-
-def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | None, model_name: str | None,
-                 device: str = "auto", ef_search: int | None = None, nprobe: int | None = None,
-                 hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
-                 backend: str | None = None, multi_vector: bool | None = None,
-                 top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-                 candidates: int | None = None, query_lang: str | None = None, filter: str | None = None):
-    """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
-    check that needs no model comes before the model loads."""
-    from .store import DocumentIndex
-
-    check_request(queries, top_k, top_sentences, doc_weight, query_lang)
-    index = DocumentIndex.open(index_dir)
-    try:
-        check_index_request(index, hybrid, multi_vector, ef_search, nprobe)
-        check_filter(index, filter)
-    except BaseException:
-        index.close()
-        raise
-    with Index.attach(index, model_name, device, backend) as opened:
-        return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang, filter=filter)
