@@ -383,3 +383,27 @@ def test_threads_1_leaves_faiss_and_blas_at_one_thread(hmde_dir, tmp_path):
         import torch
 
         assert torch.get_num_threads() == 1
+
+
+def test_a_graph_made_on_a_full_disk_is_said_to_be_a_full_disk(tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    import shutil
+    from collections import namedtuple
+
+    import hmde.export.onnx as onnx_export
+    from hmde.errors import ModelLoadError
+    from hmde.export.cached import ensure_export
+
+    monkeypatch.setenv("HMDE_CACHE", str(tmp_path / "cache"))
+
+    def corrupt(*args, **kwargs):  # what ONNX answers when it reads back the graph a full disk cut short
+        raise RuntimeError("[ONNXRuntimeError] : 7 : INVALID_PROTOBUF : Wire format was corrupt")
+
+    monkeypatch.setattr(onnx_export, "export_onnx", corrupt)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10 ** 9, 10 ** 9 - 5 * 2 ** 20, 5 * 2 ** 20))
+    with pytest.raises(ModelLoadError, match=r"the disk is full \(5 MB free; the graphs need about 1 GB\)"):
+        ensure_export("hmde-mini")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10 ** 12, 0, 10 ** 11))
+    with pytest.raises(RuntimeError, match="Wire format"):  # with room on the disk, the library's own error
+        ensure_export("hmde-mini")

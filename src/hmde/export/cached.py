@@ -72,6 +72,27 @@ def ensure_export(name: str, int8: bool = False) -> tuple[Path, dict]:
     return folder, record
 
 
+LOW_SPACE = 1 << 30  # bytes free under which a failed make is a full disk (hmde-e5's graphs: about 0.9 GB)
+
+
+def _refuse_full_disk(name: str, folder: Path, exc: BaseException) -> None:
+    """A make that failed on a disk with less than :data:`LOW_SPACE` free is said to be what it is (issue 94: ONNX read
+    its own half-written graph back as "Wire format was corrupt")."""
+    import shutil
+
+    where = Path(folder)
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return
+    if free < LOW_SPACE:
+        raise ModelLoadError(f"cannot write the ONNX graphs of {name} in hmde's cache folder {folder}: the disk is "
+                             f"full ({free / 2 ** 20:,.0f} MB free; the graphs need about 1 GB): free space there, or "
+                             "set HMDE_CACHE to a folder on another disk") from exc
+
+
 def _say_damaged(name: str, folder: Path, problem: str) -> None:
     logging.getLogger(__name__).warning("hmde: the cached ONNX graphs of %s in %s do not match their record (%s): "
                                         "making them again", name, folder, problem)
@@ -198,7 +219,10 @@ def _make(name: str, folder: Path) -> dict:
                 record = {"version": VERSION, "model": str(name), **check_graphs(model, OnnxHierarchicalEncoder(tmp)),
                           "files": files_record(tmp, _all_files(tmp))}
                 (tmp / CHECK_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
+    except Exception as exc:  # noqa: BLE001 - a full disk comes back from ONNX as "Wire format was corrupt"
+        _refuse_full_disk(name, folder.parent, exc)
+        if not isinstance(exc, OSError):
+            raise
         raise ModelLoadError(f"cannot write the ONNX graphs of {name} in hmde's cache folder {folder.parent}: {exc} "
                              "(set HMDE_CACHE to a writable folder; --backend torch needs no graphs, for every job "
                              "but one on an index of onnx-int8 vectors, which these graphs alone give)") from exc
@@ -208,7 +232,10 @@ def _make(name: str, folder: Path) -> dict:
 def _make_int8(name: str, folder: Path) -> dict:
     try:
         return _int8_made(name, folder)
-    except OSError as exc:  # the only graphs that give an int8 index's vectors: PyTorch's are fp32's, another family
+    except Exception as exc:  # noqa: BLE001 - the only graphs that give an int8 index's vectors (PyTorch: fp32's)
+        _refuse_full_disk(name, folder, exc)
+        if not isinstance(exc, OSError):
+            raise
         raise ModelLoadError(f"cannot write the int8 graph of {name} in hmde's cache folder {folder}: {exc} (set "
                              "HMDE_CACHE to a writable folder; an index of onnx-int8 vectors is searched and added "
                              "to with this graph alone)") from exc
