@@ -185,10 +185,16 @@ class HaystackDoor(Door):
 
 
 def same_ranking(got, reference, tolerance: float = 1e-5) -> bool:
-    """Whether a ranking of (id, score) equals the reference: the same scores (to ``tolerance``: queries embedded
-    together with other callers' may differ in their last bits), and the same ids in the same order, except that
-    documents whose scores tie may come in any order (and a tie at the cut may bring another of the tied)."""
-    if len(got) != len(reference) or any(abs(a[1] - b[1]) > tolerance for a, b in zip(got, reference)):
+    """Whether a ranking of (id, score) equals the reference: the same scores (to ``tolerance``, or 1% of a small
+    relevance: queries embedded together with other callers' may differ in their last bits, and a relevance reads
+    them through the spread of the query's candidates), and the same ids in the same order, except that documents
+    whose scores tie may come in any order (and a tie at the cut may bring another of the tied)."""
+    import math
+
+    def close(a, b):
+        return math.isclose(a, b, rel_tol=1e-2, abs_tol=tolerance)
+
+    if len(got) != len(reference) or not all(close(a[1], b[1]) for a, b in zip(got, reference)):
         return False
     start = 0
     while start < len(reference):
@@ -212,20 +218,23 @@ RACER = textwrap.dedent("""
                                                         json.loads(sys.argv[5]), sys.argv[6], int(sys.argv[7]))
     import hmde.encoders.model_loading  # everything imported before the first barrier
     for k in range(rounds):
-        path = os.path.join(folder, f"idx{{k}}")
-        open(os.path.join(folder, f"ready-{{k}}-{{tag}}"), "w").close()
-        while len([n for n in os.listdir(folder) if n.startswith(f"ready-{{k}}-")]) < 2:
-            time.sleep(0.001)
-        try:
-            opened = DOORS[door](path, model, settings).open()
-            if race == "create":  # both make the same new index and write their own documents
-                written = opened.write(new_documents(tag, 5))
-            else:  # one id: the policy decides (add: one refused; skip: one passed over; upsert: one replaces)
-                written = opened.write([{{"doc_id": "race", "text": f"written by {{tag}}", "batch": tag}}], race)
-            opened.close()
-            print(json.dumps({{"round": k, "written": written}}), flush=True)
-        except Exception as exc:
-            print(json.dumps({{"round": k, "error": type(exc).__name__, "message": str(exc)[:300]}}), flush=True)
+        for race_ in race.split(","):  # several races, one process start (each race its own index folder)
+            path = os.path.join(folder, f"idx{{k}}-{{race_}}")
+            open(os.path.join(folder, f"ready-{{k}}-{{race_}}-{{tag}}"), "w").close()
+            while len([n for n in os.listdir(folder) if n.startswith(f"ready-{{k}}-{{race_}}-")]) < 2:
+                time.sleep(0.001)
+            try:
+                opened = DOORS[door](path, model, settings).open()
+                if race_ == "create":  # both make the same new index and write their own documents
+                    written = opened.write(new_documents(tag, 5))
+                else:  # one id: the policy decides (add: one refused; skip: one passed over; upsert: one replaces)
+                    written = opened.write([{{"doc_id": "race", "text": f"written by {{tag}}", "batch": tag}}],
+                                           race_)
+                opened.close()
+                print(json.dumps({{"round": k, "race": race_, "written": written}}), flush=True)
+            except Exception as exc:
+                print(json.dumps({{"round": k, "race": race_, "error": type(exc).__name__,
+                                   "message": str(exc)[:300]}}), flush=True)
 """)
 
 
@@ -323,11 +332,11 @@ class ConcurrencyContract:
             out, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, err[-2000:]
             outcomes.append([json.loads(line) for line in out.splitlines() if line.startswith("{")])
-        assert all(len(o) == self.race_rounds for o in outcomes), outcomes
+        assert all(len(o) == self.race_rounds * len(race.split(",")) for o in outcomes), outcomes
         return outcomes
 
-    def held(self, tmp_path, hmde_dir, k: int):
-        door = self.opened(tmp_path / "races" / f"idx{k}", hmde_dir, self.settings(tmp_path))
+    def held(self, tmp_path, hmde_dir, k: int, race: str):
+        door = self.opened(tmp_path / "races" / f"idx{k}-{race}", hmde_dir, self.settings(tmp_path))
         try:
             return door.ids(), door.get(["race"])
         finally:
@@ -338,7 +347,7 @@ class ConcurrencyContract:
         assert [r.get("error") for r in a + b] == [None] * (2 * self.race_rounds), [r for r in a + b if "error" in r]
         expected = sorted(d["doc_id"] for tag in "ab" for d in new_documents(tag, 5))
         for k in range(self.race_rounds):
-            assert self.held(tmp_path, hmde_dir, k)[0] == expected, k
+            assert self.held(tmp_path, hmde_dir, k, "create")[0] == expected, k
 
 
 class DuplicatePolicyRaces:
@@ -347,13 +356,12 @@ class DuplicatePolicyRaces:
 
     policies = ("add", "skip", "upsert")
 
-    @pytest.mark.parametrize("policy", ["add", "skip", "upsert"])
-    def test_two_processes_writing_one_id_get_exactly_what_the_policy_promises(self, hmde_dir, tmp_path, policy):
-        if policy not in self.policies:
-            pytest.skip(f"{self.door} has no {policy} policy")
-        a, b = self.race(tmp_path, hmde_dir, policy)
-        for k, (x, y) in enumerate(zip(a, b)):
-            ids, texts = self.held(tmp_path, hmde_dir, k)
+    def test_two_processes_writing_one_id_get_exactly_what_each_policy_promises(self, hmde_dir, tmp_path):
+        a, b = self.race(tmp_path, hmde_dir, ",".join(self.policies))  # 20 rounds of each, one pair of processes
+        for x, y in zip(a, b):
+            k, policy = x["round"], x["race"]
+            assert (y["round"], y["race"]) == (k, policy)
+            ids, texts = self.held(tmp_path, hmde_dir, k, policy)
             assert ids == ["race"], (k, ids)
             if policy == "add":  # one written, one refused with the framework's duplicate error
                 assert [x.get("error"), y.get("error")].count(None) == 1, (k, x, y)
