@@ -11,7 +11,6 @@ model call takes them all (issue 92).
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
@@ -30,11 +29,6 @@ def run_on_model_thread(function, *args, **kwargs):
     if on_model_thread():
         return function(*args, **kwargs)
     return MODEL_THREAD.submit(function, *args, **kwargs).result()
-
-
-async def awaiting_model_thread(function, *args, **kwargs):
-    """Awaitable :func:`run_on_model_thread`: the event loop goes on while the model works."""
-    return await asyncio.get_running_loop().run_in_executor(MODEL_THREAD, functools.partial(function, *args, **kwargs))
 
 
 class GatheredCalls:

@@ -64,8 +64,8 @@ def ensure_export(name: str, int8: bool = False) -> tuple[Path, dict]:
         if problem:
             _say_damaged(name, folder, problem)
         record = _make(name, folder)
-    if int8 and _int8_problem(folder, record):
-        problem = _int8_problem(folder, record)
+    problem = _int8_problem(folder, record) if int8 else None
+    if problem:
         if problem != "not made":
             _say_damaged(name, folder, problem)
         record = _make_int8(name, folder)

@@ -253,13 +253,10 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
 
 
 def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of,
-          records: dict, reference=None, scale=None) -> list[SearchHit]:
+          records: dict, reference, scale) -> list[SearchHit]:
     """One query's hits: each picked row's record (of ``records``, read for every query at once), the sentences of
     the document that score best (evidence), and its relevance given ``reference``, the query's best candidate scores
     (None: fused ranks, no relevance)."""
-    from .relevance import Relevance
-
-    scale = scale or Relevance(store.meta.model, 1.0)
     relevance = scale.of([s for s, _ in picked], reference) if reference is not None else [None] * len(picked)
     records = {r: records[r] for _, r in picked}
     lacking = [r for r in records.values() if not r[3] and r[2] and r[2].strip() and sentences_of is not None]

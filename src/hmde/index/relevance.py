@@ -35,13 +35,14 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(x, -700, 700)))
 
 
-def relevances(scores, pool) -> list[float]:
+def relevances(scores, pool, raw=None) -> list[float]:
     """The relevance of each of ``scores`` (a query's hits) given ``pool``, the scores of its best candidates (the
-    hits among them), best first."""
+    hits among them), best first; ``raw(scores)``: the relevance where the pool has no spread to read (default:
+    hmde-e5's logistic of the raw score)."""
     scores, pool = np.asarray(scores, np.float64), np.asarray(pool, np.float64)[:POOL]
     pool = pool[np.isfinite(pool)]
     if len(pool) < MIN_POOL or float(pool.std()) <= 1e-9:
-        return [float(x) for x in _logistic(RAW_SLOPE * scores + RAW_OFFSET)]
+        return [float(x) for x in (raw(scores) if raw is not None else _logistic(RAW_SLOPE * scores + RAW_OFFSET))]
     z = (scores - pool.mean()) / pool.std()
     return [float(x) for x in _logistic(Z_SLOPE * z + Z_OFFSET)]
 
@@ -63,8 +64,4 @@ class Relevance:
             logging.getLogger(__name__).warning(
                 "hmde: relevance of %s is not calibrated (hmde-e5's is): where a query has few candidates it is the "
                 "score over its most, %g", self.model, self.most)
-        finite = np.asarray(pool, np.float64)[:POOL]
-        finite = finite[np.isfinite(finite)]
-        if len(finite) >= MIN_POOL and float(finite.std()) > 1e-9:
-            return relevances(scores, pool)
-        return [float(np.clip(s / self.most, 0.0, 1.0)) for s in np.asarray(scores, np.float64)]
+        return relevances(scores, pool, raw=lambda raw_scores: np.clip(raw_scores / self.most, 0.0, 1.0))

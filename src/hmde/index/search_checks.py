@@ -113,8 +113,9 @@ def _ids(ids) -> list[str] | None:
     from ..io.documents import surrogate_at
 
     for i, x in enumerate(ids):  # no document's id holds one (ids are checked as written): a 500 on the server
-        if surrogate_at(x) is not None:
-            raise HmdeError(f"ids[{i}] holds a lone surrogate (U+{ord(x[surrogate_at(x)]):04X}), which is not text")
+        at = surrogate_at(x)
+        if at is not None:
+            raise HmdeError(f"ids[{i}] holds a lone surrogate (U+{ord(x[at]):04X}), which is not text")
     return ids
 
 

@@ -20,10 +20,6 @@ class ThreadCursors:
         self._thread = threading.local()
         self._lock = threading.Lock()
 
-    @property
-    def closed(self) -> bool:
-        return self._con is None
-
     def get(self):
         cursor = getattr(self._thread, "cursor", None)
         if cursor is not None and self._con is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..align.similarity import normalize
-from ..encoders.model_thread import MODEL_THREAD, awaiting_model_thread, run_on_model_thread  # noqa: F401
+from ..encoders.model_thread import run_on_model_thread
 from ..errors import HmdeError
 
 

@@ -4,13 +4,13 @@ worker thread, the only thread that runs the model or searches an index)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..index.snapshots import version_of
 from ..methods import default_method, method_class
 from ..errors import HmdeError, InputError
 
@@ -84,12 +84,6 @@ class ServedModel:
             return sum(len(t.split()) for t in texts)
 
 
-def _version(path: Path) -> tuple:
-    """What changes when a writer swaps in a new version of the index (index.json is replaced by a rename)."""
-    st = os.stat(path / "index.json")
-    return st.st_ino, st.st_mtime_ns, st.st_size
-
-
 class ServedIndex:
     """An index opened with the served model, reopened when a writer (``hmde index build --add``) has
     swapped in a new version: the next search sees it, a search in progress keeps its snapshot."""
@@ -97,7 +91,7 @@ class ServedIndex:
     def __init__(self, name: str, path: Path, served: ServedModel):
         self.name, self.path, self.served = name, path, served
         self._lock = threading.Lock()
-        self.version = _version(path)
+        self.version = version_of(path)
         self.opened = self._open()
 
     def _open(self):
@@ -116,7 +110,7 @@ class ServedIndex:
         """The open :class:`~hmde.index.search.Index`, reopened first if the folder holds a newer version."""
         with self._lock:
             try:
-                version = _version(self.path)
+                version = version_of(self.path)
             except FileNotFoundError:  # between a writer's renames: keep the snapshot we have
                 return self.opened
             if version != self.version:
