@@ -14,7 +14,8 @@ from ..methods import default_method, method_class
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..encoders.routing import AUTO, route
-from ..io.documents import ALL_FIELDS, is_empty_text, read_documents
+from ..io.documents import ALL_FIELDS, is_empty_text
+from .inputs import add_input_arguments, read_input, say_report
 from .length_arguments import add_length_arguments
 from .common import (
     add_device_argument,
@@ -42,8 +43,7 @@ def register(sub) -> None:
         "(and a warning), so rows and ids always line up.",
     )
     add_model_argument(p)
-    p.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz (fields as named), .tsv (id<TAB>text), "
-                   ".txt (one document per line) or .parquet; with --engine ray also a folder of shards")
+    add_input_arguments(p, help_more="; with --engine ray a folder of shards")
     p.add_argument("--output", "-o", required=True, help="OUT.npy (ids in OUT.ids.txt beside it), or OUT.parquet: "
                    "vectors, sentences, spans and their vectors, which `hmde index build OUT.parquet` indexes as they "
                    "are (--engine ray: a folder of Parquet shards plus manifest.json)")
@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
                                                                [args.lang or r.lang for r in chunk]))
             bar.update(len(chunk))
     print(f"wrote {count} x {writer.dim} vectors to {args.output} and ids to {ids_path_for(args.output)}")
+    say_report(args)
     return 0
 
 
@@ -215,7 +216,7 @@ def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
                 empty.append(r.doc_id)
             yield r
 
-    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)
+    records = read_input(args, progress=True)
     ids = check_records(noting_empty(tally(records, Counter() if languages is None else languages, args.lang)), args)
     return len(ids), empty
 
@@ -227,7 +228,7 @@ def input_chunks(args, size: int | None = None):
     size = min(size or STREAM_CHUNK, STREAM_CHUNK)
     chunk = []
     lang = getattr(args, "lang", None)
-    for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None, ALL_FIELDS):
+    for r in read_input(args, ALL_FIELDS):
         chunk.append(dataclasses.replace(r, lang=lang) if lang else r)
         if len(chunk) == size:
             yield chunk
@@ -251,7 +252,7 @@ def chunk_encoder(args, kind, model):
 
 def run_in_memory(args: argparse.Namespace) -> int:
     """The whole input at once: LAWDR fitted on all of INPUT."""
-    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    records = list(read_input(args, progress=True))
     check_records(records, args)
     if method_class(args.method).fitted and not args.queries:
         check_lawdr_inputs(records, [args.lang or r.lang for r in records], args,
@@ -267,4 +268,5 @@ def run_in_memory(args: argparse.Namespace) -> int:
     vectors = encode_with_method(args, model, texts, langs, not args.no_progress)
     write_vectors(args.output, [r.doc_id for r in records], vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors to {args.output} and ids to {ids_path_for(args.output)}")
+    say_report(args)
     return 0

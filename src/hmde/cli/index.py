@@ -87,7 +87,8 @@ def print_hits(query: str, hits, as_json: bool, out=None, qid: str | None = None
                                   "score": round(h.score, 5), "doc_id": h.doc_id,
                                   "lang": h.lang, "best_sentence": h.best_sentence,
                                   "sentence_score": round(h.sentence_score, 5),
-                                  "evidence": [{"sentence": t, "score": round(v, 5)} for t, v in h.evidence],
+                                  "evidence": [{"sentence": t, "score": round(v, 5), **place} for (t, v), place
+                                               in zip(h.evidence, h.places or [{}] * len(h.evidence))],
                                   "metadata": h.metadata},
                                  ensure_ascii=False) + "\n")
         return
@@ -95,7 +96,8 @@ def print_hits(query: str, hits, as_json: bool, out=None, qid: str | None = None
     if not hits:
         out.write("  (no hits)\n")
     for h in hits:
-        out.write(f"  {h.rank:>2}. {h.score:.3f}  {h.doc_id}  [{h.lang}]  {h.snippet()}\n")
+        where = f"  ({h.where()})" if h.where() else ""
+        out.write(f"  {h.rank:>2}. {h.score:.3f}  {h.doc_id}  [{h.lang}]{where}  {h.snippet()}\n")
 
 
 def check_run_ids(index_dir: str, query_ids: list[str], tag: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..encoders.config import DOCUMENT_METHODS
 from .arg_types import bounded_int, language_code, positive_int
+from .inputs import add_input_arguments
 from .common import BF16_HELP, add_backend_argument, add_device_argument, add_lawdr_fit_arguments, add_model_argument
 from .length_arguments import add_length_arguments
 from .ray_arguments import add_ray_arguments
@@ -20,8 +21,7 @@ def add_build_arguments(b, new_index: bool = True) -> None:
     if new_index:
         add_model_argument(b, "; with --add: the index's model")
         b.set_defaults(model=None)  # --add without a model uses the index's
-        b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents; with "
-                       "--engine ray also a folder of .jsonl(.gz)/.parquet shards")
+        add_input_arguments(b, help_more="; with --engine ray a folder of .jsonl(.gz)/.parquet shards")
         b.add_argument("--output", "-o", required=True, metavar="INDEX_DIR")
         b.add_argument("--add", action="store_true", help="add INPUT's documents to an existing index")
         b.add_argument("--overwrite", action="store_true", help="replace an existing index at INDEX_DIR (a folder "
@@ -61,7 +61,7 @@ def add_build_arguments(b, new_index: bool = True) -> None:
                        "--hybrid`; kept up to date by --add")
     else:
         b.add_argument("index", metavar="INDEX_DIR", help="the index to write (its model, method and settings)")
-        b.add_argument("input", metavar="INPUT", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents")
+        add_input_arguments(b)
         b.add_argument("--model", default=None, help="the index's model where it is not where the index says")
         b.set_defaults(**INDEX_OWN)
     if new_index:

@@ -16,6 +16,7 @@ from ..encoders.registry import DEFAULT_MODEL
 from ..encoders.routing import refuse_for_one_space, route
 from ..encoders.backends import for_adding, for_job
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
+from .inputs import say_report
 from .index_mode import check_multi_vector_model, choose_index_mode
 from .preflight import check_records
 from .ray_arguments import encode_spec, ray_options
@@ -162,12 +163,12 @@ def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
 
     from ..text.coverage import tally
     from ..index.milvus_client import fitting
-    from ..io.documents import ALL_FIELDS, read_documents
+    from ..io.documents import ALL_FIELDS
+    from .inputs import read_input
     from .preflight import check_index_size
 
     milvus = getattr(args, "store", None) or (existing is not None and existing.meta.store == "milvus")
-    records = read_documents(args.input, args.text_field, args.id_field, args.lang_field or None,
-                             ALL_FIELDS if milvus else ())
+    records = read_input(args, ALL_FIELDS if milvus else (), progress=True)
     if milvus:  # a text Milvus would cut, metadata it cannot hold: refused before any model loads
         records = fitting(records, args.input)
     lines = check_records(tally(records, Counter() if languages is None else languages, args.lang), args)
@@ -224,19 +225,19 @@ def report(args: argparse.Namespace, count: int, index, existing=None) -> None:
     print(f"{ {'create': 'indexed', 'add': 'added', 'upsert': 'upserted'}[mode]} {count} documents{replaced}; "
           f"{args.output} holds {index.meta.live}")
     index.close()
+    say_report(args)
 
 
 def run_build_in_memory(args: argparse.Namespace, existing) -> int:
     """The whole input at once: LAWDR fitted on INPUT needs every sentence vector before the first document."""
     from ..evaluation.provenance import model_hash
     from ..index.builder import write_records
-    from ..io.documents import read_documents
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from ..encoders.registry import resolve_model_path
+    from .inputs import read_input
     from .preflight import check_index_size, check_lawdr_inputs
 
-    records = [dataclasses.replace(r, lang=args.lang or r.lang)
-               for r in read_documents(args.input, args.text_field, args.id_field, args.lang_field or None)]
+    records = [dataclasses.replace(r, lang=args.lang or r.lang) for r in read_input(args, progress=True)]
     check_new_ids(existing, check_records(records, args), args)
     check_index_size(len(records), args)
     check_lawdr_inputs(records, [r.lang for r in records], args, have_stats=False)

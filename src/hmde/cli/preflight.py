@@ -22,7 +22,7 @@ def check_records(records: Iterable[DocumentRecord], args) -> dict[str, int | No
     def one_line(rs):
         for r in rs:
             if "\n" in r.doc_id or "\r" in r.doc_id:
-                raise InputError(f"the id {r.doc_id!r} contains a line break", str(args.input), r.line,
+                raise InputError(f"the id {r.doc_id!r} contains a line break", str(r.source or args.input), r.line,
                                  args.id_field)
             yield r
 
@@ -38,7 +38,7 @@ def check_lawdr_inputs(records: Sequence[DocumentRecord], langs: Sequence[str | 
     for r, lang in zip(records, langs):
         if not lang:
             raise InputError("LAWDR needs every document's language (its language directions are per language): "
-                             "the field is missing or empty; give it, or --lang for all", str(args.input), r.line,
+                             "the field is missing or empty; give it, or --lang for all", str(r.source or args.input), r.line,
                              args.lang_field or "lang")
     distinct = sorted(set(langs))
     if len(distinct) < 2 and getattr(args, "lawdr_m", None) is None:

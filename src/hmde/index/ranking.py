@@ -14,6 +14,7 @@ import numpy as np
 from ..align.similarity import normalize
 from ..errors import HmdeError
 from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
+from ..files.places import places_of
 from .records import SearchHit
 from .relevance import POOL as RELEVANCE_POOL
 from .scoring import cosines, exact_scores
@@ -267,12 +268,13 @@ def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: 
     hits = []
     for rank, (score, row) in enumerate(picked, 1):
         doc_id, dlang, text, sents, vectors, metadata = records[row]
-        best, best_score, evidence = "", float("nan"), []
+        best, best_score, evidence, places = "", float("nan"), [], []
         if len(sents):
             sims = cosines(vectors, q, store.language_basis)
             order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
             evidence = [(sents[j], float(sims[j])) for j in order]
             best, best_score = evidence[0]
+            places = places_of(text, sents, [int(j) for j in order], metadata)  # a file's pages and sections
         hits.append(SearchHit(rank, score, doc_id, dlang, best, best_score, text, evidence, metadata,
-                              relevance[rank - 1]))
+                              relevance[rank - 1], places))
     return hits

@@ -23,19 +23,30 @@ class SearchHit:
     evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
     metadata: dict = field(default_factory=dict)  # the document's other fields (title, url, date...)
     relevance: float | None = None  # how likely it is the right document, in [0, 1] (hmde.index.relevance)
+    places: list[dict] = field(default_factory=list)  # each evidence sentence's page and section (file documents)
 
     def as_dict(self, include_text: bool = True) -> dict:
         """The hit as ``/search`` answers it and the framework integrations hand it on: rank, doc_id, score (6
         places), lang, the sentences that scored (text and score, best first), metadata and the text."""
         out = {"rank": self.rank, "doc_id": self.doc_id, "score": round(float(self.score), 6),
                "relevance": None if self.relevance is None else round(float(self.relevance), 6), "lang": self.lang,
-               "sentences": [{"text": text, "score": round(float(score), 6)} for text, score in self.evidence]
+               "sentences": [{"text": text, "score": round(float(score), 6), **place}
+                             for (text, score), place in zip(self.evidence, self.places or [{}] * len(self.evidence))]
                or ([{"text": self.best_sentence, "score": round(float(self.sentence_score), 6)}]
                    if self.best_sentence else []),
                "metadata": self.metadata}
         if include_text:
             out["text"] = self.text
         return out
+
+    def where(self) -> str:
+        """A file document's title and the page and section of its best sentence ("Das Finale, page 2, section
+        'Die Tore'"); empty for documents that came without them."""
+        place = self.places[0] if self.places else {}
+        title = self.metadata.get("title") if "path" in self.metadata else None
+        parts = ([str(title)] if title else []) + ([f"page {place['page']}"] if "page" in place else []) + \
+            ([f"section '{place['section']}'"] if "section" in place else [])
+        return ", ".join(parts)
 
     def snippet(self, width: int = 160) -> str:
         s = self.best_sentence or self.text

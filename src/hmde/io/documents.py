@@ -31,6 +31,7 @@ class DocumentRecord:
     lang: str | None = None
     extra: dict = field(default_factory=dict)
     line: int | None = None  # where it is in its file (line, or row of a Parquet file), for error messages
+    source: str | None = None  # the file it came from, where inputs were several (hmde.files.inputs)
 
 
 class CheckedLines:
@@ -156,9 +157,11 @@ def _read_tsv(path) -> Iterator[DocumentRecord]:
 
 
 def _read_txt(path) -> Iterator[DocumentRecord]:
+    """One document per line, its id the line number; a blank line is no document (it was an empty one)."""
     with open_text(path) as f:
         for line_no, line in enumerate(f, 1):
-            yield DocumentRecord(str(line_no), line.rstrip("\n"), line=line_no)
+            if line.strip():
+                yield DocumentRecord(str(line_no), line.rstrip("\n"), line=line_no)
 
 
 def _read_parquet(path, text_field, id_field, lang_field, keep_fields) -> Iterator[DocumentRecord]:
@@ -304,15 +307,23 @@ def read_documents(
 
 def check_unique_ids(records: Iterable[DocumentRecord], path: str | Path,
                      id_field: str = "doc_id") -> dict[str, int | None]:
-    """Refuse an input whose ids repeat (rows of vectors and hits are known by id), naming both lines.
+    """Refuse an input whose ids repeat (rows of vectors and hits are known by id), naming both places (lines, or the
+    files two inputs' documents came from).
 
     Streams: only each id and its line are kept (returned, in input order)."""
     first: dict[str, int | None] = {}
+    sources: dict[str, str] = {}
     for r in records:
         if r.doc_id in first:
-            raise InputError(f"the id '{r.doc_id}' was already used on line {first[r.doc_id]}; ids must be unique",
-                             str(path), r.line, id_field)
+            where = f"on line {first[r.doc_id]}" if first[r.doc_id] is not None \
+                else "by " + sources.get(r.doc_id, "another input")
+            if r.doc_id in sources and first[r.doc_id] is not None and sources[r.doc_id] != str(r.source or path):
+                where += f" of {sources[r.doc_id]}"
+            raise InputError(f"the id '{r.doc_id}' was already used {where}; ids must be unique",
+                             str(r.source or path), r.line, id_field if r.line is not None else None)
         first[r.doc_id] = r.line
+        if r.source is not None:
+            sources[r.doc_id] = r.source
     return first
 
 
