@@ -35,9 +35,11 @@ def register(sub) -> None:
     b.set_defaults(func=run_build_any)
 
     from .index_reembed import register as register_reembed
+    from .index_sync import register as register_sync
     from .index_write import register as register_writes
 
     register_writes(isub)
+    register_sync(isub)
     register_reembed(isub)
 
     s = sub.add_parser("search", help="search an index with a query (through the sentence encoder)")

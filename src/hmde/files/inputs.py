@@ -159,6 +159,12 @@ def read_inputs(inputs, options: ReadOptions | None = None, report: ReadReport |
                                  "as .jsonl, .jsonl.gz, .tsv or .parquet", str(path)) from None
 
 
+def read_files(files, options: ReadOptions, report: ReadReport, progress=None, folder: Path | None = None):
+    """The documents of ``files`` (``(path, id)`` pairs, found in ``folder``), as a folder's are read."""
+    for path, rel in files:
+        yield from _one_file(path, rel, options, report, progress, folder)
+
+
 def _one_file(path: Path, doc_id: str, options: ReadOptions, report: ReadReport, progress, folder):
     try:
         record = file_record(path, doc_id, options, folder)

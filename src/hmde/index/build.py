@@ -31,7 +31,7 @@ def encoded_batches(vectorizer, chunks: Iterable[Sequence], contextual: bool = F
 
 
 def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add: bool,
-                  replace: bool = False, skip_known: bool = False) -> DocumentIndex:
+                  replace: bool = False, skip_known: bool = False, delete_ids=()) -> DocumentIndex:
     """Write (or, ``add``, extend; ``replace``, extend replacing the documents whose ids it holds) the index; a new IVF index first trains on the batches' first
     ``ivf_lists * IVF_TRAIN_PER_LIST`` vectors (a multi-vector one also on as many sentence vectors per
     sentence list), holding those batches until they are written: memory holds that sample, not the
@@ -51,7 +51,8 @@ def write_batches(output, meta: IndexMeta, batches: Iterator[DocumentBatch], add
             rows = [np.asarray(v, np.float32).reshape(-1, meta.dim) for b in first for v in (b.sentence_vectors or [])]
             sentence_train = np.concatenate(rows)[:sentence_need] if rows else np.zeros((0, meta.dim), np.float32)
     return DocumentIndex.write_batches(output, meta, itertools.chain(first, batches), add=add, train_vectors=train,
-                                       sentence_train=sentence_train, replace=replace, skip_known=skip_known)
+                                       sentence_train=sentence_train, replace=replace, skip_known=skip_known,
+                                       delete_ids=delete_ids)
 
 
 def shard_batches(vectors_dir, shards, written: list[int]) -> Iterator[DocumentBatch]:

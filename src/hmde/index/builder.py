@@ -83,16 +83,18 @@ def contextual(meta: IndexMeta) -> bool:
 
 
 def write_records(path: str | Path, vectorizer, meta: IndexMeta, chunks: Iterable[Sequence], mode: str = "create",
-                  done: Callable[[int], None] = lambda n: None) -> DocumentIndex:
+                  done: Callable[[int], None] = lambda n: None, delete_ids: Sequence[str] = ()) -> DocumentIndex:
     """Embed ``chunks`` of records (``doc_id``, ``text``, ``lang``; :func:`hmde.io.documents.records_from`) with
     ``vectorizer`` and commit them to the index at ``path`` (``mode``: create, add or upsert); ``done(n)`` after
-    each chunk. Returns the new version, open (``skipped``: the documents a skip passed over)."""
+    each chunk; ``delete_ids`` leave in the same commit. Returns the new version, open (``skipped``: the documents a
+    skip passed over)."""
     from .build import encoded_batches, write_batches
 
     if mode not in MODES:
         raise HmdeError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     batches = encoded_batches(vectorizer, chunks, contextual(meta), done)
-    return write_batches(path, meta, batches, add=mode != "create", replace=mode == "upsert", skip_known=mode == "skip")
+    return write_batches(path, meta, batches, add=mode != "create", replace=mode == "upsert", skip_known=mode == "skip",
+                         delete_ids=delete_ids)
 
 
 def write_embedded(path: str | Path, meta: IndexMeta, batches: Iterable[DocumentBatch],

@@ -70,10 +70,12 @@ def write_bm25(con, folder: Path) -> None:
 
 
 def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentBatch], add: bool,
-                train_vectors: np.ndarray | None, sentence_train: np.ndarray | None = None, replace: bool = False):
+                train_vectors: np.ndarray | None, sentence_train: np.ndarray | None = None, replace: bool = False,
+                delete_ids: Sequence[str] = ()):
     """Stream ``batches`` into a new version of the index in hmde's own files at ``path`` (``add``: the old one's
-    documents too; ``replace``: an upsert), under the writer's lock; ``opener`` opens a version (the old one, and the
-    new one returned)."""
+    documents too; ``replace``: an upsert; ``delete_ids``: these documents leave in the same commit, as a folder's
+    sync removes its deleted files), under the writer's lock; ``opener`` opens a version (the old one, and the new one
+    returned)."""
     import duckdb
     import faiss
     import pyarrow as pa
@@ -171,6 +173,13 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
                     con.unregister("sentence_rows")
             row += len(batch.doc_ids)
             sent_offset += sum(counts)
+        if delete_ids and old is not None:
+            con.register("leaving_ids", pa.table({"doc_id": pa.array(list(delete_ids), pa.string())}))
+            moved = move_to_deleted(con, "SELECT doc_id FROM leaving_ids")
+            con.unregister("leaving_ids")
+            meta.deleted += len(moved)
+            if stats is not None:
+                stats.update([m[3] for m in moved], [old.sentence_vectors[m[1]:m[1] + m[2]] for m in moved], sign=-1)
         if meta.bm25:  # over every live text, old and new: BM25's statistics are collection-wide
             write_bm25(con, tmp)
         con.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..files.index_files import FileWrites
 from ..text.coverage import languages_of, warn_uncovered
 from ..errors import HmdeError
 from ..encoders.backends import for_index, for_job
@@ -16,7 +17,7 @@ from .search_checks import (_checked_records, _ids, check_batch_size, check_filt
                             check_index_request, check_request, check_top_k, query_lang_problem)
 
 
-class Index:
+class Index(FileWrites):
     """An index opened once with the model it was built with, searched any number of times: what
     `hmde search` does, from Python (and the server), without loading the model per call.
 
@@ -44,13 +45,14 @@ class Index:
 
     @classmethod
     def create(cls, path: str, documents=(), model: str | None = None, device: str = "auto", overwrite: bool = False,
-               batch_size: int = 64, threads: int | None = None, **settings) -> "Index":
+               batch_size: int = 64, threads: int | None = None, files=(), **settings) -> "Index":
         """A new index at ``path`` holding ``documents`` (mappings with ``doc_id``, ``text`` and an optional
         ``lang``, or :class:`~hmde.io.documents.DocumentRecord`), embedded with ``model`` (default: hmde's).
         ``settings`` are :class:`~hmde.index.builder.IndexSettings`' fields: ``index_type``, ``multi_vector``,
         ``sentence_vectors``, ``bm25``, ``method``, ``hnsw_m``, ``ivf_lists``, ``pq_m``, ``language_debias``
         (``"subspace+calibrate"``, the default; ``"subspace"``; ``""``: none). An existing index is replaced only
-        with ``overwrite``. ``threads``: CPU threads for the model (default torch's; see :meth:`open`)."""
+        with ``overwrite``. ``threads``: CPU threads for the model (default torch's; see :meth:`open`). ``files``:
+        folders and files whose documents it holds too (:meth:`add_files`)."""
         from ..encoders.devices import pick_device, set_threads
         from ..encoders.registry import DEFAULT_MODEL
         from ..encoders.routing import route
@@ -63,7 +65,7 @@ class Index:
         chosen.check()
         check_batch_size(batch_size)
         set_threads(threads)
-        records = _checked_records(path, documents, chosen, overwrite)
+        records = _checked_records(path, documents, chosen, overwrite, files)
         name = route(model or DEFAULT_MODEL, languages_of([r.lang for r in records], [r.text for r in records]))
         device = pick_device(device)
         kind, loaded = load_model(name, device, backend=for_job(chosen.backend, chosen.sentence_vectors))
@@ -145,23 +147,24 @@ class Index:
         sentences, text, language); the others are added. Their count."""
         return self.write(documents, "upsert", batch_size)
 
-    def write(self, documents, mode: str = "upsert", batch_size: int = 64) -> int:
+    def write(self, documents, mode: str = "upsert", batch_size: int = 64, delete=()) -> int:
         """Embed ``documents`` and commit them in one write, ``mode``: ``add`` (a known id refused), ``upsert`` (a
         known id replaced) or ``skip`` (a known id passed over); whether an id is known is decided under the
-        writer's lock, so writers racing with one id get what the mode promises. How many were written."""
+        writer's lock, so writers racing with one id get what the mode promises; the ids ``delete`` leave in the
+        same commit (those the index holds). How many were written."""
         from .builder import MODES
 
         if mode not in MODES or mode == "create":
             raise HmdeError(f"mode must be add, upsert or skip, got {mode!r}")
-        return self._write(documents, mode, batch_size)
+        return self._write(documents, mode, batch_size, [str(x) for x in delete])
 
-    def _write(self, documents, mode: str, batch_size: int) -> int:
+    def _write(self, documents, mode: str, batch_size: int, delete: list[str] = ()) -> int:
         from ..io.documents import records_from
         from .builder import chunked, write_records
 
         check_batch_size(batch_size)
         records = records_from(documents)
-        if not records:
+        if not records and not delete:
             return 0
         with self.snapshot() as index:
             meta = index.meta
@@ -170,7 +173,7 @@ class Index:
 
             check_records_fit(records, "documents")
         written = write_records(self.path, _vectorizer(self.model, meta.method, batch_size), meta,
-                                chunked(records, batch_size), mode)
+                                chunked(records, batch_size), mode, delete_ids=delete)
         self._swap(written)
         return len(records) - getattr(written, "skipped", 0)
 

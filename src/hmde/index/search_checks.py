@@ -82,12 +82,17 @@ def check_batch_size(batch_size) -> None:
         raise HmdeError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def _checked_records(path: str, documents, chosen, overwrite: bool) -> list:
-    """A new index's documents and its folder checked before any model or embedding work."""
+def _checked_records(path: str, documents, chosen, overwrite: bool, files=()) -> list:
+    """A new index's documents (and those of ``files``: folders and files, :mod:`hmde.files.inputs`) and its folder
+    checked before any model or embedding work."""
     from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
-    from ..io.documents import records_from
+    from ..io.documents import ALL_FIELDS, records_from
     from .store import PQ_BITS
 
+    if files:
+        from ..files.inputs import ReadOptions, read_inputs
+
+        documents = [*documents, *read_inputs(files, ReadOptions(keep_fields=ALL_FIELDS))]
     records = records_from(documents)
     if chosen.store:
         from .milvus_client import check_records_fit

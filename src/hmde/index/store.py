@@ -77,7 +77,8 @@ class DocumentIndex(LocalStore):
     @classmethod
     def write_batches(cls, path: str | Path, meta: IndexMeta, batches: Iterable[DocumentBatch], add: bool = False,
                       train_vectors: np.ndarray | None = None,
-                      sentence_train: np.ndarray | None = None, replace: bool = False, skip_known: bool = False):
+                      sentence_train: np.ndarray | None = None, replace: bool = False, skip_known: bool = False,
+                      delete_ids: Sequence[str] = ()):
         """Stream ``batches`` into a new index at ``path`` (or, with ``add``, onto the old one).
 
         Each batch's vectors are added and its rows inserted before the next is read. ``train_vectors`` trains an
@@ -87,7 +88,8 @@ class DocumentIndex(LocalStore):
         (:mod:`hmde.ground.locks`). ``replace`` (an upsert, with ``add``): a document whose id the index holds
         replaces it; the old version is invisible from the commit on. ``skip_known`` (with ``add``): a document whose
         id the index holds is passed over, decided under the writer's lock (the version returned counts them in
-        ``skipped``).
+        ``skipped``). ``delete_ids`` (with ``add``): documents that leave in the same write (Milvus: right after it,
+        under the same lock).
         """
         path = through_links(path)  # readers and writers of a linked index share the real folder's locks
         batches = with_languages(batches)
@@ -100,8 +102,15 @@ class DocumentIndex(LocalStore):
                 from .milvus_write import write_milvus
 
                 written = write_milvus(path, meta, batches, add, replace)
+                if delete_ids:
+                    from .milvus_write import delete_milvus
+
+                    written.close()
+                    delete_milvus(path, IndexMeta(**dataclasses.asdict(written.meta)), list(delete_ids), True)
+                    written = cls.open(path)
             else:
-                written = write_local(cls, path, meta, batches, add, train_vectors, sentence_train, replace)
+                written = write_local(cls, path, meta, batches, add, train_vectors, sentence_train, replace,
+                                      delete_ids)
             written.skipped = skipped[0]
             return written
 
