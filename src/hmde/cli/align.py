@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .inputs import add_reading_arguments
 from .arg_types import finite_float, language_code
 from ..ground.atomic import write_text_atomic
 from ..encoders.config import DOCUMENT_METHODS
@@ -28,8 +29,10 @@ def register(sub) -> None:
                        description="Embed SRC and TGT documents and write PAIRS.tsv: src_id, tgt_id, score. The "
                        "ratio margin compares each pair's cosine with both sides' k nearest neighbours.")
     add_model_argument(p)
-    p.add_argument("src", metavar="SRC")
-    p.add_argument("tgt", metavar="TGT")
+    p.add_argument("src", metavar="SRC", help="documents in one language: a folder or file (as `hmde index build` "
+                   "reads them: docs/inputs.md)")
+    p.add_argument("tgt", metavar="TGT", help="documents in the other: a folder or file")
+    add_reading_arguments(p)
     p.add_argument("--output", "-o", required=True, help="PAIRS.tsv")
     p.add_argument("--method", choices=DOCUMENT_METHODS, default=None,
                    help="document vectors (default: the model's recommended method: mean for hmde-e5)")
@@ -57,7 +60,7 @@ def register(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from .align_sentences import alignment_options, bitext_languages, check_outputs, raw_text, write_alignments
 
-    from ..io.documents import read_documents
+    from .inputs import read_input
     from ..methods import default_method
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from ..align.similarity import align
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         check_outputs(argparse.Namespace(**{**vars(args), "output": args.sentences}), (args.src_lang, args.tgt_lang),
                       (args.src, args.tgt, args.output))
         options = alignment_options(args)  # documents paired here may leave sentences out: the omission-aware one
-    src = list(read_documents(args.src))
-    tgt = list(read_documents(args.tgt))
+    src = list(read_input(args, inputs=args.src))
+    tgt = list(read_input(args, inputs=args.tgt))
     for path, records in ((args.src, src), (args.tgt, tgt)):  # the output is TSV: checked before encoding
         for n, r in enumerate(records, 1):
             if any(c in r.doc_id for c in "\t\n\r"):

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import HmdeError, InputError
+from .inputs import add_reading_arguments
 from .arg_types import bounded_int, language_code
 from .common import add_device_argument, add_model_argument, finite_float
 
@@ -19,8 +20,10 @@ def register(sub) -> None:
                        "splits them; the output gives each sentence's character span), or two document collections "
                        "(.jsonl, .tsv, .parquet) with --pairs PAIRS.tsv, as `hmde align` writes it.")
     add_model_argument(p)
-    p.add_argument("src", metavar="SRC")
-    p.add_argument("tgt", metavar="TGT")
+    p.add_argument("src", metavar="SRC", help="documents in one language: a folder or file (as `hmde index build` "
+                   "reads them: docs/inputs.md)")
+    p.add_argument("tgt", metavar="TGT", help="documents in the other: a folder or file")
+    add_reading_arguments(p)
     p.add_argument("--pairs", help="PAIRS.tsv (src_id, tgt_id[, score]): the document pairs of two collections")
     p.add_argument("--split", action="store_true", help="SRC and TGT are raw texts (one document each): split them "
                    "into sentences as hmde splits documents, instead of reading one sentence per line")
@@ -118,7 +121,7 @@ def as_sentences(record, path: str) -> list[str]:
 def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[str]]]:
     """(src_doc, tgt_doc, src sentences, tgt sentences) per pair, every input checked before any model loads."""
     from ..io.alignments import read_pairs_file, read_sentence_file
-    from ..io.documents import read_documents
+    from .inputs import read_input
 
     if not args.pairs:
         for path in (args.src, args.tgt):
@@ -134,8 +137,8 @@ def documents(args: argparse.Namespace) -> list[tuple[str, str, list[str], list[
     if args.split:
         raise HmdeError("--split reads two raw texts; documents named by --pairs are split already (their 'text' "
                         "field is split unless it is a list of sentences)")
-    src = {r.doc_id: r for r in read_documents(args.src)}
-    tgt = {r.doc_id: r for r in read_documents(args.tgt)}
+    src = {r.doc_id: r for r in read_input(args, inputs=args.src)}
+    tgt = {r.doc_id: r for r in read_input(args, inputs=args.tgt)}
     pairs = read_pairs_file(args.pairs, set(src), set(tgt))
     langs = ({src[a].lang for a, _ in pairs} - {None}, {tgt[b].lang for _, b in pairs} - {None})
     for side, found in zip(("source", "target"), langs):

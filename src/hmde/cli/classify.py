@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..encoders.config import DOCUMENT_METHODS
+from .inputs import add_input_arguments
 from ..errors import HmdeError, InputError
 from .arg_types import language_code, positive_float, positive_int
 from .common import add_device_argument, add_model_argument
@@ -37,7 +38,7 @@ def register(sub) -> None:
     t.set_defaults(func=run_train)
     r = csub.add_parser("predict", help="label documents with a trained classifier")
     r.add_argument("classifier", metavar="CLF_DIR")
-    r.add_argument("input", metavar="DOCS", help=".jsonl/.jsonl.gz, .tsv, .txt or .parquet documents")
+    add_input_arguments(r)
     r.add_argument("--output", "-o", help="JSONL of predictions (default: print them)")
     r.add_argument("--top-k", type=int, default=1, help="labels per document, most probable first (default 1)")
     r.add_argument("--text-field", default="text", help="the field holding a document's text (default text)")
@@ -59,11 +60,10 @@ def add_common_arguments(p) -> None:
 
 def read_labelled(args: argparse.Namespace):
     """Every record with its label, checked before any model loads: the field present and a string."""
-    from ..io.documents import read_documents
+    from .inputs import read_input
     from .preflight import check_records
 
-    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None,
-                                  keep_fields=(args.label_field,)))
+    records = list(read_input(args, (args.label_field,)))
     check_records(records, args)
     for r in records:
         label = r.extra.get(args.label_field)
@@ -124,8 +124,8 @@ def run_train(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from ..ground.atomic import write_text_atomic
     from ..classify.classifier import Classifier
-    from ..io.documents import read_documents
     from ..encoders.registry import recorded_model, recorded_model_available
+    from .inputs import read_input
     from .preflight import check_records
 
     if args.top_k < 1:
@@ -138,7 +138,7 @@ def run_predict(args: argparse.Namespace) -> int:
         if not allowed:
             raise HmdeError("--labels names no label")
         clf.restricted(np.zeros((0, len(clf.labels))), allowed)  # an unknown label, before the model loads
-    records = list(read_documents(args.input, args.text_field, args.id_field, args.lang_field or None))
+    records = list(read_input(args))
     check_records(records, args)
     model = recorded_model(str(clf.info.get("model", "")))
     if not recorded_model_available(model):

@@ -202,10 +202,9 @@ def warn_empty(empty: list[str]) -> None:
 
 
 def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
-    """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique,
-    one-line ids), the document count and the ids of empty documents; ``languages`` counts the
-    documents' languages (:mod:`hmde.text.coverage`).
-    Memory: one id and line number per document (the duplicate check needs them), nothing else."""
+    """A first pass over INPUT that keeps no text: the checks of :mod:`hmde.cli.preflight` (unique, one-line ids),
+    the document count and the ids of empty documents; ``languages`` counts the documents' languages
+    (:mod:`hmde.text.coverage`). Memory: one id and line number per document (the duplicate check needs them)."""
     from ..text.coverage import tally
 
     empty: list[str] = []
@@ -222,9 +221,8 @@ def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
 
 
 def input_chunks(args, size: int | None = None):
-    """The input's records, ``size`` at a time. Document methods read one batch (``--batch-size``) at a
-    time, so the progress bar moves per batch; their vectors do not depend on it (each batch of
-    documents is encoded on its own, whatever surrounds it)."""
+    """The input's records, ``size`` at a time. Document methods read one batch (``--batch-size``) at a time, so the
+    progress bar moves per batch; their vectors do not depend on it (each batch is encoded on its own)."""
     size = min(size or STREAM_CHUNK, STREAM_CHUNK)
     chunk = []
     lang = getattr(args, "lang", None)

@@ -1,6 +1,5 @@
-"""``hmde index build``, once its flags are parsed (:mod:`hmde.cli.index`): every check before
-the model loads (the output, the ids, an index to extend), then the library fills the index
-(:mod:`hmde.index.build`)."""
+"""``hmde index build``, once its flags are parsed (:mod:`hmde.cli.index`): every check before the model loads (the
+output, the ids, an index to extend), then the library fills the index (:mod:`hmde.index.build`)."""
 
 from __future__ import annotations
 

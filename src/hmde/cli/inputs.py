@@ -60,23 +60,24 @@ def read_input(args, keep_fields=(), inputs=None, progress: bool = False):
     report = ReadReport()
     if getattr(args, "read_report", None) is None:
         args.read_report = report
-    bar = None
-    if progress and not getattr(args, "no_progress", False):
-        from tqdm.auto import tqdm
-
-        bar = tqdm(desc="files read", unit="file", file=sys.stderr, leave=False)
+    bar = []  # made at the first document file read: structured files show no files bar
+    shown = progress and not getattr(args, "no_progress", False)
 
     def moved(name: str, pages: int) -> None:
-        bar.update(1)
+        if not bar:
+            from tqdm.auto import tqdm
+
+            bar.append(tqdm(desc="files read", unit="file", file=sys.stderr, leave=False))
+        bar[0].update(1)
         if report.pages:
-            bar.set_postfix(pages=report.pages)
+            bar[0].set_postfix(pages=report.pages)
 
     try:
         yield from read_inputs(args.input if inputs is None else inputs, reading_options(args, keep_fields), report,
-                               moved if bar is not None else None)
+                               moved if shown else None)
     finally:
-        if bar is not None:
-            bar.close()
+        for b in bar:
+            b.close()
 
 
 def say_report(args) -> None:

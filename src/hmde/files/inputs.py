@@ -5,8 +5,8 @@ server's upload route all read through :func:`read_inputs`.
 
 A file document's id is its path relative to the folder it was found in (a file named alone: its name); its metadata
 holds ``path``, ``title``, ``format``, ``sha256`` and ``bytes`` (a PDF also ``pages``), the places of its pages and
-sections (:mod:`hmde.files.places`), and, where it came from a folder, that folder (``hmde_folder``, which ``index
-sync`` reads: documents from elsewhere are never its to delete)."""
+sections (:mod:`hmde.files.places`), and, where it came from a folder, that folder's key (``hmde_folder``: a digest
+of its real path, which ``index sync`` reads: documents from elsewhere are never its to delete)."""
 
 from __future__ import annotations
 
@@ -107,9 +107,15 @@ def file_record(path: Path, doc_id: str, options: ReadOptions, folder: Path | No
     if places:
         metadata[PLACES_KEY] = places
     if folder is not None:
-        metadata[FOLDER_KEY] = str(folder.resolve())
+        metadata[FOLDER_KEY] = folder_key(folder)
     check_metadata(metadata, str(path))
     return DocumentRecord(doc_id, text, file_language(extracted.lang), metadata, None, str(path))
+
+
+def folder_key(folder: Path) -> str:
+    """Which folder a document came from, as ``index sync`` knows it: a digest of the folder's real path (the path
+    itself stays on the machine that read it: a served index's hits go to clients)."""
+    return "folder-" + hashlib.sha256(str(Path(folder).resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def file_language(lang: str | None) -> str | None:
@@ -131,7 +137,7 @@ def read_inputs(inputs, options: ReadOptions | None = None, report: ReadReport |
     report = report if report is not None else ReadReport()
     for path in as_paths(inputs):
         if not path.exists():
-            raise InputError("file or folder not found", str(path))
+            raise InputError("file not found" if path.suffix else "file or folder not found", str(path))
         if path.is_dir():
             found = folder_files(path)
             report.other_kinds.update(found.other_kinds)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import HmdeError, InputError
 from .folders import folder_files
-from .inputs import FOLDER_KEY, ReadOptions, ReadReport, read_files
+from .inputs import FOLDER_KEY, ReadOptions, ReadReport, folder_key, read_files
 
 
 @dataclass
@@ -53,7 +53,7 @@ def folder_documents(store, root: Path) -> dict[str, str | None]:
     from ..index.lookup import pages
     from ..index.search_checks import check_filter
 
-    where = f"{FOLDER_KEY} is string and {FOLDER_KEY} == {json.dumps(str(root))}"
+    where = f"{FOLDER_KEY} is string and {FOLDER_KEY} == {json.dumps(folder_key(root))}"
     return {d["doc_id"]: (d.get("metadata") or {}).get("sha256")
             for page in pages(store, None, check_filter(store, where)) for d in page}
 
@@ -64,12 +64,11 @@ def plan_sync(store, folder, report: ReadReport | None = None) -> tuple[SyncPlan
     root = Path(folder)
     if not root.is_dir():
         raise InputError("not a folder (index sync keeps a folder's files in an index)", str(folder))
-    real = root.resolve()
     plan = SyncPlan(str(root), report=report or ReadReport())
     found = folder_files(root)
     plan.report.other_kinds.update(found.other_kinds)
     plan.report.links_out.extend(found.links_out)
-    held = folder_documents(store, real)
+    held = folder_documents(store, root)
     on_disk = {rel: path for path, rel in found.files}
     foreign = [rel for rel in on_disk if rel not in held]
     if foreign:

@@ -32,7 +32,7 @@ log = logging.getLogger("hmde.serve")
 OPEN_PATHS = ("/health", "/")  # the page's HTML holds no data; every route that answers with data asks for the key
 ROUTES = ("/v1/embeddings", "/embed", "/search", "/indexes", "/health", "/metrics", "/")
 WRITE_ROUTE, INFO_ROUTE = "/indexes/{name}/documents", "/indexes/{name}"  # metrics label these by template
-COMPACT_ROUTE = "/indexes/{name}/compact"
+COMPACT_ROUTE, FILES_ROUTE = "/indexes/{name}/compact", "/indexes/{name}/files"
 DOCUMENT_ROUTES = ("/indexes/{name}/documents/query", "/indexes/{name}/documents/metadata")
 QUERY_TYPES = ("query", "search_query")
 
@@ -110,7 +110,7 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
                          {"Allow": allowed} if allowed else None)
         if exc.status_code == 404:
             return error(404, f"{where}: no such route (routes: "
-                              f"{', '.join(ROUTES + (INFO_ROUTE, WRITE_ROUTE, COMPACT_ROUTE) + DOCUMENT_ROUTES)})")
+                              f"{', '.join(ROUTES + (INFO_ROUTE, WRITE_ROUTE, COMPACT_ROUTE, FILES_ROUTE) + DOCUMENT_ROUTES)})")
         return error(exc.status_code, str(exc.detail), None, exc.headers)
 
     @app.exception_handler(Overloaded)
@@ -270,6 +270,9 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
     from .document_routes import add_document_routes
 
     add_document_routes(app, served, options, executor, writer, embed_and_commit, check_writable)
+    from .file_routes import add_file_routes
+
+    add_file_routes(app, options, embed_and_commit, check_writable)
 
     @app.delete("/indexes/{name}/documents")
     async def delete_documents(name: str, body: DeleteRequest):
@@ -397,8 +400,8 @@ def route_template(path: str) -> str:
         return INFO_ROUTE
     if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "documents":
         return WRITE_ROUTE
-    if len(parts) == 3 and parts[0] == "indexes" and parts[2] == "compact":
-        return COMPACT_ROUTE
+    if len(parts) == 3 and parts[0] == "indexes" and parts[2] in ("compact", "files"):
+        return COMPACT_ROUTE if parts[2] == "compact" else FILES_ROUTE
     if len(parts) == 4 and parts[0] == "indexes" and parts[2] == "documents" and parts[3] in ("query", "metadata"):
         return DOCUMENT_ROUTES[parts[3] == "metadata"]
     return "other"

@@ -11,6 +11,7 @@ class ServeOptions:
     max_body_bytes: int = 4 * 1024 * 1024  # a larger request body: 413
     max_inputs: int = 2048  # texts (or queries) in one request: more is a 413 naming the field
     max_text_chars: int = 100_000  # one text longer than this: a 413 naming it
+    max_upload_files: int = 64  # files in one POST /indexes/{name}/files (each within the body limit)
     max_top_k: int = 1000
     max_batch: int = 64  # texts the model embeds in one batch, gathered across requests
     max_wait_ms: float = 0.0  # how long an idle model waits for more texts (0: requests that come while it works batch anyway)
