@@ -246,3 +246,44 @@ def test_chinese_quotes_typed_the_wrong_way_round_end_their_sentences():
                                             '天气很好。']
     typeset = "他说：“我们明天去北京。”她回答：“好的。”然后他们出发了。"
     assert split_sentences(typeset, "zho") == ["他说：“我们明天去北京。”", "她回答：“好的。”", "然后他们出发了。"]
+
+
+# -- quotation marks that merged sentences (issue 95; hmde.text.quotes) ------------------------------------------
+def test_a_german_quotation_closed_by_a_plain_quote_no_longer_swallows_the_next_sentences():
+    text = ('Er sagte: „Wir kommen morgen. Dann reden wir." Danach ging er. Die Fans jubelten. Sie rief: „Es war '
+            'spät. Alle gehen." Der Bus fuhr ab.')
+    assert split_sentences(text, "de") == [
+        'Er sagte: „Wir kommen morgen. Dann reden wir."', "Danach ging er.", "Die Fans jubelten.",
+        'Sie rief: „Es war spät. Alle gehen."', "Der Bus fuhr ab."]  # before: one piece held the middle three
+
+
+def test_a_long_french_quotation_is_cut_into_its_sentences_and_each_mark_stays_with_its_own():
+    quoted = ["Nous avons gagné une victoire historique ce soir dans toutes les régions du pays.",
+              "Les électeurs ont parlé très clairement et nous les avons entendus, tous, sans exception.",
+              "Nous allons gouverner avec tout le monde, dès demain matin, dans chaque ville.",
+              "Nous tiendrons nos promesses une par une."]
+    text = "Le ministre a déclaré : « " + " ".join(quoted) + " » Puis il est parti. La foule a applaudi."
+    assert split_sentences(text, "fr") == [
+        "Le ministre a déclaré : « " + quoted[0], quoted[1], quoted[2], quoted[3] + " »", "Puis il est parti.",
+        "La foule a applaudi."]  # before: the first 353 characters were one "sentence"
+    short = "Il a dit : « Nous avons gagné. Les électeurs ont parlé. » Puis il est parti."
+    assert split_sentences(short, "fr")[0] == "Il a dit : « Nous avons gagné. Les électeurs ont parlé. »"  # kept
+
+
+def test_a_long_chinese_quotation_is_cut_and_its_closing_bracket_stays_with_the_last_sentence():
+    sentence = "我们今天在全国所有地区都赢得了一场历史性的胜利，这是我们所有人共同努力的结果。"
+    text = "他说：「" + sentence * 3 + "大家都很高兴。」然后他走了。"
+    assert split_sentences(text, "zh") == ["他说：「" + sentence, sentence, sentence, "大家都很高兴。」", "然后他走了。"]
+    assert split_sentences("他说：「我们赢了。大家都很高兴。」然后他走了。", "zh") == [
+        "他说：「我们赢了。大家都很高兴。」", "然后他走了。"]  # a short quotation stays whole
+
+
+def test_no_unit_of_the_quote_cases_is_longer_than_the_bound_where_a_sentence_ends_inside_it():
+    from hmde.text.quotes import LONG_PIECE, width
+
+    news = ('"\nMeanwhile, around 115,000 Royal Mail workers are voting on strike action in a similar row over pay.\n'
+            "Communication Workers Union (CWU), which represents many Royal Mail staff, said the offer was not "
+            "enough.\nPay rates and measures to help UK staff have been increasing as businesses have struggled to "
+            "recruit.\nEarlier this month, Lloyds Bank staff were offered a lump sum to help with the cost of living.")
+    units = split_sentences(news, "en")
+    assert len(units) == 4 and all(width(u) <= LONG_PIECE for u in units)

@@ -30,16 +30,25 @@ def _tokenize(texts: Sequence[str]):
 
 
 ROWS_FILE = "rows.npy"  # the index row of each BM25 document, where some rows were deleted
+EMPTY = "hmde_no_words"  # params.index.json of a BM25 index over documents without a word (or none): it matches nothing
 
 
 def build_bm25(texts: Sequence[str], folder: str | Path, rows: Sequence[int] | None = None) -> None:
     """Index ``texts`` with BM25 into ``folder``: text i is the index's row ``rows[i]`` (default: row i). Only
     the live documents are given, so a deleted one counts in no statistic (document count, lengths, IDF)."""
+    import json
+
     import bm25s
     import numpy as np
 
+    tokens = _tokenize(texts)
+    if not tokens.vocab:  # no documents yet (a framework store's first, empty index), or no word in any
+        Path(folder).mkdir(parents=True, exist_ok=True)  # bm25s cannot index no words: nothing to match, said so
+        (Path(folder) / "params.index.json").write_text(json.dumps({"num_docs": len(texts), EMPTY: True}),
+                                                        encoding="utf-8")
+        return
     retriever = bm25s.BM25()
-    retriever.index(_tokenize(texts), show_progress=False)
+    retriever.index(tokens, show_progress=False)
     retriever.save(str(folder), show_progress=False)
     if rows is not None and not np.array_equal(np.asarray(rows), np.arange(len(texts))):
         np.save(Path(folder) / ROWS_FILE, np.asarray(rows, np.int64), allow_pickle=False)
@@ -79,6 +88,11 @@ def load_bm25(folder: str | Path, n_docs: int):
     from ..errors import InputError
 
     folder = Path(folder)
+    try:
+        if json.loads((folder / "params.index.json").read_text(encoding="utf-8")).get(EMPTY) is True:
+            return None  # nothing to match (bm25_search answers no rows)
+    except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+        pass  # checked below, file by file
     for name in BM25_FILES:
         if not (folder / name).is_file():
             raise InputError(f"the BM25 index lacks {name}; rebuild the index with --bm25 --overwrite",
@@ -112,7 +126,7 @@ def bm25_search(retriever, queries: Sequence[str], k: int, n_docs: int) -> list[
     """Per query, up to ``k`` (row, BM25 score) pairs, best first (rows scoring 0 are left out);
     ``retriever`` from :func:`load_bm25`."""
     k = min(k, n_docs)
-    if k < 1:
+    if k < 1 or retriever is None:  # None: an index of no words
         return [[] for _ in queries]
     positions, scores = retriever.retrieve(_tokenize(queries), k=k, show_progress=False)
     rows = getattr(retriever, "hmde_rows", None)

@@ -49,6 +49,9 @@ def has_content(unit: str) -> bool:
     return any(unicodedata.category(c)[0] in "LNS" for c in unit)
 
 
+from .quotes import directed_quotes, paired_quotes, split_long_quoted  # noqa: E402  (directed_quotes: its name here)
+
+
 def split_sentences(text: str, lang: str | None = None, default_language: str = "en") -> list[str]:
     """Split ``text`` into sentences; pieces of only whitespace and punctuation are dropped."""
     if not text or not text.strip():
@@ -63,40 +66,14 @@ def split_sentences(text: str, lang: str | None = None, default_language: str = 
 
         def split(block: str) -> list[str]:
             return segment(code, block)
+    split = paired_quotes(split)  # hmde.text.quotes: quotation marks that merged sentences (issues 77, 95)
     if code in QUOTE_DIRECTED:
         split = directed_quotes(split)
-    pieces = [p for block in heading_blocks(text) for p in split(block)]
+    pieces = [p for block in heading_blocks(text) for p in split_long_quoted(split(block), split)]
     return join_fragments([p.strip() for p in pieces if p and p.strip() and has_content(p)], text)
 
 
 QUOTE_DIRECTED = ("zh", "ja")  # languages whose splitter keeps a quotation whole until its closing mark
-_DOUBLE_QUOTES = "\"“”"
-
-
-def directed_quotes(split):
-    """``split`` run on the text with its double quotes turned by their order (the first opens, ``“``, the next closes,
-    ``”``, and so on), the pieces then cut from the text as written. Chinese text typed with an ASCII ``"`` opening
-    and ``“`` closing was one quotation to the splitter, four sentences kept as one (issue 77); the characters are
-    swapped one for one, so the pieces' places are the text's."""
-    def directed(block: str) -> list[str]:
-        if not any(c in block for c in _DOUBLE_QUOTES):
-            return split(block)
-        chars, opened = list(block), False
-        for i, c in enumerate(chars):
-            if c in _DOUBLE_QUOTES:
-                chars[i] = "”" if opened else "“"
-                opened = not opened
-        turned = "".join(chars)
-        out, pos = [], 0
-        for piece in split(turned):
-            start = turned.find(piece, pos)
-            if start < 0:  # the splitter changed the piece: its own text, not ours to map back
-                return split(block)
-            out.append(block[start:start + len(piece)])
-            pos = start + len(piece)
-        return out
-
-    return directed
 
 
 # what a line may end with and still go on, or end its sentence as the splitter decides: sentence-final marks of many
