@@ -147,18 +147,18 @@ class Index(FileWrites):
         sentences, text, language); the others are added. Their count."""
         return self.write(documents, "upsert", batch_size)
 
-    def write(self, documents, mode: str = "upsert", batch_size: int = 64, delete=()) -> int:
+    def write(self, documents, mode: str = "upsert", batch_size: int = 64, delete=(), progress=None) -> int:
         """Embed ``documents`` and commit them in one write, ``mode``: ``add`` (a known id refused), ``upsert`` (a
         known id replaced) or ``skip`` (a known id passed over); whether an id is known is decided under the
         writer's lock, so writers racing with one id get what the mode promises; the ids ``delete`` leave in the
-        same commit (those the index holds). How many were written."""
+        same commit (those the index holds); ``progress(n)`` after each batch of ``n`` embedded. How many were written."""
         from .builder import MODES
 
         if mode not in MODES or mode == "create":
             raise HmdeError(f"mode must be add, upsert or skip, got {mode!r}")
-        return self._write(documents, mode, batch_size, [str(x) for x in delete])
+        return self._write(documents, mode, batch_size, [str(x) for x in delete], progress)
 
-    def _write(self, documents, mode: str, batch_size: int, delete: list[str] = ()) -> int:
+    def _write(self, documents, mode: str, batch_size: int, delete: list[str] = (), progress=None) -> int:
         from ..io.documents import records_from
         from .builder import chunked, write_records
 
@@ -173,7 +173,7 @@ class Index(FileWrites):
 
             check_records_fit(records, "documents")
         written = write_records(self.path, _vectorizer(self.model, meta.method, batch_size), meta,
-                                chunked(records, batch_size), mode, delete_ids=delete)
+                                chunked(records, batch_size), mode, progress or (lambda n: None), delete)
         self._swap(written)
         return len(records) - getattr(written, "skipped", 0)
 

@@ -211,11 +211,17 @@ class IndexClient:
         decided under the index's writer lock. How many were written."""
         if not documents:
             return 0
-        if self.url:
-            body = [_as_json(d) for d in documents]
-            return int(self._post(self._route("/documents"), {"documents": body, "mode": mode})["documents"])
-        index = self.local()  # its model calls run on the model thread; the commit in this one
-        return index.write(documents, mode, batch_size=self.batch_size)
+        from tqdm.auto import tqdm
+
+        with tqdm(total=len(documents), desc="hmde: documents embedded", unit="doc",
+                  disable=not self.show_progress) as bar:  # the stores' show_progress (issue 95)
+            if self.url:  # one request, one commit: the bar moves when the server has answered
+                body = [_as_json(d) for d in documents]
+                written = int(self._post(self._route("/documents"), {"documents": body, "mode": mode})["documents"])
+                bar.update(len(body))
+                return written
+            index = self.local()  # its model calls run on the model thread; the commit in this one
+            return index.write(documents, mode, batch_size=self.batch_size, progress=bar.update)
 
     def delete(self, ids: Sequence[str]) -> int:
         """Delete those of ``ids`` the index holds (the others are passed over); how many."""

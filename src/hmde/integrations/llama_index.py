@@ -94,6 +94,45 @@ class NoVectors(BaseEmbedding):
         return [0.0]
 
 
+NO_EMBED_MODEL = ("LlamaIndex has no embed_model (Settings.embed_model is unset and its default, OpenAI's, is not "
+                  "installed): pass embed_model=store.embed_model to VectorStoreIndex (hmde embeds the nodes itself)")
+
+
+class NoEmbedModel(NoVectors):
+    """LlamaIndex's default embed model where it has none (``Settings.embed_model`` unset and
+    llama-index-embeddings-openai not installed, so its default would fail with an ImportError naming a package): a
+    node or query it is asked to embed is one line naming ``embed_model=store.embed_model`` (issue 95)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "HmdeNoEmbedModel"
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        from ..errors import HmdeError
+
+        raise HmdeError(NO_EMBED_MODEL)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._get_query_embedding(text)
+
+
+def name_the_embed_model() -> None:
+    """Where LlamaIndex's default embed model cannot load, make it :class:`NoEmbedModel` (a store user's
+    ``VectorStoreIndex.from_documents(docs, storage_context=...)`` then says what to pass); a set one, or an
+    installed default, is left as it is."""
+    from llama_index.core import Settings
+
+    if getattr(Settings, "_embed_model", "unknown") is not None:
+        return
+    try:
+        import llama_index.embeddings.openai  # noqa: F401  (the default LlamaIndex resolves)
+    except ImportError:
+        Settings._embed_model = NoEmbedModel()
+
+
 class HmdeVectorStore(BasePydanticVectorStore):
     """LlamaIndex's vector store over an hmde index: ``index`` (a folder, created empty where it does not exist
     yet, with ``model``; its vectors in Milvus with ``store="milvus:PATH_OR_URI"``) or ``url`` (a server,
@@ -118,6 +157,7 @@ class HmdeVectorStore(BasePydanticVectorStore):
         super().__init__(scores=scores, page_content=page_content, passage_sentences=passage_sentences)
         self._client = IndexClient(index, url, api_key, model, device, timeout, batch_size, threads, show_progress,
                                    create=url is None, settings=index_settings)
+        name_the_embed_model()
 
     @classmethod
     def class_name(cls) -> str:
@@ -175,7 +215,9 @@ class HmdeVectorStore(BasePydanticVectorStore):
                              to_tree(_ref_docs(query.doc_ids)) if query.doc_ids else None,
                              In("doc_id", tuple(query.node_ids)) if query.node_ids else None) if t is not None]
         tree = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-        hits = self._client.search([query.query_str], query.similarity_top_k, tree, k_name="similarity_top_k")[0]
+        hybrid = {"hybrid": True} if str(getattr(query.mode, "value", query.mode)) == "hybrid" else {}
+        hits = self._client.search([query.query_str], query.similarity_top_k, tree, k_name="similarity_top_k",
+                                   **hybrid)[0]  # as_retriever(vector_store_query_mode="hybrid"): BM25 fused
         nodes = []
         for h in hits:
             node = _node({"doc_id": h["doc_id"], "text": h.get("text", ""), "metadata": h.get("metadata") or {}})

@@ -1,0 +1,91 @@
+"""What the framework stores give an application (issue 95): hybrid search from each store class over an index
+made with bm25=True (its first, empty BM25 index failed in bm25s), ingestion progress where show_progress asks, and
+LlamaIndex as its docs teach it (no embed_model) answered by one line naming embed_model=store.embed_model."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("llama_index.core")
+pytest.importorskip("haystack")
+
+TEXTS = ["The cat sat on the mat.", "Economic growth slowed in the third quarter.",
+         "The football team won the championship after a dramatic final match."]
+
+
+def test_hybrid_search_from_every_store_class(tmp_path, hmde_dir):
+    from haystack import Document as HaystackDocument
+    from langchain_core.documents import Document
+    from llama_index.core import Document as LlamaDocument, StorageContext, VectorStoreIndex
+
+    from hmde.integrations import haystack as hs, langchain as lc, llama_index as li
+
+    store = lc.HmdeVectorStore(index=str(tmp_path / "lc"), model=str(hmde_dir), bm25=True)
+    store.add_documents([Document(page_content=t) for t in TEXTS])
+    # fused by reciprocal rank: BM25's first document is in the first two whatever the (random) model ranks first
+    assert TEXTS[2] in [d.page_content for d in store.similarity_search("football championship final", k=2,
+                                                                         hybrid=True)]
+    fused = store.similarity_search_with_score("football championship final", k=3, hybrid=True)
+    assert max(score for _, score in fused) <= 2 / 61  # reciprocal-rank scores: BM25 was fused
+
+    llama = li.HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir), bm25=True)
+    index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in TEXTS], embed_model=llama.embed_model,
+                                            storage_context=StorageContext.from_defaults(vector_store=llama))
+    found = index.as_retriever(similarity_top_k=2, vector_store_query_mode="hybrid").retrieve("economic growth")
+    assert TEXTS[1] in [n.node.get_content() for n in found]
+    assert [n.score for n in found] == [0.0, 0.0]  # fused ranks give no relevance (dense ones do)
+    assert index.as_retriever(similarity_top_k=1).retrieve("economic growth")[0].score > 0
+
+    haystack = hs.HmdeDocumentStore(index=str(tmp_path / "hs"), model=str(hmde_dir), bm25=True)
+    haystack.write_documents([HaystackDocument(content=t) for t in TEXTS])
+    hits = haystack.search("cat mat", top_k=2, hybrid=True)
+    assert TEXTS[0] in [d.content for d in hits] and max(d.score for d in hits) <= 2 / 61
+
+
+def test_show_progress_shows_the_documents_embedded_on_every_store_class(tmp_path, hmde_dir, capfd):
+    from haystack import Document as HaystackDocument
+    from langchain_core.documents import Document
+    from llama_index.core.schema import TextNode
+
+    from hmde.integrations import haystack as hs, langchain as lc, llama_index as li
+
+    fills = {"lc": lambda store: store.add_documents([Document(page_content=t) for t in TEXTS]),
+             "li": lambda store: store.add([TextNode(text=t) for t in TEXTS]),
+             "hs": lambda store: store.write_documents([HaystackDocument(content=t) for t in TEXTS])}
+    classes = {"lc": lc.HmdeVectorStore, "li": li.HmdeVectorStore, "hs": hs.HmdeDocumentStore}
+    for name, fill in fills.items():
+        for shown in (True, False):
+            capfd.readouterr()
+            fill(classes[name](index=str(tmp_path / f"{name}-{shown}"), model=str(hmde_dir), show_progress=shown))
+            err = capfd.readouterr().err
+            if shown:
+                assert "hmde: documents embedded: 100%" in err and "3/3" in err, (name, err)
+            else:
+                assert "documents embedded" not in err, (name, err)
+
+
+def test_llama_index_without_an_embed_model_says_what_to_pass(tmp_path, hmde_dir):
+    from llama_index.core import Document, Settings, StorageContext, VectorStoreIndex
+
+    from hmde.errors import HmdeError
+    from hmde.integrations.llama_index import NO_EMBED_MODEL, HmdeVectorStore
+
+    try:
+        import llama_index.embeddings.openai  # noqa: F401
+        pytest.skip("llama-index-embeddings-openai is installed: LlamaIndex's default embed model loads")
+    except ImportError:
+        pass
+    saved = Settings._embed_model
+    Settings._embed_model = None
+    try:
+        store = HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir))
+        with pytest.raises(HmdeError) as caught:
+            VectorStoreIndex.from_documents([Document(text=TEXTS[0])],
+                                            storage_context=StorageContext.from_defaults(vector_store=store))
+        assert str(caught.value) == NO_EMBED_MODEL and "embed_model=store.embed_model" in NO_EMBED_MODEL
+        Settings.embed_model = store.embed_model  # a model set by the user is left as it is
+        HmdeVectorStore(index=str(tmp_path / "li2"), model=str(hmde_dir))
+        assert type(Settings._embed_model).__name__ == "NoVectors"
+    finally:
+        Settings._embed_model = saved
