@@ -4,6 +4,8 @@ LlamaIndex as its docs teach it (no embed_model) answered by one line naming emb
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("langchain_core")
@@ -27,7 +29,7 @@ def test_hybrid_search_from_every_store_class(tmp_path, hmde_dir):
     assert TEXTS[2] in [d.page_content for d in store.similarity_search("football championship final", k=2,
                                                                          hybrid=True)]
     fused = store.similarity_search_with_score("football championship final", k=3, hybrid=True)
-    assert max(score for _, score in fused) <= 2 / 61  # reciprocal-rank scores: BM25 was fused
+    assert max(score for _, score in fused) <= 2 / 61 + 1e-6  # reciprocal-rank scores (6 places): BM25 was fused
 
     llama = li.HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir), bm25=True)
     index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in TEXTS], embed_model=llama.embed_model,
@@ -40,7 +42,7 @@ def test_hybrid_search_from_every_store_class(tmp_path, hmde_dir):
     haystack = hs.HmdeDocumentStore(index=str(tmp_path / "hs"), model=str(hmde_dir), bm25=True)
     haystack.write_documents([HaystackDocument(content=t) for t in TEXTS])
     hits = haystack.search("cat mat", top_k=2, hybrid=True)
-    assert TEXTS[0] in [d.content for d in hits] and max(d.score for d in hits) <= 2 / 61
+    assert TEXTS[0] in [d.content for d in hits] and max(d.score for d in hits) <= 2 / 61 + 1e-6
 
 
 def test_show_progress_shows_the_documents_embedded_on_every_store_class(tmp_path, hmde_dir, capfd):
@@ -89,3 +91,47 @@ def test_llama_index_without_an_embed_model_says_what_to_pass(tmp_path, hmde_dir
         assert type(Settings._embed_model).__name__ == "NoVectors"
     finally:
         Settings._embed_model = saved
+
+
+def one_each(grouped: list, ungrouped: list) -> bool:
+    return sorted(grouped) == ["a", "b"] and grouped[0] == ungrouped[0]
+
+
+def test_one_hit_per_source_from_every_store_class_and_hmde_search(tmp_path, hmde_dir, capsys):
+    """Source a: five chunks, source b: one. Ungrouped, a top three holds a source twice at least; grouped by the
+    framework's own source field, each source once, the first the ungrouped ranking's first (its best chunk)."""
+    from haystack import Document as HaystackDocument
+    from langchain_core.documents import Document
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+
+    from hmde.cli.main import main
+    from hmde.integrations import haystack as hs, langchain as lc, llama_index as li
+
+    query, other = TEXTS[0], TEXTS[1]
+    chunks = [(f"a{i}", query, "a") for i in range(5)] + [("b0", other, "b")]
+
+    store = lc.HmdeVectorStore(index=str(tmp_path / "lc"), model=str(hmde_dir))
+    store.add_documents([Document(page_content=t, metadata={"source": s}, id=i) for i, t, s in chunks])
+    plain = [d.metadata["source"] for d in store.similarity_search(query, k=3)]
+    assert len(set(plain)) < len(plain)
+    assert one_each([d.metadata["source"] for d in store.similarity_search(query, k=3, group_by="source")], plain)
+    grouped = lc.HmdeVectorStore(index=str(tmp_path / "lc"), model=str(hmde_dir), group_by_source=True)
+    assert one_each([d.metadata["source"] for d in grouped.similarity_search(query, k=2)], plain)
+
+    llama = li.HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir), group_by_source=True)
+    llama.add([TextNode(text=t, id_=i, relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=s)})
+               for i, t, s in chunks])
+    from llama_index.core.vector_stores.types import VectorStoreQuery
+
+    found = llama.query(VectorStoreQuery(query_str=query, similarity_top_k=3))
+    assert sorted(n.ref_doc_id for n in found.nodes) == ["a", "b"]
+
+    haystack = hs.HmdeDocumentStore(index=str(tmp_path / "hs"), model=str(hmde_dir), group_by_source=True)
+    haystack.write_documents([HaystackDocument(id=i, content=t, meta={"file_path": f"{s}.pdf"}) for i, t, s in chunks])
+    assert sorted(d.meta["file_path"] for d in haystack.search(query, top_k=3)) == ["a.pdf", "b.pdf"]
+    assert hs.HmdeDocumentStore.from_dict(haystack.to_dict()).group_by_source is True
+
+    capsys.readouterr()
+    assert main(["search", str(tmp_path / "lc"), query, "--group-by", "source", "--top-k", "3", "--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert one_each([h["metadata"]["source"] for h in hits], plain) and hits[0]["evidence"]

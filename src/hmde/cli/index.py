@@ -51,6 +51,8 @@ def register(sub) -> None:
     s.add_argument("--qrels", help="TREC qrels: print the run's ir-measures metrics (over the --top-k hits retrieved)")
     s.add_argument("--measures", default="AP,RR,nDCG@10,R@100", help="ir-measures names, with --qrels")
     s.add_argument("--tag", default="hmde", help="the run tag column of --run")
+    s.add_argument("--group-by", metavar="FIELD", default=None, help="one hit per value of this metadata field (the "
+                   "source a chunk came from: path, source, url...), its best document with its evidence")
     s.add_argument("--hybrid", action="store_true", help="fuse the dense ranking with BM25's (index built with --bm25) "
                    "by reciprocal rank fusion: strong on monolingual long documents")
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
@@ -162,7 +164,7 @@ def run_search(args: argparse.Namespace) -> int:
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
                         args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
                         False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates,
-                        args.query_lang, args.filter)
+                        args.query_lang, args.filter, args.group_by)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
     if args.run:
         clir.write_run(args.run, run, tag=args.tag)

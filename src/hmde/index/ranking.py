@@ -26,6 +26,7 @@ SENTENCE_POOL = 1000  # sentences a multi-vector search retrieves per query befo
 # of the documents against exact search: 1,000 -> 0.937, 1,500 -> 0.969, 2,000 -> 0.981; docs/scaling.md)
 COMPRESSED_SENTENCE_POOL = 2000
 EXACT_RESCORE = 50  # IVF-PQ: documents whose fused score is recomputed from exact vectors
+GROUP_POOL, GROUP_MIN = 10, 100  # a grouped search forms its groups from the best max(10 x top_k, 100) documents
 
 
 def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None,
@@ -33,7 +34,8 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
            hybrid_texts: Sequence[str] | None = None, hybrid_weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60,
            multi_vector: bool | None = None, top_sentences: int = DEFAULT_TOP_SENTENCES,
            doc_weight: float = DEFAULT_DOC_WEIGHT, candidates: int | None = None,
-           query_langs: Sequence[str | None] | None = None, filter=None) -> list[list[SearchHit]]:
+           query_langs: Sequence[str | None] | None = None, filter=None,
+           group_by: str | None = None) -> list[list[SearchHit]]:
     """Hits per query, best first, from ``store``; ``lang`` keeps only documents of that language; ``filter`` (an
     expression of :mod:`hmde.index.filters`, or its tree) only the documents it matches: the top hits of those, not
     a post-filtered top (the store searches the selection).
@@ -47,7 +49,13 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     index's own kind) scores documents by their best ``top_sentences`` sentences, plus ``doc_weight`` times the
     document vector's cosine; each hit's ``evidence`` lists the sentences that scored. ``candidates``: the nearest
     sentences a multi-vector search scores per query (default: SENTENCE_POOL, COMPRESSED_SENTENCE_POOL for IVF-PQ).
+    ``group_by``: one hit per value of this metadata field (a source: LangChain's ``source``, LlamaIndex's
+    ``ref_doc_id``...), its best document with its evidence, from the best ``GROUP_POOL`` x ``top_k``; a document
+    without the field is a group of its own.
     """
+    asked = top_k
+    if group_by is not None:
+        top_k = max(top_k * GROUP_POOL, GROUP_MIN)
     check_tuning(store, ef_search, nprobe)
     if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
         raise HmdeError(f"candidates must be a whole number >= 1, got {candidates!r}")
@@ -96,11 +104,30 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
             picked, references = [x[:top_k] for x in found], [[s for s, _ in x] for x in found]
     wanted = sorted({r for hits in picked for _, r in hits})
     records = store.records(wanted) if wanted else {}  # every query's hits read at once (Milvus: two calls, not 2Q)
+    if group_by is not None:
+        picked = [grouped(hits, records, group_by, asked) for hits in picked]
     from .relevance import Relevance
 
     scale = Relevance(meta.model, top_sentences + doc_weight if multi_vector else 1.0)
     return [_hits(store, q[qi], picked[qi], top_sentences, sentences_of, records, references[qi], scale)
             for qi in range(len(q))]
+
+
+def grouped(picked: list[tuple[float, int]], records: dict, field: str, top_k: int) -> list[tuple[float, int]]:
+    """The first (best) of ``picked`` of each value of the metadata ``field``, ``top_k`` of them."""
+    import json
+
+    out, seen = [], set()
+    for score, row in picked:
+        metadata = records[row][5] or {}
+        value = metadata.get(field) if isinstance(metadata, dict) else None
+        key = ("doc", records[row][0]) if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+        if key not in seen:
+            seen.add(key)
+            out.append((score, row))
+            if len(out) == top_k:
+                break
+    return out
 
 
 def check_tuning(store, ef_search: int | None, nprobe: int | None) -> None:

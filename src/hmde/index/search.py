@@ -333,8 +333,9 @@ class Index(FileWrites):
                hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60, multi_vector: bool | None = None,
                top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
                query_vectors=None, candidates: int | None = None, query_lang: str | None = None,
-               filter: str | None = None):
-        """``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
+               filter: str | None = None, group_by: str | None = None):
+        """``group_by``: one hit per value of this metadata field (:func:`hmde.index.ranking.search`).
+        ``query_vectors``: the queries embedded already (:meth:`encode_queries`; the server batches
         them with other requests); else they are embedded here. ``candidates``: sentences scored per query
         in a multi-vector index (:meth:`hmde.index.store.DocumentIndex.search`). ``query_lang``: the queries'
         language, for an index that calibrates by it (default: each query's own, detected; ``"none"``: not
@@ -362,7 +363,8 @@ class Index(FileWrites):
                                 ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
                                 hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
-                                query_langs=query_languages(index, queries, query_lang), filter=tree)
+                                query_langs=query_languages(index, queries, query_lang), filter=tree,
+                                group_by=group_by)
 
     async def asearch(self, queries: list[str] | str, top_k: int = 10, **options):
         """:meth:`search` for a caller on an event loop: the queries wait for the model thread with every other

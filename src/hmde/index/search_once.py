@@ -13,7 +13,8 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
                  hybrid: bool = False, hybrid_weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
                  backend: str | None = None, multi_vector: bool | None = None,
                  top_sentences: int = DEFAULT_TOP_SENTENCES, doc_weight: float = DEFAULT_DOC_WEIGHT,
-                 candidates: int | None = None, query_lang: str | None = None, filter: str | None = None):
+                 candidates: int | None = None, query_lang: str | None = None, filter: str | None = None,
+                 group_by: str | None = None):
     """Open ``index_dir``, search it with ``queries`` and close it (:class:`Index` keeps it open); every
     check that needs no model comes before the model loads."""
     from .store import DocumentIndex
@@ -28,4 +29,5 @@ def search_index(index_dir: str, queries: list[str], top_k: int, lang: str | Non
         raise
     with Index.attach(index, model_name, device, backend) as opened:
         return opened.search(queries, top_k, lang, ef_search, nprobe, hybrid, hybrid_weights, rrf_k, multi_vector,
-                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang, filter=filter)
+                             top_sentences, doc_weight, candidates=candidates, query_lang=query_lang, filter=filter,
+                             group_by=group_by)

@@ -79,8 +79,12 @@ class HmdeDocumentStore:
 
     def __init__(self, index: str | None = None, model: str | None = None, url: str | None = None,
                  api_key: Secret | str | None = None, *, device: str = "auto", threads: int | None = None,
-                 batch_size: int = 32, show_progress: bool = False, timeout: float = 120.0, **index_settings: Any):
+                 batch_size: int = 32, show_progress: bool = False, timeout: float = 120.0,
+                 group_by_source: bool = False, **index_settings: Any):
+        """``group_by_source``: a search answers one document per ``meta["file_path"]`` (Haystack's converters'
+        source of a split), its best split with its evidence."""
         self.index, self.model, self.url, self.api_key = index, model, url, api_key
+        self.group_by_source = group_by_source
         self.device, self.threads, self.batch_size, self.show_progress, self.timeout = \
             device, threads, batch_size, show_progress, timeout
         self.index_settings = dict(index_settings)
@@ -92,7 +96,7 @@ class HmdeDocumentStore:
         return default_to_dict(self, index=self.index, model=self.model, url=self.url,
                                api_key=_secret_dict(self.api_key), device=self.device, threads=self.threads,
                                batch_size=self.batch_size, show_progress=self.show_progress, timeout=self.timeout,
-                               **self.index_settings)
+                               group_by_source=self.group_by_source, **self.index_settings)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HmdeDocumentStore":
@@ -164,6 +168,8 @@ class HmdeDocumentStore:
     def search(self, query: str, top_k: int = 10, filters: dict[str, Any] | None = None, scale_score: bool = False,
                page_content: str = "document", passage_sentences: int = 1, **options: Any) -> list[Document]:
         """hmde's ranking of the documents ``filters`` matches, best first (:class:`HmdeRetriever` calls it)."""
+        if self.group_by_source:
+            options.setdefault("group_by", "file_path")
         hits = _filter_errors(self.client.search, [query], top_k, filters or None, k_name="top_k", **options)[0]
         return [_hit_document(h, scale_score, page_content, passage_sentences) for h in hits]
 

@@ -36,7 +36,7 @@ try:
 except ImportError as exc:  # pragma: no cover - without the extra
     raise needs("langchain", "langchain-core", exc) from None
 
-SEARCH_OPTIONS = ("lang", "query_lang", "hybrid", "top_sentences", "doc_weight", "candidates")
+SEARCH_OPTIONS = ("lang", "query_lang", "hybrid", "top_sentences", "doc_weight", "candidates", "group_by")
 
 
 class HmdeEmbeddings(Embeddings):
@@ -71,8 +71,9 @@ class HmdeVectorStore(VectorStore):
                  api_key: str | None = None, embedding: Embeddings | None = None, *, device: str = "auto",
                  threads: int | None = None, batch_size: int = 32, show_progress: bool = False,
                  page_content: str = "document", passage_sentences: int = 1, evidence: bool = False,
-                 timeout: float = 120.0, **index_settings: Any):
+                 timeout: float = 120.0, group_by_source: bool = False, **index_settings: Any):
         check_page_content(page_content, passage_sentences)
+        self.group_by_source = group_by_source  # one document per metadata["source"] (LangChain's loaders' field)
         if embedding is not None and not isinstance(embedding, HmdeEmbeddings):
             warnings.warn(f"HmdeVectorStore ranks with the hmde index's own model; the embedding given "
                           f"({type(embedding).__name__}) is not used", stacklevel=2)
@@ -116,6 +117,8 @@ class HmdeVectorStore(VectorStore):
     # -- searching -------------------------------------------------------------------------------------------------
     def _hits(self, query: str, k: int, filter, kwargs) -> list[dict]:
         options = _refuse_options(kwargs, SEARCH_OPTIONS)
+        if self.group_by_source:
+            options.setdefault("group_by", "source")
         return self.client.search([query], k, filter, **options)[0]
 
     def _document(self, hit: dict) -> Document:

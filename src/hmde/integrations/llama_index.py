@@ -144,17 +144,19 @@ class HmdeVectorStore(BasePydanticVectorStore):
     scores: str = "relevance"
     page_content: str = "document"
     passage_sentences: int = 1
+    group_by_source: bool = False  # one node per ref_doc_id (the document LlamaIndex split into nodes), its best
     _client: Any = PrivateAttr(default=None)
 
     def __init__(self, index: str | None = None, model: str | None = None, url: str | None = None,
                  api_key: str | None = None, *, device: str = "auto", threads: int | None = None,
                  batch_size: int = 32, show_progress: bool = False, scores: str = "relevance",
                  page_content: str = "document", passage_sentences: int = 1, timeout: float = 120.0,
-                 **index_settings: Any):
+                 group_by_source: bool = False, **index_settings: Any):
         if scores not in ("relevance", "hmde"):
             raise ValueError(f"scores must be 'relevance' or 'hmde', got {scores!r}")
         check_page_content(page_content, passage_sentences)
-        super().__init__(scores=scores, page_content=page_content, passage_sentences=passage_sentences)
+        super().__init__(scores=scores, page_content=page_content, passage_sentences=passage_sentences,
+                         group_by_source=group_by_source)
         self._client = IndexClient(index, url, api_key, model, device, timeout, batch_size, threads, show_progress,
                                    create=url is None, settings=index_settings)
         name_the_embed_model()
@@ -215,9 +217,11 @@ class HmdeVectorStore(BasePydanticVectorStore):
                              to_tree(_ref_docs(query.doc_ids)) if query.doc_ids else None,
                              In("doc_id", tuple(query.node_ids)) if query.node_ids else None) if t is not None]
         tree = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-        hybrid = {"hybrid": True} if str(getattr(query.mode, "value", query.mode)) == "hybrid" else {}
+        options = {"hybrid": True} if str(getattr(query.mode, "value", query.mode)) == "hybrid" else {}
+        if self.group_by_source:
+            options["group_by"] = "ref_doc_id"
         hits = self._client.search([query.query_str], query.similarity_top_k, tree, k_name="similarity_top_k",
-                                   **hybrid)[0]  # as_retriever(vector_store_query_mode="hybrid"): BM25 fused
+                                   **options)[0]  # as_retriever(vector_store_query_mode="hybrid"): BM25 fused
         nodes = []
         for h in hits:
             node = _node({"doc_id": h["doc_id"], "text": h.get("text", ""), "metadata": h.get("metadata") or {}})

@@ -202,7 +202,8 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
 
             try:
                 return opened.search(queries, body.top_k, body.lang, hybrid=body.hybrid, multi_vector=multi,
-                                     query_vectors=vectors, query_lang=body.query_lang, filter=body.filter)
+                                     query_vectors=vectors, query_lang=body.query_lang, filter=body.filter,
+                                     group_by=body.group_by)
             except FilterError as exc:  # the index changed since the check (a field gone)
                 raise RequestError(str(exc), "filter") from None
 

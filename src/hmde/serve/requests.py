@@ -45,6 +45,7 @@ class SearchRequest(BaseModel):
     hybrid: bool = False
     include_text: bool = True
     filter: str | None = None  # only the documents this expression matches (hmde.index.filters), as `hmde search`
+    group_by: str | None = Field(None, min_length=1, max_length=200)  # one hit per value of this metadata field
 
 
 class DocumentsRequest(BaseModel):
