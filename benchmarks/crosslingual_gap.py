@@ -42,19 +42,44 @@ def hubness(sentences: np.ndarray, owners: np.ndarray, k: int) -> np.ndarray:
     return np.where(np.isfinite(top), top, 0.0).mean(1).astype(np.float32)
 
 
-def ranked(q, s, owners, n_docs, doc_langs, qlang, variant: str, beta: float, hub: np.ndarray | None):
+def ranked(q, s, owners, n_docs, doc_langs, qlang, variant: str, beta: float, hub: np.ndarray | None,
+           extra: np.ndarray | None = None):
     """The document order of ``variant`` (none, or the default's subspace+same-spread-0.15) with the sentences'
     scores lowered by ``beta`` x their hubness."""
     s2, q2 = apply(variant, s, doc_langs[owners], q, qlang)
     docs = unit(np.stack([s2[owners == i].mean(0) for i in range(n_docs)]))
     if not beta:
-        return rank(q2, s2, owners, docs, doc_langs, "", qlang, None, same_language(variant))
+        return rank(q2, s2, owners, docs, doc_langs, "", qlang, None, same_language(variant), extra=extra)
     # a hub-corrected sentence score: cos(q, s) - beta x hub(s); rank() takes max over a document's sentences of
     # q.s, so the correction is folded in as an extra dimension: [q, -beta] . [s, hub] = q.s - beta x hub
     s3 = np.concatenate([s2, hub[:, None]], 1)
     q3 = np.concatenate([q2, np.full((len(q2), 1), -beta, np.float32)], 1)
     docs3 = np.concatenate([docs, np.zeros((n_docs, 1), np.float32)], 1)
     return rank(q3, s3, owners, docs3, doc_langs, "", qlang, None, same_language(variant))
+
+
+class LexicalScore:
+    """``--bm25-score W``: each document's BM25 score for the query over the query's best, times W, added to the
+    documents in the query's own language only (the other languages' texts share no words with it)."""
+
+    def __init__(self):
+        self.folder, self.built = None, {}
+
+    def extra(self, weight: float, key: str, documents: list[str], queries: list[str], doc_langs, qlang):
+        from hmde.index.lexical import bm25_search, build_bm25, load_bm25
+
+        if not weight:
+            return None
+        if key not in self.built:
+            self.folder = self.folder or tempfile.TemporaryDirectory()
+            build_bm25(documents, Path(self.folder.name) / key)
+            self.built[key] = load_bm25(Path(self.folder.name) / key, len(documents))
+        out = np.zeros((len(queries), len(documents)), np.float32)
+        for qi, hits in enumerate(bm25_search(self.built[key], queries, len(documents), len(documents))):
+            for row, score in hits:
+                out[qi, row] = score
+        out /= np.maximum(out.max(1, keepdims=True), 1e-9)
+        return weight * out * (np.asarray(doc_langs) == qlang)[None, :]
 
 
 class Lexical:
@@ -101,6 +126,12 @@ def evaluate(args) -> dict:
 
     betas = [float(b) for b in args.hubness.split(",")]
     lexical = Lexical(args.bm25_fusion)
+    scored = LexicalScore()
+    weights = [float(w) for w in args.bm25_score.split(",")] if args.bm25_score else None
+    if weights:  # the table's first column is the BM25 weight W instead (hubness 0)
+        betas, hub_off = weights, True
+    else:
+        hub_off = False
 
     def text(x, i):
         return " ".join(texts[x][i]) if isinstance(texts[x][i], list) else texts[x][i]
@@ -114,18 +145,22 @@ def evaluate(args) -> dict:
             row = {}
             for dlang in [qlang] + [x for x in pool if x != qlang]:
                 s, owners = collection([dlang] * n_docs)
-                if beta and ("single", dlang) not in hubs:
+                if beta and not hub_off and ("single", dlang) not in hubs:
                     hubs[("single", dlang)] = hubness(s, owners, args.hub_k)
-                order = ranked(q, s, owners, n_docs, np.array([dlang] * n_docs), qlang, "none", beta,
-                               hubs.get(("single", dlang)))
+                extra = scored.extra(beta if hub_off else 0, dlang, [text(dlang, i) for i in range(n_docs)],
+                                     questions[qlang][:len(answer)], [dlang] * n_docs, qlang)
+                order = ranked(q, s, owners, n_docs, np.array([dlang] * n_docs), qlang, "none",
+                               0 if hub_off else beta, hubs.get(("single", dlang)), extra)
                 order = lexical.fuse(order, dlang, [text(dlang, i) for i in range(n_docs)],
                                      questions[qlang][:len(answer)])
                 row[dlang] = mrr(order, answer)
             s, owners = collection(mixed_choice)
-            if beta and "mixed" not in hubs:
+            if beta and not hub_off and "mixed" not in hubs:
                 hubs["mixed"] = hubness(s, owners, args.hub_k)
-            order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, args.mixed_variant, beta,
-                           hubs.get("mixed"))
+            extra = scored.extra(beta if hub_off else 0, "mixed", [text(x, i) for i, x in enumerate(mixed_choice)],
+                                 questions[qlang][:len(answer)], mixed_choice, qlang)
+            order = ranked(q, s, owners, n_docs, np.array(mixed_choice), qlang, args.mixed_variant,
+                           0 if hub_off else beta, hubs.get("mixed"), extra)
             order = lexical.fuse(order, "mixed", [text(x, i) for i, x in enumerate(mixed_choice)],
                                  questions[qlang][:len(answer)])
             row["mixed"] = mrr(order, answer)
@@ -172,6 +207,8 @@ def main() -> int:
     p.add_argument("--hub-k", type=int, default=10)
     p.add_argument("--mixed-variant", default="subspace+same-spread-0.15",
                    help="the mixed pool's debiasing (benchmarks/language_bias.py's variants; default: hmde's)")
+    p.add_argument("--bm25-score", default="", help="comma-separated W values: each document in the query's own "
+                   "language gains W x its BM25 score over the query's best (the table's first column is W)")
     p.add_argument("--bm25-fusion", type=float, default=0.0, help="fuse each ranking with BM25's by reciprocal rank "
                    "fusion, this weight for BM25 (0: dense only)")
     evaluate(p.parse_args())

@@ -155,7 +155,7 @@ class Cache:
 def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndarray,
          doc_langs: np.ndarray | None = None, calibrate: str = "", q_lang: str = "",
          neighbours: tuple[int, float] | None = None, same: tuple[str, float] | None = None,
-         detected: np.ndarray | None = None) -> np.ndarray:
+         detected: np.ndarray | None = None, extra: np.ndarray | None = None) -> np.ndarray:
     """(Q, D) order of documents by best sentence + DOC_WEIGHT x the document vector's cosine; ``calibrate``
     ("z" or "mean"): each query's scores standardised within each document language (over that language's
     documents, or a sample of at most --calibration-sample of them)."""
@@ -181,6 +181,8 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
         mine = (doc_langs[None, :] == q_lang) if detected is None else \
             np.array([[language_code(x) for x in doc_langs]]) == detected[:, None]
         scores = scores - same_language_penalty(q, scores, same, sentences, mine)
+    if extra is not None:  # (Q, D) added to the final scores (crosslingual_gap.py --bm25-score)
+        scores = scores + extra
     return np.argsort(-scores, axis=1, kind="stable")
 
 
