@@ -88,6 +88,29 @@ def write_files(docs, folder: Path, chromium: str | None) -> dict[str, str]:
     return names
 
 
+def sentences_kept(docs, records) -> dict[str, list[int]]:
+    """Per format: how many of each JSONL document's sentences its file's text gives back, exactly and with
+    whitespace aside (a PDF's text loses the spaces XQuAD's Chinese has around names), and how many there were."""
+    import re
+
+    from hmde.text.segmentation import split_sentences
+
+    def squeezed(x: str) -> str:
+        return re.sub(r"\s+", "", x)
+
+    by_id = {r.doc_id.rsplit(".", 1)[0]: r for r in records}
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for doc_id, lang, _, paragraphs in docs:
+        record = by_id[doc_id]
+        want = [w.lstrip("\ufeff") for w in split_sentences("\n\n".join(paragraphs), lang)]  # XQuAD has BOMs
+        got = split_sentences(record.text, lang)
+        row = out[record.doc_id.rsplit(".", 1)[1]]
+        row[0] += sum(w in set(got) for w in want)
+        row[1] += sum(squeezed(w) in {squeezed(g) for g in got} for w in want)
+        row[2] += len(want)
+    return out
+
+
 def scores(hits, questions, id_of) -> tuple[float, float]:
     mrr, p1 = 0.0, 0
     for ranked, (_, article) in zip(hits, questions):
@@ -127,11 +150,13 @@ def main() -> None:
 
     records = list(read_inputs(folder, report=report, progress=moved))
     read_s = time.perf_counter() - started
+    kept = sentences_kept(docs, records)
     jsonl = [{"doc_id": d, "text": "\n\n".join(p), "lang": lang} for d, lang, _, p in docs]
     rows = []
     for kind in ("jsonl", "files"):
         started = time.perf_counter()
-        index = Index.create(str(work / kind), documents=jsonl if kind == "jsonl" else records, model=args.model)
+        index = Index.create(str(work / f"index-{kind}"), documents=jsonl if kind == "jsonl" else records,
+                             model=args.model)
         build_s = time.perf_counter() - started
         sentences = index.info().get("sentences")
         hits = index.search([q for q, _ in questions], top_k=10)
@@ -145,10 +170,11 @@ def main() -> None:
     print()
     print(f"reading the folder: {report.files} files, {report.pages} PDF pages in {read_s:.2f} s "
           f"({report.files / read_s:.1f} files/s)")
-    print("| format | files | files/s |")
-    print("|---|---|---|")
+    print("| format | files | files/s | sentences kept (exactly / whitespace aside) |")
+    print("|---|---|---|---|")
     for fmt, (count, seconds) in sorted(per_format.items()):
-        print(f"| {fmt} | {count} | {count / seconds:.1f} |")
+        exact, loose, total = kept[fmt]
+        print(f"| {fmt} | {count} | {count / seconds:.1f} | {exact / total:.3f} / {loose / total:.3f} |")
     pdf_pages = report.pages
     if pdf_pages and per_format.get("pdf"):
         print(f"\nPDF: {pdf_pages} pages, {pdf_pages / per_format['pdf'][1]:.1f} pages/s")
