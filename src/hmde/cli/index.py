@@ -53,10 +53,12 @@ def register(sub) -> None:
     s.add_argument("--tag", default="hmde", help="the run tag column of --run")
     s.add_argument("--group-by", metavar="FIELD", default=None, help="one hit per value of this metadata field (the "
                    "source a chunk came from: path, source, url...), its best document with its evidence")
-    s.add_argument("--hybrid", action="store_true", help="fuse the dense ranking with BM25's (index built with --bm25) "
-                   "by reciprocal rank fusion: strong on monolingual long documents")
+    s.add_argument("--hybrid", nargs="?", const=True, default=False, choices=["rrf"],
+                   help="BM25 counts too (index built with --bm25): each document in the query's own language gains "
+                   "0.05 x its BM25 score over the best, the dense ranking kept (never lower across languages); "
+                   "--hybrid rrf: the document vectors' ranking fused with BM25's by reciprocal rank")
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
-                   help="weights of the two rankings in the fusion (default 1,1)")
+                   help="--hybrid rrf: weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=None, help="hits per query (default 10; with --qrels, the deepest "
                    "cutoff of --measures (Success@1,RR@10: 10; R@1000: 1000), at least 100 where a measure has no "

@@ -35,7 +35,7 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
            multi_vector: bool | None = None, top_sentences: int = DEFAULT_TOP_SENTENCES,
            doc_weight: float = DEFAULT_DOC_WEIGHT, candidates: int | None = None,
            query_langs: Sequence[str | None] | None = None, filter=None,
-           group_by: str | None = None) -> list[list[SearchHit]]:
+           group_by: str | None = None, hybrid_mode: str = "lexical") -> list[list[SearchHit]]:
     """Hits per query, best first, from ``store``; ``lang`` keeps only documents of that language; ``filter`` (an
     expression of :mod:`hmde.index.filters`, or its tree) only the documents it matches: the top hits of those, not
     a post-filtered top (the store searches the selection).
@@ -44,8 +44,10 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     lowers the scores of the documents in it (:func:`hmde.index.language_debias.calibrate`).
     ``sentences_of(texts, langs) -> (sentences, vectors)`` gives the best sentence of hits whose sentence vectors
     were not stored (indexes built with ``--engine ray``). ``ef_search`` (HNSW) and ``nprobe`` (IVF) trade speed for
-    recall per search. ``hybrid_texts`` (the query texts): fuse the dense ranking with BM25's by reciprocal rank
-    fusion (:mod:`hmde.index.lexical`); a hit's score is then the fused score. ``multi_vector`` (default: the
+    recall per search. ``hybrid_texts`` (the query texts): BM25 counts too; ``hybrid_mode`` "lexical" (default): the
+    dense ranking with a BM25 term for documents in the query's own language (:mod:`hmde.index.lexical_bonus`),
+    "rrf": the document-vector ranking fused with BM25's by reciprocal rank (:mod:`hmde.index.lexical`; a hit's score
+    is then the fused score). ``multi_vector`` (default: the
     index's own kind) scores documents by their best ``top_sentences`` sentences, plus ``doc_weight`` times the
     document vector's cosine; each hit's ``evidence`` lists the sentences that scored. ``candidates``: the nearest
     sentences a multi-vector search scores per query (default: SENTENCE_POOL, COMPRESSED_SENTENCE_POOL for IVF-PQ).
@@ -54,8 +56,13 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     without the field is a group of its own.
     """
     asked = top_k
+    if hybrid_mode not in ("lexical", "rrf"):
+        raise HmdeError(f"hybrid must be true (BM25 within the query's language) or 'rrf', got {hybrid_mode!r}")
+    lexical = hybrid_texts is not None and hybrid_mode == "lexical"
     if group_by is not None:
         top_k = max(top_k * GROUP_POOL, GROUP_MIN)
+    if lexical:  # re-ranked from a pool
+        top_k = max(top_k, HYBRID_POOL)
     check_tuning(store, ef_search, nprobe)
     if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
         raise HmdeError(f"candidates must be a whole number >= 1, got {candidates!r}")
@@ -64,8 +71,8 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
     if multi_vector and not meta.multi_vector:
         raise HmdeError(f"index {store.path} stores one vector per document: build it with --multi-vector "
                         "to score documents by their sentences")
-    if multi_vector and hybrid_texts is not None:
-        raise HmdeError("--hybrid fuses BM25 with the document vectors: search without --multi-vector scoring")
+    if multi_vector and hybrid_texts is not None and not lexical:
+        raise HmdeError("--hybrid rrf fuses BM25 with the document vectors: search without --multi-vector scoring")
     if hybrid_texts is not None:
         store.require_bm25()
     q = normalize(np.asarray(query_vectors, np.float32))
@@ -85,7 +92,8 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
         if not selection.count:
             return [[] for _ in range(len(q))]
         n = selection.count
-    pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None else min(n, max(top_k, RELEVANCE_POOL))
+    pool = min(n, max(top_k, HYBRID_POOL)) if hybrid_texts is not None and not lexical else \
+        min(n, max(top_k, RELEVANCE_POOL))
     plan = _calibration_plan(store, q, query_langs, lang, multi_vector, top_sentences, doc_weight)
     references: list = [None] * len(q)  # each query's best candidate scores: its hits' relevance reads them
     if multi_vector:
@@ -97,11 +105,16 @@ def search(store, query_vectors: np.ndarray, top_k: int = 10, lang: str | None =
         else:  # a larger pool re-ranked: the calibration only lowers documents in the query's language
             scores, rows = _documents(store, q, min(n, max(pool, DEBIASED_POOL)), selection, ef_search, nprobe)
             scores, rows = _recalibrated(store, plan, scores, rows, pool)
-        if hybrid_texts is not None:  # fused ranks: no score a relevance can read
+        if hybrid_texts is not None and not lexical:  # fused ranks: no score a relevance can read
             picked = _fuse(store, rows, hybrid_texts, selection, pool, top_k, hybrid_weights, rrf_k)
         else:
             found = [[(float(s), int(r)) for s, r in zip(scores[qi], rows[qi]) if r >= 0] for qi in range(len(q))]
             picked, references = [x[:top_k] for x in found], [[s for s, _ in x] for x in found]
+    if lexical:
+        from .lexical_bonus import lexical_rerank
+
+        picked = [x if group_by is not None else x[:asked]
+                  for x in lexical_rerank(store, picked, hybrid_texts, query_langs)]
     wanted = sorted({r for hits in picked for _, r in hits})
     records = store.records(wanted) if wanted else {}  # every query's hits read at once (Milvus: two calls, not 2Q)
     if group_by is not None:

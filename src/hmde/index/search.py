@@ -361,6 +361,7 @@ class Index(FileWrites):
 
             return index.search(query_vectors, top_k, lang, sentences_of=sentences_of,
                                 ef_search=ef_search, nprobe=nprobe, hybrid_texts=list(queries) if hybrid else None,
+                                hybrid_mode="rrf" if hybrid == "rrf" else "lexical",
                                 hybrid_weights=hybrid_weights, rrf_k=rrf_k, multi_vector=multi_vector,
                                 top_sentences=top_sentences, doc_weight=doc_weight, candidates=candidates,
                                 query_langs=query_languages(index, queries, query_lang), filter=tree,

@@ -57,7 +57,8 @@ def check_index_request(index, hybrid: bool, multi_vector: bool | None, ef_searc
     check_tuning(index, ef_search, nprobe)
     if hybrid:
         index.require_bm25()
-        multi_vector = False if multi_vector is None else multi_vector
+        if hybrid == "rrf":  # reciprocal rank fusion ranks the document vectors
+            multi_vector = False if multi_vector is None else multi_vector
     if multi_vector and not index.meta.multi_vector:
         raise HmdeError(f"index {index.path} stores one vector per document: build it with --multi-vector")
     return multi_vector

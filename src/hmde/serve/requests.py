@@ -42,7 +42,7 @@ class SearchRequest(BaseModel):
     top_k: int = Field(10, ge=1)
     lang: str | None = None
     query_lang: str | None = None  # the queries' language, for an index that calibrates by it (default: detected)
-    hybrid: bool = False
+    hybrid: bool | Literal["rrf"] = False  # true: BM25 within the query's language; "rrf": reciprocal rank fusion
     include_text: bool = True
     filter: str | None = None  # only the documents this expression matches (hmde.index.filters), as `hmde search`
     group_by: str | None = Field(None, min_length=1, max_length=200)  # one hit per value of this metadata field
