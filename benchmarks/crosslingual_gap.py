@@ -62,8 +62,8 @@ class LexicalScore:
     """``--bm25-score W``: each document's BM25 score for the query over the query's best, times W, added to the
     documents in the query's own language only (the other languages' texts share no words with it)."""
 
-    def __init__(self):
-        self.folder, self.built = None, {}
+    def __init__(self, capped: bool = False):
+        self.folder, self.built, self.capped = None, {}, capped
 
     def extra(self, weight: float, key: str, documents: list[str], queries: list[str], doc_langs, qlang):
         from hmde.index.lexical import bm25_search, build_bm25, load_bm25
@@ -78,8 +78,23 @@ class LexicalScore:
         for qi, hits in enumerate(bm25_search(self.built[key], queries, len(documents), len(documents))):
             for row, score in hits:
                 out[qi, row] = score
+        mine = (np.asarray(doc_langs) == qlang)[None, :]
+        out *= mine
         out /= np.maximum(out.max(1, keepdims=True), 1e-9)
-        return weight * out * (np.asarray(doc_langs) == qlang)[None, :]
+        if not self.capped:
+            return weight * out
+
+        def capped(scores):  # hmde.index.lexical_bonus: no document of the query's language passes another's
+            new = scores.copy()
+            for qi in range(len(scores)):
+                cap = np.inf
+                for j in np.argsort(-scores[qi], kind="stable"):
+                    if mine[0, j]:
+                        new[qi, j] = max(scores[qi, j], min(scores[qi, j] + weight * out[qi, j], cap - 1e-6))
+                    else:
+                        cap = scores[qi, j]
+            return new
+        return capped
 
 
 class Lexical:
@@ -126,7 +141,7 @@ def evaluate(args) -> dict:
 
     betas = [float(b) for b in args.hubness.split(",")]
     lexical = Lexical(args.bm25_fusion)
-    scored = LexicalScore()
+    scored = LexicalScore(args.bm25_capped)
     weights = [float(w) for w in args.bm25_score.split(",")] if args.bm25_score else None
     if weights:  # the table's first column is the BM25 weight W instead (hubness 0)
         betas, hub_off = weights, True
@@ -209,6 +224,8 @@ def main() -> int:
                    help="the mixed pool's debiasing (benchmarks/language_bias.py's variants; default: hmde's)")
     p.add_argument("--bm25-score", default="", help="comma-separated W values: each document in the query's own "
                    "language gains W x its BM25 score over the query's best (the table's first column is W)")
+    p.add_argument("--bm25-capped", action="store_true", help="--bm25-score: a document of the query's language "
+                   "never passes one of another language the dense ranking put above it (hmde's --hybrid)")
     p.add_argument("--bm25-fusion", type=float, default=0.0, help="fuse each ranking with BM25's by reciprocal rank "
                    "fusion, this weight for BM25 (0: dense only)")
     evaluate(p.parse_args())

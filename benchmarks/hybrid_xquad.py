@@ -30,7 +30,7 @@ def main() -> None:
     from hmde.cli.main import main as hmde
     from hmde.evaluation import clir
 
-    ways = {"dense": [], "BM25": ["--hybrid", "rrf", "--hybrid-weights", "0,1"], "hybrid (RRF, 1:1)": ["--hybrid", "rrf"],
+    ways = {"dense": [], "BM25": ["--hybrid", "--hybrid-fusion", "rrf", "--hybrid-weights", "0,1"], "hybrid (RRF, 1:1)": ["--hybrid", "--hybrid-fusion", "rrf"],
             "hybrid (BM25 in the query's language)": ["--hybrid"]}
     print(f"{'pair':8s} {'way':20s} {'MAP':>7s} {'MRR':>7s}")
     for pair in args.pairs.split(","):

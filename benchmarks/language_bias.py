@@ -181,8 +181,8 @@ def rank(q: np.ndarray, sentences: np.ndarray, owners: np.ndarray, docs: np.ndar
         mine = (doc_langs[None, :] == q_lang) if detected is None else \
             np.array([[language_code(x) for x in doc_langs]]) == detected[:, None]
         scores = scores - same_language_penalty(q, scores, same, sentences, mine)
-    if extra is not None:  # (Q, D) added to the final scores (crosslingual_gap.py --bm25-score)
-        scores = scores + extra
+    if extra is not None:  # (Q, D) added to the final scores, or a function of them (crosslingual_gap.py --bm25-score)
+        scores = extra(scores) if callable(extra) else scores + extra
     return np.argsort(-scores, axis=1, kind="stable")
 
 

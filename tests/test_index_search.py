@@ -201,28 +201,59 @@ def test_reciprocal_rank_fusion_by_hand():
 
 
 def test_hybrid_search_fuses_bm25_and_dense(hmde_dir, tmp_path, capsys):
-    """Issue 18, item 4: with BM25 weight alone the word-matching document comes first, whatever the
-    (untrained) dense model says; the fused scores are the RRF of the two rankings; --add keeps BM25."""
+    """Issue 18, item 4 (`--hybrid-fusion rrf` since issue 95): with BM25 weight alone the word-matching document comes
+    first, whatever the (untrained) dense model says; the fused scores are the RRF of the two rankings; --add keeps
+    BM25."""
     src = _write(tmp_path / "d.jsonl", DOCS)
     idx = tmp_path / "idx"
     assert main(["index", "build", str(hmde_dir), str(src), "-o", str(idx), "--bm25", "--no-progress"]) == 0
     capsys.readouterr()
     query = "volcano ash villages"
-    assert main(["search", str(idx), query, "--hybrid", "--hybrid-weights", "0,1", "--json", "--top-k", "2"]) == 0
+    assert main(["search", str(idx), query, "--hybrid", "--hybrid-fusion", "rrf", "--hybrid-weights", "0,1", "--json", "--top-k", "2"]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert hits[0]["doc_id"] == "d1" and hits[0]["score"] == pytest.approx(1 / 61, abs=1e-5)
-    assert main(["search", str(idx), query, "--json", "--top-k", "4"]) == 0
+    assert main(["search", str(idx), query, "--json", "--top-k", "4", "--single-vector"]) == 0
     dense = [json.loads(line)["doc_id"] for line in capsys.readouterr().out.splitlines()]
-    assert main(["search", str(idx), query, "--hybrid", "--json", "--top-k", "4"]) == 0
+    assert main(["search", str(idx), query, "--hybrid", "--hybrid-fusion", "rrf", "--json", "--top-k", "4"]) == 0
     fused = {h["doc_id"]: h["score"] for h in map(json.loads, capsys.readouterr().out.splitlines())}
     bm25_rank_of_d1 = 1  # d1 is the only document with these words
     assert fused["d1"] == pytest.approx(1 / (60 + dense.index("d1") + 1) + 1 / (60 + bm25_rank_of_d1), abs=1e-5)
     more = _write(tmp_path / "more.jsonl", [("d9", "eng", "Lava and ash from the volcano reached the coast.")])
     assert main(["index", "build", str(more), "-o", str(idx), "--add", "--no-progress"]) == 0
     capsys.readouterr()
-    assert main(["search", str(idx), "lava coast", "--hybrid", "--hybrid-weights", "0,1", "--json",
+    assert main(["search", str(idx), "lava coast", "--hybrid", "--hybrid-fusion", "rrf", "--hybrid-weights", "0,1", "--json",
                  "--top-k", "1"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["doc_id"] == "d9"
+
+
+def test_hybrid_adds_bm25_only_to_documents_in_the_querys_language(hmde_dir, tmp_path, capsys):
+    """Issue 95: --hybrid keeps the dense ranking and adds 0.05 x BM25 / the best BM25 score to the documents in the
+    query's own language (given here: --query-lang); a collection without one ranks exactly as without --hybrid."""
+    from hmde.index.lexical_bonus import LEXICAL_WEIGHT
+
+    mono = tmp_path / "mono"
+    english = [("e1", "eng", "The volcano erupted last night. Ash covered the villages."),
+               ("e2", "eng", "Economic growth slowed in the third quarter."),
+               ("e3", "eng", "The football team won the championship.")]
+    assert main(["index", "build", str(hmde_dir), str(_write(tmp_path / "e.jsonl", english)), "-o", str(mono),
+                 "--bm25", "--no-progress"]) == 0
+    capsys.readouterr()
+
+    def scores(index, *flags):
+        assert main(["search", str(index), "volcano ash villages", "--json", "--query-lang", "eng", *flags]) == 0
+        return {h["doc_id"]: h["score"] for h in map(json.loads, capsys.readouterr().out.splitlines())}
+
+    dense, hybrid = scores(mono), scores(mono, "--hybrid")
+    assert hybrid["e1"] == pytest.approx(dense["e1"] + LEXICAL_WEIGHT, abs=2e-5)  # the only one with the words
+    assert {k: v for k, v in hybrid.items() if k != "e1"} == pytest.approx(
+        {k: v for k, v in dense.items() if k != "e1"}, abs=2e-5)
+    cross = tmp_path / "cross"
+    others = [("g1", "deu", "Der Vulkan ist letzte Nacht ausgebrochen. Asche bedeckte die Dörfer volcano."),
+              ("g2", "fra", "La croissance économique a ralenti au troisième trimestre.")]
+    assert main(["index", "build", str(hmde_dir), str(_write(tmp_path / "g.jsonl", others)), "-o", str(cross),
+                 "--bm25", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert scores(cross, "--hybrid") == scores(cross)  # "volcano" is in g1, but g1 is not English: no change
 
 
 def test_hybrid_needs_a_bm25_index(index_dir, capsys):
@@ -260,3 +291,34 @@ def test_flags_go_anywhere_json_hits_carry_the_qid_and_qrels_retrieve_deep_enoug
     assert deepest_cutoff(["AP", "R@100", "nDCG@10"]) == 100 and deepest_cutoff(["R@1000"]) == 1000
     # issue 77: measures that all have cutoffs retrieve as deep as the deepest, not 100
     assert deepest_cutoff(["Success@1", "RR@10"]) == 10 and deepest_cutoff(["RR", "P@1"]) == 100
+
+
+def test_a_document_lifted_by_bm25_never_passes_one_of_another_language_above_it(tmp_path):
+    """Issue 95: in a collection of several languages BM25 reorders the query's language's documents between the
+    others; hand-checked values on a real BM25 index."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hmde.index.lexical import build_bm25, load_bm25
+    from hmde.index.lexical_bonus import CAP_GAP, LEXICAL_WEIGHT, lexical_rerank
+
+    texts = ["The weather was fine.", "Der Vulkan brach aus.", "The volcano erupted and ash fell."]
+    build_bm25(texts, tmp_path / "bm25")
+    retriever = load_bm25(tmp_path / "bm25", 3)
+
+    def store(languages):  # the calibration's languages are written as hmde.text.coverage.language_code writes them
+        languages = [{"eng": "en", "deu": "de"}[x] for x in languages]
+        return SimpleNamespace(meta=SimpleNamespace(live=3), require_bm25=lambda: retriever,
+                               _calibration=SimpleNamespace(languages=sorted(set(languages)),
+                                                            row_language=np.array([sorted(set(languages)).index(x)
+                                                                                   for x in languages])))
+
+    dense = [[(1.50, 0), (1.49, 1), (1.48, 2)]]
+    mixed = lexical_rerank(store(["eng", "deu", "eng"]), dense, ["volcano ash"], ["eng"])
+    assert mixed == [[(1.50, 0), (1.49, 1), (pytest.approx(1.49 - CAP_GAP), 2)]]  # below the German one
+    mono = lexical_rerank(store(["eng", "eng", "eng"]), dense, ["volcano ash"], ["eng"])
+    assert mono == [[(pytest.approx(1.48 + LEXICAL_WEIGHT), 2), (1.50, 0), (1.49, 1)]]  # free among its own
+    assert lexical_rerank(store(["deu", "deu", "deu"]), dense, ["volcano ash"], ["eng"]) == dense  # none English
+    assert lexical_rerank(store(["eng", "eng", "eng"]), dense, ["volcano ash"], [None]) == mono  # one language
+    assert lexical_rerank(store(["eng", "deu", "eng"]), dense, ["volcano ash"], [None]) == dense  # not known

@@ -17,32 +17,41 @@ TEXTS = ["The cat sat on the mat.", "Economic growth slowed in the third quarter
 
 
 def test_hybrid_search_from_every_store_class(tmp_path, hmde_dir):
+    """Each store made with bm25=True searches hybrid: the dense ranking with BM25's best document in the query's
+    language (all are English here) 0.05 higher, every other score as it was."""
     from haystack import Document as HaystackDocument
     from langchain_core.documents import Document
     from llama_index.core import Document as LlamaDocument, StorageContext, VectorStoreIndex
+    from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryMode
 
+    from hmde.index.lexical_bonus import LEXICAL_WEIGHT
     from hmde.integrations import haystack as hs, langchain as lc, llama_index as li
+
+    def lifted(dense: dict, hybrid: dict, text: str) -> bool:
+        return hybrid[text] == pytest.approx(dense[text] + LEXICAL_WEIGHT, abs=2e-5) and all(
+            hybrid[t] == pytest.approx(dense[t], abs=2e-5) for t in dense if t != text)
 
     store = lc.HmdeVectorStore(index=str(tmp_path / "lc"), model=str(hmde_dir), bm25=True)
     store.add_documents([Document(page_content=t) for t in TEXTS])
-    # fused by reciprocal rank: BM25's first document is in the first two whatever the (random) model ranks first
-    assert TEXTS[2] in [d.page_content for d in store.similarity_search("football championship final", k=2,
-                                                                         hybrid=True)]
-    fused = store.similarity_search_with_score("football championship final", k=3, hybrid=True)
-    assert max(score for _, score in fused) <= 2 / 61 + 1e-6  # reciprocal-rank scores (6 places): BM25 was fused
+    query = "football championship final"
+    dense = {d.page_content: s for d, s in store.similarity_search_with_score(query, k=3)}
+    hybrid = {d.page_content: s for d, s in store.similarity_search_with_score(query, k=3, hybrid=True)}
+    assert lifted(dense, hybrid, TEXTS[2])
 
-    llama = li.HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir), bm25=True)
-    index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in TEXTS], embed_model=llama.embed_model,
-                                            storage_context=StorageContext.from_defaults(vector_store=llama))
-    found = index.as_retriever(similarity_top_k=2, vector_store_query_mode="hybrid").retrieve("economic growth")
-    assert TEXTS[1] in [n.node.get_content() for n in found]
-    assert [n.score for n in found] == [0.0, 0.0]  # fused ranks give no relevance (dense ones do)
-    assert index.as_retriever(similarity_top_k=1).retrieve("economic growth")[0].score > 0
+    llama = li.HmdeVectorStore(index=str(tmp_path / "li"), model=str(hmde_dir), bm25=True, scores="hmde")
+    VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in TEXTS], embed_model=llama.embed_model,
+                                    storage_context=StorageContext.from_defaults(vector_store=llama))
+
+    def llama_scores(mode):
+        found = llama.query(VectorStoreQuery(query_str="economic growth", similarity_top_k=3, mode=mode))
+        return {n.get_content(): s for n, s in zip(found.nodes, found.similarities)}
+
+    assert lifted(llama_scores(VectorStoreQueryMode.DEFAULT), llama_scores(VectorStoreQueryMode.HYBRID), TEXTS[1])
 
     haystack = hs.HmdeDocumentStore(index=str(tmp_path / "hs"), model=str(hmde_dir), bm25=True)
     haystack.write_documents([HaystackDocument(content=t) for t in TEXTS])
-    hits = haystack.search("cat mat", top_k=2, hybrid=True)
-    assert TEXTS[0] in [d.content for d in hits] and max(d.score for d in hits) <= 2 / 61 + 1e-6
+    dense = {d.content: d.score for d in haystack.search("cat mat", top_k=3)}
+    assert lifted(dense, {d.content: d.score for d in haystack.search("cat mat", top_k=3, hybrid=True)}, TEXTS[0])
 
 
 def test_show_progress_shows_the_documents_embedded_on_every_store_class(tmp_path, hmde_dir, capfd):

@@ -53,12 +53,15 @@ def register(sub) -> None:
     s.add_argument("--tag", default="hmde", help="the run tag column of --run")
     s.add_argument("--group-by", metavar="FIELD", default=None, help="one hit per value of this metadata field (the "
                    "source a chunk came from: path, source, url...), its best document with its evidence")
-    s.add_argument("--hybrid", nargs="?", const=True, default=False, choices=["rrf"],
+    s.add_argument("--hybrid", action="store_true",
                    help="BM25 counts too (index built with --bm25): each document in the query's own language gains "
-                   "0.05 x its BM25 score over the best, the dense ranking kept (never lower across languages); "
-                   "--hybrid rrf: the document vectors' ranking fused with BM25's by reciprocal rank")
+                   "0.05 x its BM25 score over the best, never passing one of another language (the dense ranking "
+                   "kept across languages; docs/defaults.md)")
+    s.add_argument("--hybrid-fusion", choices=["lexical", "rrf"], default="lexical",
+                   help="--hybrid: lexical (above, default) or rrf (the document vectors' ranking fused with BM25's by "
+                   "reciprocal rank, the way before issue 95)")
     s.add_argument("--hybrid-weights", default="1,1", metavar="DENSE,BM25",
-                   help="--hybrid rrf: weights of the two rankings in the fusion (default 1,1)")
+                   help="--hybrid-fusion rrf: weights of the two rankings in the fusion (default 1,1)")
     s.add_argument("--rrf-k", type=nonnegative_int, default=60, help="reciprocal rank fusion constant (default 60)")
     s.add_argument("--top-k", type=int, default=None, help="hits per query (default 10; with --qrels, the deepest "
                    "cutoff of --measures (Success@1,RR@10: 10; R@1000: 1000), at least 100 where a measure has no "
@@ -163,8 +166,9 @@ def run_search(args: argparse.Namespace) -> int:
     if len(weights) != 2 or not all(math.isfinite(w) and w >= 0 for w in weights) or sum(weights) == 0:
         raise HmdeError(f"--hybrid-weights takes two finite numbers >= 0, not both 0, DENSE,BM25; "
                         f"got '{args.hybrid_weights}'")
+    hybrid = "rrf" if args.hybrid and args.hybrid_fusion == "rrf" else args.hybrid
     hits = search_index(args.index, texts, args.top_k, args.lang, args.model, args.device, args.ef_search,
-                        args.nprobe, args.hybrid, weights, args.rrf_k, args.backend,
+                        args.nprobe, hybrid, weights, args.rrf_k, args.backend,
                         False if args.single_vector else None, args.top_sentences, args.doc_weight, args.candidates,
                         args.query_lang, args.filter, args.group_by)
     run = {qid: {h.doc_id: h.score for h in qhits} for qid, qhits in zip(ids, hits)}
