@@ -130,7 +130,7 @@ def test_200_random_writes_search_as_a_fresh_build_of_each_step(kind, tmp_path):
                     recalls.append(same(results(live, q), truth, kind))
                     fresh_recalls.append(same(results(f, q), truth, kind))
                 hybrid = {name: [[h.doc_id for h in x] for x in index.search(
-                    q, top_k=10, multi_vector=False, hybrid_texts=["sentence v1"] * QUERIES)]
+                    q, top_k=10, multi_vector=False, hybrid_texts=["sentence v1"] * QUERIES, hybrid_mode="rrf")]
                     for name, index in (("live", live), ("fresh", f), ("exact", exact))}
                 if kind == "flat":  # BM25 over the live texts only: the same fused ranking
                     assert hybrid["live"] == hybrid["fresh"]

@@ -135,3 +135,49 @@ def test_candidates_bound_the_sentences_a_search_scores(built, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["search", str(built), "cat", "--candidates", "0"])
     assert exc.value.code == 2
+
+
+def test_a_flat_index_keeps_each_sentence_vector_once_and_ranks_as_with_a_second_copy(hmde_dir, tmp_path, capsys):
+    """Issue 96: sentences.npy and sentences.faiss held every sentence vector twice (74.7 MB each); a flat index now
+    makes its FAISS index from sentences.npy when it opens. An index written before (its sentences.faiss kept) ranks
+    the same; adds, deletes and compaction keep one copy."""
+    import faiss
+    import numpy as np
+
+    from hmde.cli.main import main
+
+    docs = tmp_path / "d.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(
+        ["The cat sat on the mat. It was sunny.", "Economic growth slowed. Exports fell.",
+         "The football team won. The fans cheered.", "Researchers found a frog. It was new."])))
+    index = tmp_path / "idx"
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index), "--no-progress"]) == 0
+    assert not (index / "sentences.faiss").exists() and json.loads((index / "index.json").read_text())["sentences_once"]
+
+    def ranked():
+        capsys.readouterr()
+        assert main(["search", str(index), "the cat and the frog", "--json", "--top-k", "4"]) == 0
+        return [(h["doc_id"], h["score"], [e["sentence"] for e in h["evidence"]])
+                for h in map(json.loads, capsys.readouterr().out.splitlines())]
+
+    once = ranked()
+    old = json.loads((index / "index.json").read_text())  # the layout before: a second copy in sentences.faiss
+    flat = faiss.IndexFlatIP(old["dim"])
+    flat.add(np.load(index / "sentences.npy"))
+    faiss.write_index(flat, str(index / "sentences.faiss"))
+    (index / "index.json").write_text(json.dumps({**old, "sentences_once": False}))
+    assert ranked() == once
+    (index / "sentences.faiss").unlink()
+    (index / "index.json").write_text(json.dumps(old))
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"doc_id": "d9", "text": "A frog sat on the mat."}) + "\n")
+    assert main(["index", "add", str(index), str(more), "--model", str(hmde_dir), "--no-progress"]) == 0
+    assert main(["index", "delete", str(index), "d1"]) == 0
+    assert main(["index", "compact", str(index)]) == 0
+    assert not (index / "sentences.faiss").exists()
+    kept = [json.loads(x) for x in docs.read_text().splitlines() if json.loads(x)["doc_id"] != "d1"]
+    docs.write_text("".join(json.dumps(d) + "\n" for d in kept) + more.read_text())
+    living, index = ranked(), tmp_path / "fresh"
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index), "--no-progress"]) == 0
+    fresh = ranked()  # a fresh build of the same documents: the same hits and scores
+    assert sorted(living) == sorted(fresh) and [h[1] for h in living] == [h[1] for h in fresh]

@@ -74,7 +74,8 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
                      pq_m=settings.pq_m if settings.index_type == "ivfpq" else 0, bm25=bool(settings.bm25),
                      backend=settings.backend or "auto", multi_vector=bool(settings.multi_vector),
                      language_debias=settings.language_debias,
-                     sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "")
+                     sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "",
+                     sentences_once=settings.index_type == "flat" and bool(settings.multi_vector) and not settings.store)
 
 
 def contextual(meta: IndexMeta) -> bool:

@@ -56,6 +56,23 @@ def new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_
     raise HmdeError(f"unknown index type '{index_type}' ({', '.join(INDEX_TYPES)})")
 
 
+FLAT_CHUNK = 65536  # sentence vectors copied into a flat index at a time (memory holds one chunk besides the index)
+
+
+def flat_from(vectors, dim: int, path: Path):
+    """A flat inner-product index of ``vectors`` (a flat index's ``sentences.npy``, memory-mapped: the one copy on
+    disk), filled a chunk at a time; a file of another width is one line naming it."""
+    import faiss
+
+    if vectors.ndim != 2 or (len(vectors) and vectors.shape[1] != dim):
+        raise InputError(f"holds vectors of shape {vectors.shape}, the index {dim} dimensions; rebuild the index",
+                         path=str(path))
+    index = faiss.IndexFlatIP(dim)
+    for start in range(0, len(vectors), FLAT_CHUNK):
+        index.add(np.ascontiguousarray(vectors[start:start + FLAT_CHUNK], dtype=np.float32))
+    return index
+
+
 def read_faiss(path: Path):
     import faiss
 

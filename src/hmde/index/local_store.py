@@ -27,7 +27,7 @@ from ..ground.atomic import through_links
 from ..ground.locks import reading
 from ..ground.once import once, owner_lock
 from .language_debias import recorded_basis
-from .faiss_files import SENTENCE_INDEX, read_faiss
+from .faiss_files import SENTENCE_INDEX, flat_from, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .row_file import RowFile, spans_to_rows
 from .snapshots import version_of
@@ -76,12 +76,13 @@ class LocalStore:
         if meta.store:
             raise InputError(f"the index keeps its vectors in {meta.store}: open it with hmde.index.store.DocumentIndex",
                              path=str(path))
-        files = ("vectors.faiss", "sentences.npy", "docs.duckdb") + ((SENTENCE_INDEX,) if meta.multi_vector else ())
+        faiss_file = meta.multi_vector and not meta.sentences_once
+        files = ("vectors.faiss", "sentences.npy", "docs.duckdb") + ((SENTENCE_INDEX,) if faiss_file else ())
         for name in files:
             if not (path / name).is_file():
                 raise InputError(f"the index lacks {name}; rebuild it", path=str(path / name))
         index = read_faiss(path / "vectors.faiss")
-        sentence_index = read_faiss(path / SENTENCE_INDEX) if meta.multi_vector else None
+        sentence_index = read_faiss(path / SENTENCE_INDEX) if faiss_file else None
         try:
             sentences = np.load(path / "sentences.npy", mmap_mode="r", allow_pickle=False)
             rows_file = RowFile(open(path / "sentences.npy", "rb"), sentences, path / "sentences.npy")  # searches read
@@ -113,6 +114,8 @@ class LocalStore:
                              f"{len(deleted)} in docs.duckdb; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
+        if meta.multi_vector and meta.sentences_once:  # checked above: the one copy of the vectors, made into FAISS
+            sentence_index = flat_from(sentences, meta.dim, path / "sentences.npy")
         opened = cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
         try:
             opened.language_basis = recorded_basis(path, meta)

@@ -163,7 +163,8 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
                 if stats is not None:
                     stats.update(batch.langs, np.split(batch_sentences, np.cumsum([len(v) for v in flat])[:-1]))
                 if sentence_index is not None:
-                    sentence_index.add(batch_sentences)
+                    if not meta.sentences_once:  # else the vectors are in sentences.npy alone (made into FAISS on open)
+                        sentence_index.add(batch_sentences)
                     owners = np.repeat(np.arange(row, row + len(counts)), counts)
                     con.register("sentence_rows", pa.table({
                         "sent_row": pa.array(np.arange(sent_offset, sent_offset + sum(counts)), pa.int64()),
@@ -187,7 +188,7 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
         if stats is not None:
             stats.save(tmp)
         faiss.write_index(index, str(tmp / "vectors.faiss"))
-        if sentence_index is not None:
+        if sentence_index is not None and not meta.sentences_once:
             faiss.write_index(sentence_index, str(tmp / SENTENCE_INDEX))
         finish_version(path, tmp, meta)
     written = opener.open(path)

@@ -41,6 +41,9 @@ class IndexMeta:
     # "context" (HMDE's contextualised vectors); indexes from before the field held only the latter
     sentence_vectors: str = "context"
     sentence_lists: int = 0  # ivf/ivfpq multi-vector indexes: the inverted lists of sentences.faiss
+    # a flat multi-vector index written since issue 96 keeps its sentence vectors once, in sentences.npy: its flat
+    # FAISS index of them is made from that file when the index opens (sentences.faiss held a second copy)
+    sentences_once: bool = False
     # rows of the FAISS indexes whose documents were deleted or replaced (docs.duckdb's table deleted): masked at
     # search time until `compact` drops them; ``count`` counts every row, ``count - deleted`` the live documents
     deleted: int = 0

@@ -66,7 +66,8 @@ def _commit_delete(path: Path, meta: IndexMeta, ids: list[str]) -> int:
     import pyarrow as pa
 
     with atomic_dir(path) as tmp:
-        for name in ("vectors.faiss", "sentences.npy") + ((SENTENCE_INDEX,) if meta.multi_vector else ()):
+        for name in ("vectors.faiss", "sentences.npy") + ((SENTENCE_INDEX,) if meta.multi_vector and
+                                                         not meta.sentences_once else ()):
             share(path / name, tmp / name)
         shutil.copy2(path / "docs.duckdb", tmp / "docs.duckdb")
         con = duckdb.connect(str(tmp / "docs.duckdb"))
@@ -118,7 +119,7 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
     live_sentences = np.flatnonzero(old.live_mask("sentences"))
     with atomic_dir(path) as tmp:
         faiss.write_index(_without(old.index, meta.index_type, live_docs, meta.count), str(tmp / "vectors.faiss"))
-        if old.sentence_index is not None:
+        if old.sentence_index is not None and not meta.sentences_once:
             faiss.write_index(_without(old.sentence_index, meta.index_type, live_sentences, len(old.sentence_vectors)),
                               str(tmp / SENTENCE_INDEX))
         if (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics
