@@ -8,14 +8,12 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from document_files import (ARTICLE_HTML, CHINESE_TEXT, MARKDOWN, encrypted_pdf, mixed_folder, print_pdf,
-                            scanned_pdf, two_page_html, word_file)
+from document_files import CHINESE_TEXT, encrypted_pdf, mixed_folder, print_pdf, scanned_pdf, two_page_html
 from hmde.cli.main import main
 from hmde.errors import InputError
-from hmde.files.extracted import Extracted, FileRefused, Part
+from hmde.files.extracted import Extracted, Part
 from hmde.files.inputs import ReadOptions, ReadReport, read_inputs
 from hmde.files.places import assemble, places_of, sentence_offsets
 

@@ -16,19 +16,12 @@ from typing import Iterable
 from ..version import __version__
 from ..ground.atomic import write_text_atomic
 from ..encoders.model_folder import is_hmde_folder
+from ..ground.digests import file_sha256  # noqa: F401  (its name here too: recipes import it)
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".npz", ".onnx")
 # what hmde.st_router writes at an hmde folder's root: derived from the other files, so a folder keeps
 # the hash it had before they existed (indexes built with it still accept --add)
 ROUTER_FILES = ("modules.json", "router_config.json", "config_sentence_transformers.json")
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def model_hash(path: str | Path | None) -> str | None:

@@ -25,7 +25,6 @@ removed under the folder's writer lock.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from pathlib import Path
 
 from ..errors import ModelLoadError
 from . import smoothing
+from ..ground.digests import file_sha256
 
 VERSION = 3  # the export's layout and check; a new one gets new folders (2: the encoder's languages recorded; 3: every
 # file's size and SHA-256 recorded, and checked before use)
@@ -98,14 +98,9 @@ def _say_damaged(name: str, folder: Path, problem: str) -> None:
                                         "making them again", name, folder, problem)
 
 
-def file_digest(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def files_record(folder: Path, names) -> dict:
     """``{name: {"size", "sha256"}}`` of files of ``folder`` (names relative to it), as they are now."""
-    return {n: {"size": (folder / n).stat().st_size, "sha256": file_digest(folder / n)} for n in sorted(names)}
+    return {n: {"size": (folder / n).stat().st_size, "sha256": file_sha256(folder / n)} for n in sorted(names)}
 
 
 def _all_files(folder: Path) -> list[str]:
@@ -133,7 +128,7 @@ def damage(folder: Path, files, skip=(), complete: bool = True) -> str | None:
             return f"{name} has {st.st_size:,} bytes, {want.get('size') if isinstance(want, dict) else '?'} made"
         key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
         if key not in _VERIFIED:
-            _VERIFIED[key] = file_digest(path)
+            _VERIFIED[key] = file_sha256(path)
         if _VERIFIED[key] != want.get("sha256"):
             return f"{name}'s SHA-256 differs from the one recorded when it was made"
     return None

@@ -6,7 +6,6 @@ leaves the version before it (the commit is one rename); run again, it plans fro
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from ..errors import HmdeError, InputError
 from .folders import folder_files
 from .inputs import FOLDER_KEY, ReadOptions, ReadReport, folder_key, read_files
+from ..ground.digests import file_sha256
 
 
 @dataclass
@@ -37,14 +37,6 @@ class SyncPlan:
                     "(nothing written)")
         return (f"synced {self.folder} into {index_path}: {len(self.added)} added, {len(self.changed)} changed, "
                 f"{len(self.removed)} deleted, {self.unchanged} unchanged")
-
-
-def file_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def folder_documents(store, root: Path) -> dict[str, str | None]:
@@ -83,7 +75,7 @@ def plan_sync(store, folder, report: ReadReport | None = None) -> tuple[SyncPlan
         if rel not in held:
             plan.added.append(rel)
             to_read.append((path, rel))
-        elif held[rel] != file_hash(path):
+        elif held[rel] != file_sha256(path):
             plan.changed.append(rel)
             to_read.append((path, rel))
         else:

