@@ -212,3 +212,16 @@ def test_python_reads_files_through_the_same_layer(tmp_path, hmde_dir):
         hit = index.search("Profits doubled compared with last year.", top_k=1, doc_weight=0)[0][0]
         assert hit.doc_id == "report.docx" and hit.places[0] == {"section": "Results"}
         assert hit.as_dict()["sentences"][0]["section"] == "Results"
+
+
+def test_a_reader_not_installed_names_the_extra_even_with_skip(tmp_path, monkeypatch):
+    """A core install reads Markdown and text; PDF, HTML and Word need the files extra, named in one line; it stops a
+    run even with --on-error skip (a missing package is no bad file)."""
+    import sys
+
+    (tmp_path / "page.html").write_text("<html><body><p>A page.</p></body></html>", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "trafilatura", None)  # import trafilatura raises ImportError
+    with pytest.raises(InputError) as caught:
+        list(read_inputs(tmp_path, ReadOptions(on_error="skip")))
+    assert str(caught.value) == (f"{tmp_path / 'page.html'}: reading HTML files needs the trafilatura package: "
+                                 "pip install 'hmde[files]'")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ..errors import InputError
 from .extracted import Extracted, FileRefused
 
 # suffix -> the format a document file is read as (its metadata's "format")
@@ -63,6 +64,8 @@ def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Extracted:
         extracted = _reader(fmt)(path)
     except FileRefused:
         raise
+    except InputError as exc:  # a reader's library not installed (the extra that brings it): no bad file
+        raise InputError(str(exc), str(path)) from None
     except OSError as exc:
         raise FileRefused(path, f"cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # a reader's own failure on a damaged file: one line, never its traceback
