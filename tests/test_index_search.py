@@ -322,3 +322,27 @@ def test_a_document_lifted_by_bm25_never_passes_one_of_another_language_above_it
     assert lexical_rerank(store(["deu", "deu", "deu"]), dense, ["volcano ash"], ["eng"]) == dense  # none English
     assert lexical_rerank(store(["eng", "eng", "eng"]), dense, ["volcano ash"], [None]) == mono  # one language
     assert lexical_rerank(store(["eng", "deu", "eng"]), dense, ["volcano ash"], [None]) == dense  # not known
+
+
+def test_a_flat_index_that_would_not_fit_in_memory_is_refused_before_any_embedding(hmde_dir, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """Issue 96: a flat index holds every sentence vector in memory to search; a build that could not be searched
+    is refused in one line naming the memory it needs and the flag that fits, and nothing is written."""
+    from hmde import Index
+    from hmde.errors import HmdeError
+
+    docs = _write(tmp_path / "d.jsonl", [(f"d{i}", "eng", "The cat sat on the mat. " * 50) for i in range(40)])
+    monkeypatch.setenv("HMDE_MEMORY_BYTES", "100000")  # a machine of 100 kB
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "idx"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    # 40 x 1,200 characters: about 400 + 40 sentences; 480 vectors of 64 float32s are 122,880 bytes
+    assert err == (f"hmde: error: {docs}: a flat index of 40 documents (about 440 sentence vectors) needs about "
+                   "123 kB of memory to search, this machine has 100 kB: build it with --type ivfpq (about 50 kB; "
+                   "--pq-m 96 bytes a vector), or on a machine with more memory")
+    assert not (tmp_path / "idx").exists()
+    with pytest.raises(HmdeError, match="needs about .* of memory to search"):
+        Index.create(str(tmp_path / "py"), [{"doc_id": "a", "text": "The cat sat. " * 6000}], model=str(hmde_dir),
+                     device="cpu")
+    assert not (tmp_path / "py" / "index.json").exists()
+    monkeypatch.setenv("HMDE_MEMORY_BYTES", str(10**9))
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "idx"), "--no-progress"]) == 0

@@ -17,7 +17,7 @@ from ..encoders.backends import for_adding, for_job
 from .common import autocast_dtype, lawdr_fit_options, load_model, pick_device
 from .inputs import say_report
 from .index_mode import check_multi_vector_model, choose_index_mode
-from .preflight import check_records
+from .preflight import check_memory, check_records
 from .ray_arguments import encode_spec, ray_options
 
 
@@ -155,19 +155,18 @@ def run_build_local(args: argparse.Namespace, existing) -> int:
 
 
 def scan_for_index(args: argparse.Namespace, existing, languages=None) -> int:
-    """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already
-    in the index, before any model loads; returns the document count (``languages``: a Counter of
-    the documents' languages, for :func:`hmde.text.coverage.warn_uncovered`)."""
+    """A first pass that keeps no text: every check of :mod:`hmde.cli.preflight` and the ids already in the index,
+    before any model loads; returns the document count (``languages``: a Counter of the documents' languages)."""
     from collections import Counter
 
     from ..text.coverage import tally
     from ..index.milvus_client import fitting
     from ..io.documents import ALL_FIELDS
     from .inputs import read_input
-    from .preflight import check_index_size
+    from .preflight import check_index_size, counting_chars
 
     milvus = getattr(args, "store", None) or (existing is not None and existing.meta.store == "milvus")
-    records = read_input(args, ALL_FIELDS if milvus else (), progress=True)
+    records = counting_chars(read_input(args, ALL_FIELDS if milvus else (), progress=True), args)
     if milvus:  # a text Milvus would cut, metadata it cannot hold: refused before any model loads
         records = fitting(records, args.input)
     lines = check_records(tally(records, Counter() if languages is None else languages, args.lang), args)
@@ -210,6 +209,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
                                                                  **lawdr_fit_options(args)), stats)
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method, model)
+    check_memory(args, existing.meta if existing is not None else meta, count, existing)  # before any embedding
     # one batch at a time: the progress bar moves per batch
     index = write_records(args.output, vectorizer, meta, input_chunks(args, vectorizer.options.batch_size),
                           write_mode(args), bar.update)

@@ -47,6 +47,26 @@ def check_lawdr_inputs(records: Sequence[DocumentRecord], langs: Sequence[str | 
                         "most encoders) or --lawdr-stats fitted on several languages")
 
 
+def counting_chars(records, args):
+    """The records, their texts' characters summed into ``args.input_chars`` as they pass (memory planning)."""
+    args.input_chars = 0
+    for r in records:
+        args.input_chars += len(r.text) if isinstance(r.text, str) else sum(len(s) for s in r.text)
+        yield r
+
+
+def check_memory(args, meta, count: int, existing=None) -> None:
+    """A flat index whose search would not fit this machine's memory, refused before the model embeds anything
+    (:func:`hmde.index.memory_plan.check_fits`; an add counts the sentences the index holds)."""
+    from ..index.memory_plan import check_fits
+
+    if meta.store or (existing is not None and existing.meta.store):
+        return
+    held = len(existing.sentence_vectors) + existing.meta.count if existing is not None else 0
+    check_fits(meta.index_type, bool(meta.multi_vector), count, getattr(args, "input_chars", 0), meta.dim,
+               meta.pq_m or 96, held, str(args.input))
+
+
 def check_index_size(count: int, args) -> None:
     """IVF indexes are trained on the documents themselves: they need enough of them."""
     if args.type not in ("ivf", "ivfpq") or args.add:

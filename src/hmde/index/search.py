@@ -102,6 +102,9 @@ class Index(FileWrites):
         chosen = dataclasses.replace(chosen, backend=recorded_backend(chosen.backend, loaded))
         meta = new_meta(chosen, recorded, model_hash(resolve_model_path(recorded)),
                         int((loaded.lower if kind == "hmde" else loaded).dim), method, path)
+        from .memory_plan import check_records_fit
+
+        check_records_fit(meta, records, str(path))  # a flat index too large to search: refused before embedding
         written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))
         return cls.with_model(written, name, kind, loaded, device)
 
