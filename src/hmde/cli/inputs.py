@@ -48,7 +48,8 @@ def reading_options(args, keep_fields=()):
 
     return ReadOptions(getattr(args, "text_field", "text"), getattr(args, "id_field", "doc_id"),
                        (getattr(args, "lang_field", "lang") or None), keep_fields, getattr(args, "txt", "lines"),
-                       getattr(args, "on_error", "stop"), getattr(args, "max_file_mb", 256) * 2**20)
+                       getattr(args, "on_error", "stop"), getattr(args, "max_file_mb", 256) * 2**20,
+                       keep_text=True)  # read twice: checked before the model loads, then embedded
 
 
 def read_input(args, keep_fields=(), inputs=None, progress: bool = False):

@@ -41,9 +41,10 @@ def _reader(fmt: str):
     return read_text_file
 
 
-def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Extracted:
+def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES, keep: bool = False) -> Extracted:
     """``path``'s text by its format's reader; :class:`FileRefused` (one line naming the file) where it is too large,
-    empty, or its reader cannot read it or finds no text."""
+    empty, or its reader cannot read it or finds no text. ``keep``: kept for a second read of this file unchanged
+    (a command's two passes; a server's uploads and Python's writes keep nothing)."""
     fmt = file_format(path)
     if fmt is None:
         raise FileRefused(path, f"no reader for {path.suffix or 'files without a suffix'}")
@@ -75,7 +76,7 @@ def read_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Extracted:
         raise FileRefused(path, "no text in it")
     size = sum(len(p.text) for p in extracted.parts)
     with _lock:
-        if _kept_chars[0] + size <= _KEPT_CHARS:
+        if keep and _kept_chars[0] + size <= _KEPT_CHARS:
             _kept[key] = extracted
             _kept_chars[0] += size
     return extracted

@@ -42,6 +42,7 @@ class ReadOptions:
     txt: str = "lines"
     on_error: str = "stop"
     max_bytes: int = MAX_FILE_BYTES
+    keep_text: bool = False  # a file's text kept for a second read in this process (the command line's two passes)
 
     def __post_init__(self):
         if self.txt not in ("lines", "document"):
@@ -97,7 +98,7 @@ def is_structured(path: Path, options: ReadOptions) -> bool:
 
 def file_record(path: Path, doc_id: str, options: ReadOptions, folder: Path | None = None) -> DocumentRecord:
     """One document file as a record (:class:`FileRefused` where it cannot be one)."""
-    extracted = read_file(path, options.max_bytes)
+    extracted = read_file(path, options.max_bytes, options.keep_text)
     text, places = assemble(extracted)
     data = path.read_bytes()
     metadata = {"path": doc_id, "title": extracted.title or Path(doc_id).stem, "format": file_format(path),
