@@ -264,7 +264,8 @@ def test_a_planted_damaged_or_missing_cached_graph_is_never_used_and_is_made_aga
     import json
     import logging
 
-    from hmde.export.cached import ensure_export, file_digest
+    from hmde.export.cached import ensure_export
+    from hmde.ground.digests import file_sha256 as file_digest
 
     monkeypatch.setenv("HMDE_CACHE", str(tmp_path / "cache"))
     folder, record = ensure_export("hmde-mini", int8=True)

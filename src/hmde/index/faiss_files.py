@@ -59,17 +59,31 @@ def new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_
 FLAT_CHUNK = 65536  # sentence vectors copied into a flat index at a time (memory holds one chunk besides the index)
 
 
-def flat_from(vectors, dim: int, path: Path):
-    """A flat inner-product index of ``vectors`` (a flat index's ``sentences.npy``, memory-mapped: the one copy on
-    disk), filled a chunk at a time; a file of another width is one line naming it."""
+def flat_from(path: Path, dim: int):
+    """A flat inner-product index of the vectors of ``path`` (a flat index's ``sentences.npy``: the one copy on disk),
+    read a chunk at a time (not through a memory map: the search process maps no page of the file); a file of
+    another shape or kind is one line naming it."""
     import faiss
 
-    if vectors.ndim != 2 or (len(vectors) and vectors.shape[1] != dim):
-        raise InputError(f"holds vectors of shape {vectors.shape}, the index {dim} dimensions; rebuild the index",
-                         path=str(path))
-    index = faiss.IndexFlatIP(dim)
-    for start in range(0, len(vectors), FLAT_CHUNK):
-        index.add(np.ascontiguousarray(vectors[start:start + FLAT_CHUNK], dtype=np.float32))
+    with open(path, "rb") as handle:
+        try:
+            version = np.lib.format.read_magic(handle)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(handle)
+        except (ValueError, OSError, EOFError) as exc:
+            raise InputError(f"not a readable .npy array ({first_line(exc)}); rebuild the index", path=str(path)) \
+                from None
+        if len(shape) != 2 or (shape[0] and shape[1] != dim) or fortran or dtype != np.float32:
+            raise InputError(f"holds {dtype} vectors of shape {shape}, the index {dim} float32 dimensions; rebuild "
+                             "the index", path=str(path))
+        index = faiss.IndexFlatIP(dim)
+        for start in range(0, shape[0], FLAT_CHUNK):
+            count = min(FLAT_CHUNK, shape[0] - start)
+            chunk = np.fromfile(handle, np.float32, count * dim)
+            if len(chunk) != count * dim:
+                raise InputError(f"the file ends before row {start + len(chunk) // dim}; rebuild the index",
+                                 path=str(path))
+            index.add(chunk.reshape(count, dim))
     return index
 
 

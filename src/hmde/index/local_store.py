@@ -115,7 +115,7 @@ class LocalStore:
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
         if meta.multi_vector and meta.sentences_once:  # checked above: the one copy of the vectors, made into FAISS
-            sentence_index = flat_from(sentences, meta.dim, path / "sentences.npy")
+            sentence_index = flat_from(path / "sentences.npy", meta.dim)
         opened = cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
         try:
             opened.language_basis = recorded_basis(path, meta)
