@@ -16,7 +16,7 @@ from typing import Iterable
 from ..version import __version__
 from ..ground.atomic import write_text_atomic
 from ..encoders.model_folder import is_hmde_folder
-from ..ground.digests import file_sha256  # noqa: F401  (its name here too: recipes import it)
+from ..ground.digests import file_sha256
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".npz", ".onnx")
 # what hmde.st_router writes at an hmde folder's root: derived from the other files, so a folder keeps

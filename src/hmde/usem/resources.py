@@ -26,10 +26,13 @@ class UsemResources:
 
     @property
     def weights_sha256(self) -> str:
-        return file_sha256(self.weights)
+        return _sha256(self.weights)
 
 
 @lru_cache(maxsize=4)
+def _sha256(path: Path) -> str:
+    """The weights' SHA-256, once a process (every model load asks it)."""
+    return file_sha256(path)
 
 
 def find_resources() -> UsemResources:
