@@ -32,7 +32,9 @@ def test_places_are_found_in_order_and_named_by_page_and_section():
     # the second "Two." is the one on page 2: sentences are found in order, not by their first occurrence
     assert sentence_offsets(text, sentences, 4) == [0, 7, 12, 18, 23]
     assert places_of(text, sentences, [3, 2, 0], {"hmde_places": places}) == [
-        {"page": 2, "section": "Results"}, {"page": 1, "section": "Intro"}, {"page": 1, "section": "Intro"}]
+        {"page": 2, "section": "Results", "chars": [18, 22]}, {"page": 1, "section": "Intro", "chars": [12, 16]},
+        {"page": 1, "section": "Intro", "chars": [0, 5]}]
+    assert text[18:22] == "Two." and places_of(text, ["Title", "Changed"], [1], {"hmde_places": places}) == [{}]
     assert places_of(text, sentences, [0], {}) == [{}]  # a document that came without places
 
 
@@ -210,7 +212,9 @@ def test_python_reads_files_through_the_same_layer(tmp_path, hmde_dir):
         assert index.add_files([folder], mode="skip", on_error="skip") == 3  # notes.md is there: passed over
         assert index.last_read.skipped == [("bad.docx", "not a readable Word file (PackageNotFoundError)")]
         hit = index.search("Profits doubled compared with last year.", top_k=1, doc_weight=0)[0][0]
+        start, end = hit.places[0].pop("chars")
         assert hit.doc_id == "report.docx" and hit.places[0] == {"section": "Results"}
+        assert hit.text[start:end] == "Profits doubled compared with last year."
         assert hit.as_dict()["sentences"][0]["section"] == "Results"
 
 

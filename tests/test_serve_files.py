@@ -52,8 +52,10 @@ def test_uploads_are_indexed_as_files_and_searched_with_their_sections(served_in
             "index": "news", "queries": ["Profits doubled compared with last year."], "top_k": 4}),
             200)["results"][0]["hits"]
         hit = next(h for h in hits if h["doc_id"] == "report.docx")
-        assert hit["sentences"][0] == {"text": "Profits doubled compared with last year.", "score": 1.0,
-                                       "section": "Results"}
+        first = hit["sentences"][0]
+        start, end = first.pop("chars")  # where the sentence stands in the document's text
+        assert first == {"text": "Profits doubled compared with last year.", "score": 1.0, "section": "Results"}
+        assert hit["text"][start:end] == first["text"]
         assert hit["metadata"]["format"] == "docx" and "hmde_folder" not in hit["metadata"]
         again = answer(httpx.post(url, files=[("files", ("notes.md", b"# Notes\n\nChanged.", "text/markdown"))],
                                   data={"mode": "skip"}), 200)

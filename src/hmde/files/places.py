@@ -56,7 +56,8 @@ def _at(marks: list, offset: int):
 
 
 def places_of(text: str, sentences: Sequence[str], positions: Sequence[int], metadata: dict | None) -> list[dict]:
-    """For each sentence position, ``{"page": ..., "section": ...}`` (the keys the document has), or ``{}``."""
+    """For each sentence position, ``{"page": ..., "section": ..., "chars": [start, end]}`` (the keys the document
+    has; ``chars``: where the sentence stands in the document's text), or ``{}``."""
     places = (metadata or {}).get(PLACES_KEY)
     if not isinstance(places, dict) or not positions or not text:
         return [{} for _ in positions]
@@ -74,5 +75,7 @@ def places_of(text: str, sentences: Sequence[str], positions: Sequence[int], met
             place["page"] = _at(pages, offset)
         if sections and _at(sections, offset) is not None:
             place["section"] = _at(sections, offset)
+        found = text.startswith(sentences[position], offset)  # its characters in the document's text, where whole
+        place["chars"] = [offset, offset + len(sentences[position])] if found else None
         out.append({k: v for k, v in place.items() if v is not None})
     return out
