@@ -55,7 +55,8 @@ def run_sync(args: argparse.Namespace) -> int:
             bar.set_postfix(pages=pages[0])
 
     with Index.attach(store, args.model, args.device, args.backend) as index:
-        done = index.sync(args.folder, args.on_error, args.batch_size, moved if bar is not None else None)
+        done = index.sync(args.folder, args.on_error, args.batch_size, moved if bar is not None else None,
+                          (plan, to_read))  # planned once: the folder walked and hashed once
     if bar is not None:
         bar.close()
     print(done.summary(args.index))

@@ -84,14 +84,17 @@ def plan_sync(store, folder, report: ReadReport | None = None) -> tuple[SyncPlan
     return plan, to_read
 
 
-def sync_folder(index, folder, on_error: str = "stop", batch_size: int = 64, progress=None) -> SyncPlan:
+def sync_folder(index, folder, on_error: str = "stop", batch_size: int = 64, progress=None,
+                planned: tuple | None = None) -> SyncPlan:
     """Sync ``folder`` into ``index`` in one commit; returns the plan it carried out. ``progress(file, pages)`` after
     each file read. Files that cannot be read stop the sync before anything is written (``on_error="skip"``: they
     are listed in the plan's report, and a changed one keeps its old version)."""
     from ..io.documents import check_unique_ids
 
-    with index.snapshot() as store:
-        plan, to_read = plan_sync(store, folder)
+    if planned is None:  # planned: plan_sync's answer on the version this index holds (the command line's)
+        with index.snapshot() as store:
+            planned = plan_sync(store, folder)
+    plan, to_read = planned
     if plan.nothing_to_do:
         return plan
     options = ReadOptions(on_error=on_error)
