@@ -63,6 +63,26 @@ def test_a_sync_equals_a_fresh_build_and_a_second_one_does_nothing(tmp_path, hmd
     assert (index / "index.json").read_bytes() == written
 
 
+def test_a_sync_honours_the_largest_file_it_may_read(tmp_path, hmde_dir, capsys):
+    """--max-file-mb reaches the sync's reads: a new file over it stops the sync (nothing written) or, with
+    --on-error skip, is listed and passed over while the rest is synced."""
+    folder = mixed_folder(tmp_path / "docs", pdf=False)
+    index = tmp_path / "idx"
+    build(hmde_dir, folder, index)
+    written = (index / "index.json").read_bytes()
+    (folder / "big.md").write_text("# Big\n\n" + "The cat sat on the mat. " * 60_000, encoding="utf-8")  # 1.4 MiB
+    (folder / "small.md").write_text("# Small\n\nA short page.\n", encoding="utf-8")
+    sync = ["index", "sync", str(folder), str(index), "--model", str(hmde_dir), "--no-progress", "--max-file-mb", "1"]
+    assert main(sync) == 2
+    assert "big.md" in capsys.readouterr().err and (index / "index.json").read_bytes() == written
+    assert main(sync + ["--on-error", "skip"]) == 0
+    captured = capsys.readouterr()
+    assert "1 added" in captured.out and "big.md" in captured.err and "too large" in captured.err
+    with Index.open(str(index), model=str(hmde_dir), device="cpu") as opened:
+        assert {"small.md"} <= {d["doc_id"] for d in opened.all_documents()}
+        assert "big.md" not in {d["doc_id"] for d in opened.all_documents()}
+
+
 def test_documents_from_elsewhere_are_never_deleted_nor_replaced(tmp_path, hmde_dir):
     folder = mixed_folder(tmp_path / "docs", pdf=False)
     index = tmp_path / "idx"

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from .common import add_backend_argument, add_device_argument
-from .inputs import add_reading_arguments
+from .inputs import add_reading_arguments, reading_options
 
 
 def register(isub) -> None:
@@ -56,7 +56,7 @@ def run_sync(args: argparse.Namespace) -> int:
 
     with Index.attach(store, args.model, args.device, args.backend) as index:
         done = index.sync(args.folder, args.on_error, args.batch_size, moved if bar is not None else None,
-                          (plan, to_read))  # planned once: the folder walked and hashed once
+                          (plan, to_read), reading_options(args))  # planned once: walked and hashed once
     if bar is not None:
         bar.close()
     print(done.summary(args.index))

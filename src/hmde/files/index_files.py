@@ -18,9 +18,9 @@ class FileWrites:
         records = list(read_inputs(paths, ReadOptions(keep_fields=ALL_FIELDS, on_error=on_error), self.last_read))
         return self.write(records, mode, batch_size)
 
-    def sync(self, folder, on_error: str = "stop", batch_size: int = 64, progress=None, planned=None):
+    def sync(self, folder, on_error: str = "stop", batch_size: int = 64, progress=None, planned=None, options=None):
         """Make the index hold ``folder``'s files as they are, in one commit (:func:`hmde.files.sync.sync_folder`):
         new files added, changed ones replaced, removed ones deleted; documents from elsewhere untouched."""
         from ..files.sync import sync_folder
 
-        return sync_folder(self, folder, on_error, batch_size, progress, planned)
+        return sync_folder(self, folder, on_error, batch_size, progress, planned, options)

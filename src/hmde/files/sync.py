@@ -85,10 +85,13 @@ def plan_sync(store, folder, report: ReadReport | None = None) -> tuple[SyncPlan
 
 
 def sync_folder(index, folder, on_error: str = "stop", batch_size: int = 64, progress=None,
-                planned: tuple | None = None) -> SyncPlan:
+                planned: tuple | None = None, options: ReadOptions | None = None) -> SyncPlan:
     """Sync ``folder`` into ``index`` in one commit; returns the plan it carried out. ``progress(file, pages)`` after
     each file read. Files that cannot be read stop the sync before anything is written (``on_error="skip"``: they
-    are listed in the plan's report, and a changed one keeps its old version)."""
+    are listed in the plan's report, and a changed one keeps its old version). ``options``: how files are read (the
+    command line's flags: the largest file); its ``on_error`` is ``on_error``."""
+    import dataclasses
+
     from ..io.documents import check_unique_ids
 
     if planned is None:  # planned: plan_sync's answer on the version this index holds (the command line's)
@@ -97,7 +100,7 @@ def sync_folder(index, folder, on_error: str = "stop", batch_size: int = 64, pro
     plan, to_read = planned
     if plan.nothing_to_do:
         return plan
-    options = ReadOptions(on_error=on_error)
+    options = dataclasses.replace(options or ReadOptions(), on_error=on_error, keep_text=False)
     records = list(read_files(to_read, options, plan.report, progress, Path(folder)))
     check_unique_ids(records, folder)
     skipped = {rel for rel, _ in plan.report.skipped}
