@@ -1,4 +1,6 @@
-"""hmde's relevance in [0, 1] (:mod:`hmde.index.relevance`), fitted and checked (issue 76).
+"""hmde's relevance in [0, 1] of a model without an answerability fit (:mod:`hmde.index.relevance`'s ``Z_SLOPE``
+and ``RAW_SLOPE``), fitted and checked (issue 76). The bundled models' relevance is an answerability since issue 95:
+benchmarks/answerability.py fits it, on collections that also hold queries with no answer.
 
 hmde's score (best sentence + 0.5 x the document vector's cosine) is a similarity without a scale a threshold can
 read across collections. The relevance is ``1 / (1 + exp(-(A * z + B)))``, z the hit's score among the query's 50 best

@@ -22,7 +22,7 @@ class SearchHit:
     text: str
     evidence: list[tuple[str, float]] = field(default_factory=list)  # the sentences that scored, best first
     metadata: dict = field(default_factory=dict)  # the document's other fields (title, url, date...)
-    relevance: float | None = None  # how likely it is the right document, in [0, 1] (hmde.index.relevance)
+    relevance: float | None = None  # the probability that it answers the query, in [0, 1] (hmde.index.relevance)
     places: list[dict] = field(default_factory=list)  # each evidence sentence's page and section (file documents)
 
     def as_dict(self, include_text: bool = True) -> dict:
