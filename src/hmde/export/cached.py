@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 from ..errors import ModelLoadError
@@ -72,6 +73,10 @@ def ensure_export(name: str, int8: bool = False) -> tuple[Path, dict]:
     return folder, record
 
 
+# seconds to export, check and quantise a model's graphs on two idle cores: a fixed part and one per million parameters
+# (measured: hmde-mini 8.4M 15.5 s, hmde-e5 122M 63.2 s with its folder built; docs/speed.md); said before a make
+# starts, scaled by the cores there are
+MAKE_FIXED_SECONDS, MAKE_SECONDS_PER_MPARAM = 10.0, 0.45
 LOW_SPACE = 1 << 30  # bytes free under which a failed make is a full disk (hmde-e5's graphs: about 0.9 GB)
 
 
@@ -207,12 +212,14 @@ def _make(name: str, folder: Path) -> dict:
             record = _read_check(folder)  # another process made it while this one waited
             if record is not None and not damage(folder, record.get("files")):
                 return record
-            logging.getLogger(__name__).warning("making the ONNX graphs of %s in %s (once)", name, folder)
             model = HierarchicalEncoder.from_pretrained(name, device="cpu")
+            logging.getLogger(__name__).warning("making the ONNX graphs of %s in %s (once, about %s)", name, folder,
+                                                make_estimate(model))
+            began = time.monotonic()
             with atomic_dir(folder, lock=False) as tmp:
                 export_onnx(model, tmp, lock=False)  # a temporary already: no locks beside it (they stayed for ever)
                 record = {"version": VERSION, "model": str(name), **check_graphs(model, OnnxHierarchicalEncoder(tmp)),
-                          "files": files_record(tmp, _all_files(tmp))}
+                          "files": files_record(tmp, _all_files(tmp)), "made_s": round(time.monotonic() - began, 1)}
                 (tmp / CHECK_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - a full disk comes back from ONNX as "Wire format was corrupt"
         _refuse_full_disk(name, folder.parent, exc)
@@ -222,6 +229,15 @@ def _make(name: str, folder: Path) -> dict:
                              "(set HMDE_CACHE to a writable folder; --backend torch needs no graphs, for every job "
                              "but one on an index of onnx-int8 vectors, which these graphs alone give)") from exc
     return record
+
+
+def make_estimate(model) -> str:
+    """About how long making ``model``'s graphs (fp32 and int8, checked) takes on an idle machine here: two cores'
+    measured time for its parameters, scaled by the cores this process may use."""
+    parameters = sum(p.numel() for p in model.parameters()) / 1e6
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    seconds = (MAKE_FIXED_SECONDS + MAKE_SECONDS_PER_MPARAM * parameters) * 2 / max(1, min(cores, 8))
+    return (f"{seconds:,.0f} s" if seconds < 120 else f"{seconds / 60:,.0f} min") + " on an idle machine"
 
 
 def _make_int8(name: str, folder: Path) -> dict:
