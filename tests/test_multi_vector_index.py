@@ -181,3 +181,29 @@ def test_a_flat_index_keeps_each_sentence_vector_once_and_ranks_as_with_a_second
     assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(index), "--no-progress"]) == 0
     fresh = ranked()  # a fresh build of the same documents: the same hits and scores
     assert sorted(living) == sorted(fresh) and [h[1] for h in living] == [h[1] for h in fresh]
+
+
+def test_a_flat_index_reads_its_candidates_sentence_vectors_from_memory(hmde_dir, tmp_path):
+    """Issue 96: a flat index's candidates' sentence vectors come from its FAISS index in memory (6 of 17 ms a query
+    at 50k sentences as file reads): the same rows as sentences.npy holds, after an add and a delete too; rows out of
+    range refused; an IVF-PQ index still reads its file."""
+    import numpy as np
+    import pytest
+
+    from hmde import Index
+    from hmde.index.store import DocumentIndex
+
+    texts = ["The cat sat on the mat. It was sunny.", "Economic growth slowed. Exports fell.",
+             "The football team won. The fans cheered.", "Researchers found a frog. It was new."]
+    path = str(tmp_path / "idx")
+    with Index.create(path, [{"doc_id": f"d{i}", "text": t} for i, t in enumerate(texts)], str(hmde_dir)) as index:
+        index.add([{"doc_id": "d9", "text": "A frog sat on the mat. Then it left."}])
+        index.delete(["d1"])
+    with DocumentIndex.open(path) as store:
+        on_disk = np.load(tmp_path / "idx" / "sentences.npy")
+        rows = np.array([len(on_disk) - 1, 0, 3, 3, 1])
+        store._rows.take = lambda rows: pytest.fail("read from the file")  # the candidates: from memory
+        np.testing.assert_array_equal(store.sentence_vectors_of(rows), on_disk[rows])
+        assert store.sentence_vectors_of(np.array([], np.int64)).shape == (0, on_disk.shape[1])
+        with pytest.raises(IndexError, match="out of range"):
+            store.sentence_vectors_of(np.array([len(on_disk)]))

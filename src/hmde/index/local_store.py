@@ -44,10 +44,8 @@ class LocalStore:
         self._con = None if con is None else ThreadCursors(con, "USE idx", str(path))  # a cursor per thread
         self._rows = sentence_rows  # what a search reads of sentences.npy (the memory map is for whole passes)
         self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
-        self._sentence_owner = None
-        # (row, sent_start, sent_count) of each deleted document: its rows are masked in every search
+        self._sentence_owner, self._masks = None, {}  # deleted: (row, sent_start, sent_count), masked in every search
         self.deleted = deleted if deleted is not None else np.zeros((0, 3), np.int64)
-        self._masks: dict = {}
         self.language_basis = np.zeros((0, meta.dim), np.float32)  # set by open where the index records one
         self._calibration = None  # hmde.index.calibration, made by the first search that calibrates
         self.replaced = 0  # a version opened by an upsert: how many documents that write replaced
@@ -55,8 +53,8 @@ class LocalStore:
     # -- reading ---------------------------------------------------------------------------
     @classmethod
     def open(cls, path: str | Path) -> "LocalStore":
-        """Open a consistent snapshot: all four files of one version, even while a writer swaps
-        in the next (the files stay open, so a later swap does not change what this reads)."""
+        """Open a consistent snapshot: all four files of one version, even while a writer swaps in the next (the
+        files stay open, so a later swap does not change what this reads)."""
         path = through_links(path)
         if not path.is_dir():
             raise InputError("index folder not found (build one with `hmde index build`)", path=str(path))
@@ -368,8 +366,13 @@ class LocalStore:
         sims, rows = index.search(q, min(n, k), params=params)
         return sims, rows, np.where(rows >= 0, owners[np.maximum(rows, 0)], -1)
 
-    def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:
-        return self._sentence_file().take(np.asarray(rows, np.int64))
+    def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:  # flat: the FAISS index in memory (issue 96)
+        rows, flat = np.asarray(rows, np.int64).reshape(-1), self.sentence_index if self.meta.index_type == "flat" else None
+        if (flat := flat if len(rows) and self._sentence_file() is not None else None) is None:
+            return self._sentence_file().take(rows)
+        if not 0 <= rows.min() <= rows.max() < flat.ntotal:
+            raise IndexError(f"rows out of range 0..{flat.ntotal - 1} of {self.path}")
+        return flat.reconstruct_batch(rows)
 
     def sentences_of_documents(self, rows: np.ndarray):
         owners = self.sentence_owners()
