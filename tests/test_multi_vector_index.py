@@ -202,8 +202,8 @@ def test_a_flat_index_reads_its_candidates_sentence_vectors_from_memory(hmde_dir
     with DocumentIndex.open(path) as store:
         on_disk = np.load(tmp_path / "idx" / "sentences.npy")
         rows = np.array([len(on_disk) - 1, 0, 3, 3, 1])
+        assert store.sentence_vectors_of(np.array([], np.int64)).shape == (0, on_disk.shape[1])
         store._rows.take = lambda rows: pytest.fail("read from the file")  # the candidates: from memory
         np.testing.assert_array_equal(store.sentence_vectors_of(rows), on_disk[rows])
-        assert store.sentence_vectors_of(np.array([], np.int64)).shape == (0, on_disk.shape[1])
         with pytest.raises(IndexError, match="out of range"):
             store.sentence_vectors_of(np.array([len(on_disk)]))
