@@ -1,0 +1,120 @@
+"""What hmde's ranking costs against the FAISS searches a user would run instead, side by side in one run (issue 96).
+
+Synthetic 384-d sentence vectors (benchmarks/multi_vector_search.py's generator, 16 a document, half the documents
+``eng`` and half ``deu``: the language subspace and the query-language calibration on, a new index's defaults), one
+flat multi-vector index per size. Per single query, p50 in ms, by thread count (FAISS's OpenMP and the numeric
+libraries', through threadpoolctl), idle and busy (``--busy N``: N processes spinning matrix products beside it):
+- hmde's ranking alone (``query_vectors``): calibrated (``query_langs=["en"]``) and without a query language;
+- FAISS flat over the same sentence vectors (k = the candidates hmde's ranking asks for): the floor of a
+  best-sentence ranking;
+- FAISS flat over the document vectors (k=10): what a user builds instead.
+
+    python benchmarks/ranking_cost.py --sentences 50000 1000000 --threads 1 2 --busy 0 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def spin(stop) -> None:
+    a = np.random.default_rng(0).standard_normal((400, 400)).astype(np.float32)
+    while not stop.is_set():
+        a = np.tanh(a @ a)
+
+
+def build(path: Path, sentences: int, dim: int = 384) -> None:
+    import multi_vector_search as mvs
+
+    from hmde.index.build import write_batches
+    from hmde.index.builder import IndexSettings, new_meta
+    from hmde.index.store import DocumentBatch
+
+    meta = new_meta(IndexSettings(index_type="flat", multi_vector=True), "synthetic", None, dim, "mean", str(path))
+
+    def batches():
+        for start, sents in mvs.generated(sentences // 16, 16, dim):
+            n = len(sents)
+            yield DocumentBatch([f"d{start + i}" for i in range(n)], [("eng", "deu")[(start + i) % 2] for i in range(n)],
+                                [""] * n, sents.mean(1), [[f"s{j}" for j in range(16)]] * n, list(sents))
+
+    write_batches(str(path), meta, batches(), add=False).close()
+
+
+def p50(call, queries) -> float:
+    times = []
+    for v in queries:
+        began = time.perf_counter()
+        call(v[None])
+        times.append((time.perf_counter() - began) * 1000)
+    return float(np.percentile(times, 50))
+
+
+def measure(path: Path, threads: int, queries: np.ndarray) -> dict:
+    import faiss
+    from threadpoolctl import threadpool_limits
+
+    from hmde.index.ranking import SENTENCE_POOL
+    from hmde.index.store import DocumentIndex
+
+    index = DocumentIndex.open(str(path))
+    sentences = index.sentence_index
+    documents = faiss.IndexFlatIP(index.meta.dim)
+    documents.add(np.asarray(index.document_vectors(np.arange(index.meta.count)), np.float32))
+    k = min(SENTENCE_POOL, sentences.ntotal)  # the candidates a flat index's ranking asks FAISS for
+    faiss.omp_set_num_threads(threads)
+    with threadpool_limits(threads):
+        index.search(queries[:1], 10, query_langs=["en"])
+        out = {"hmde, calibrated": p50(lambda v: index.search(v, 10, query_langs=["en"]), queries),
+               "hmde, no query language": p50(lambda v: index.search(v, 10), queries),
+               f"FAISS flat, sentences (k={k})": p50(lambda v: sentences.search(v, k), queries),
+               "FAISS flat, documents (k=10)": p50(lambda v: documents.search(v, 10), queries)}
+    index.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", type=int, nargs="+", default=[50_000, 1_000_000])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--busy", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--queries", type=int, default=60)
+    args = parser.parse_args()
+    import multi_vector_search as mvs
+
+    queries = mvs.queries(args.queries, 384).astype(np.float32)
+    work = Path(tempfile.mkdtemp(prefix="hmde-ranking-cost-"))
+    print("| sentences | threads | load | hmde, calibrated | hmde, no query language | FAISS flat, sentences | "
+          "FAISS flat, documents | hmde / FAISS sentences |")
+    print("|---|---|---|---|---|---|---|---|")
+    for size in args.sentences:
+        path = work / f"idx-{size}"
+        build(path, size)
+        for busy in args.busy:
+            stop = multiprocessing.Event()
+            spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(busy)]
+            for s in spinners:
+                s.start()
+            try:
+                for threads in args.threads:
+                    got = measure(path, threads, queries)
+                    values = list(got.values())
+                    print(f"| {size:,} | {threads} | {'idle' if not busy else f'{busy} busy'} | " +
+                          " | ".join(f"{v:.2f}" for v in values) + f" | {values[0] / values[2]:.2f}x |", flush=True)
+            finally:
+                stop.set()
+                for s in spinners:
+                    s.join()
+
+
+if __name__ == "__main__":
+    main()
