@@ -302,3 +302,36 @@ def test_options_a_milvus_index_cannot_honour_are_refused_before_the_model_loads
         capsys.readouterr()
         assert main(["search", str(index), "text", "--model", "no-such-model", *flags]) == 2
         assert capsys.readouterr().err.strip() == f"hmde: error: {message}"
+
+
+def test_an_index_file_milvus_lite_left_empty_is_made_again(tmp_path, caplog):
+    """A writer killed while Milvus Lite wrote an index file in place left it empty (0 bytes), and every later open
+    failed ("File is too small: 0"; seen in the kill test of tests/store_contract.py): the empty file is removed, the
+    index opens with every document, and it is said. A store that is damaged otherwise is still refused."""
+    import logging
+    from pathlib import Path
+
+    from store_contract import batch, meta_for, world
+
+    from hmde.errors import InputError
+    from hmde.index.milvus_client import collection_prefix
+    from hmde.index.store import DocumentIndex
+
+    path = tmp_path / "idx"
+    meta = meta_for("", store="milvus", store_uri=str(tmp_path / "m.db"), store_prefix=collection_prefix(path))
+    DocumentIndex.write_batches(path, meta, [batch(world(40))]).close()
+    with DocumentIndex.open(path) as index:
+        before = sorted(index.doc_ids())
+    made = sorted(Path(tmp_path / "m.db").glob("collections/*/partitions/*/indexes/*"))
+    assert made
+    made[0].write_bytes(b"")  # what a kill in the middle of its write left
+    with caplog.at_level(logging.WARNING, logger="hmde.index.milvus_store"):
+        with DocumentIndex.open(path) as index:
+            assert sorted(index.doc_ids()) == before
+    assert any("removed 1 empty index file" in r.getMessage() and made[0].name in r.getMessage()
+               for r in caplog.records)
+    segment = sorted(Path(tmp_path / "m.db").glob("collections/*/partitions/*/data/*.parquet"))[0]
+    segment.write_bytes(b"")  # a segment holds data: never removed, the store refused in one line
+    with pytest.raises(InputError, match="cannot be read"):
+        DocumentIndex.open(path)
+    assert segment.exists()

@@ -87,6 +87,22 @@ def client_for(uri: str):
     return client
 
 
+def remove_empty_lite_indexes(uri: str, exc: Exception) -> list[str]:
+    """Milvus Lite writes a collection's index files (``indexes/*.sidx``, ``*.idx``) in place: a writer killed while
+    it wrote one leaves it empty, and every later load fails ("File is too small: 0"). An index file is made from the
+    segments beside it (a load makes a missing one again) and an empty one holds nothing, so the empty ones of a local
+    folder are removed, and their names returned (none where the error was another, or the store a server's)."""
+    folder = _lite_folder(uri)
+    if folder is None or "File is too small: 0" not in str(exc):
+        return []
+    removed = []
+    for path in sorted(Path(folder).glob("collections/*/partitions/*/indexes/*")):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:
+            path.unlink()
+            removed.append(str(path))
+    return removed
+
+
 class _LiteLog(logging.Handler):
     """Within the block, what Milvus Lite's server manager logs (a 20-line traceback where another process holds the
     folder's lock) is kept here, for hmde's one line, instead of reaching the user's terminal first."""

@@ -22,6 +22,7 @@ VARCHAR holds at most 65,535 bytes: a document whose text is longer is refused i
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Sequence
@@ -29,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import HmdeError, InputError, exception_line
-from .milvus_client import client_for, release
+from .milvus_client import client_for, release, remove_empty_lite_indexes
 from .milvus_commits import check_current
 from .language_debias import recorded_basis
 from .milvus_filters import KINDS_FIELD, literal
@@ -68,11 +69,11 @@ class MilvusIndex:
         self._vector_cache: dict[str, dict[int, list]] = {self.documents: {}, self.sentences: {}}
 
     @classmethod
-    def open(cls, path: Path, meta) -> "MilvusIndex":
+    def open(cls, path: Path, meta, repaired: bool = False) -> "MilvusIndex":
         """The index's collections, checked against its record: a damaged store (a truncated segment, a bad schema,
         collections of an hmde before commits) and one whose documents disagree with ``index.json``'s count (a garbled
         manifest that fell back to an older version answered "(no hits)") are one line naming the store and what to
-        do."""
+        do. An index file Milvus Lite left empty when a writer was killed is removed (it is made again) and said."""
         client = client_for(meta.store_uri)
         index = cls(path, meta, client)
         record = str(path / "index.json")
@@ -96,6 +97,11 @@ class MilvusIndex:
             raise
         except Exception as exc:  # noqa: BLE001 - the engine's errors come in many classes (MilvusException, OSError)
             index.close()
+            if not repaired and (removed := remove_empty_lite_indexes(meta.store_uri, exc)):
+                logging.getLogger(__name__).warning("hmde: %s: removed %d empty index file(s) a killed write left in "
+                                                    "Milvus Lite's folder (made again from its segments): %s",
+                                                    meta.store_uri, len(removed), ", ".join(removed))
+                return cls.open(path, meta, repaired=True)
             raise InputError(f"the Milvus store {meta.store_uri} cannot be read ({exception_line(exc)}): rebuild the "
                              "index (hmde index build ... --store ... --overwrite)", record) from None
         if held != meta.live:
