@@ -367,12 +367,11 @@ class LocalStore:
         return sims, rows, np.where(rows >= 0, owners[np.maximum(rows, 0)], -1)
 
     def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:  # flat: the FAISS index in memory (issue 96)
-        rows, flat = np.asarray(rows, np.int64).reshape(-1), self.sentence_index if self.meta.index_type == "flat" else None
-        if (flat := flat if len(rows) and self._sentence_file() is not None else None) is None:
-            return self._sentence_file().take(rows)
-        if not 0 <= rows.min() <= rows.max() < flat.ntotal:
+        rows, file = np.asarray(rows, np.int64).reshape(-1), self._sentence_file()  # a closed index says so
+        flat = self.sentence_index if self.meta.index_type == "flat" and len(rows) else None
+        if flat is not None and not 0 <= rows.min() <= rows.max() < flat.ntotal:
             raise IndexError(f"rows out of range 0..{flat.ntotal - 1} of {self.path}")
-        return flat.reconstruct_batch(rows)
+        return file.take(rows) if flat is None else flat.reconstruct_batch(rows)
 
     def sentences_of_documents(self, rows: np.ndarray):
         owners = self.sentence_owners()

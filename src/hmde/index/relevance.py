@@ -62,13 +62,20 @@ def hit_features(scores, pool) -> np.ndarray:
     return np.stack([(scores - pool.mean()) / spread, (scores - other) / spread, scores, head], 1)
 
 
+def _spread_pool(pool) -> np.ndarray | None:
+    """The finite scores of ``pool``'s first :data:`POOL`, or None where they are fewer than :data:`MIN_POOL` or
+    have no spread to read (then a relevance reads the raw score)."""
+    pool = np.asarray(pool, np.float64)[:POOL]
+    pool = pool[np.isfinite(pool)]
+    return None if len(pool) < MIN_POOL or float(pool.std()) <= 1e-9 else pool
+
+
 def relevances(scores, pool, raw=None) -> list[float]:
     """The relevance of each of ``scores`` (a query's hits) given ``pool``, the scores of its best candidates (the
     hits among them), best first; ``raw(scores)``: the relevance where the pool has no spread to read (default:
     hmde-e5's logistic of the raw score)."""
-    scores, pool = np.asarray(scores, np.float64), np.asarray(pool, np.float64)[:POOL]
-    pool = pool[np.isfinite(pool)]
-    if len(pool) < MIN_POOL or float(pool.std()) <= 1e-9:
+    scores, pool = np.asarray(scores, np.float64), _spread_pool(pool)
+    if pool is None:
         return [float(x) for x in (raw(scores) if raw is not None else _logistic(RAW_SLOPE * scores + RAW_OFFSET))]
     z = (scores - pool.mean()) / pool.std()
     return [float(x) for x in _logistic(Z_SLOPE * z + Z_OFFSET)]
@@ -102,10 +109,8 @@ def answer_probabilities(scores, pool, fit) -> list[float]:
     candidates, best first) and ``fit``, a model's ``((z, lead, raw, head, offset), (raw, offset))`` of
     :data:`FITS`."""
     (*weights, offset), (few_raw, few_offset) = fit
-    scores = np.asarray(scores, np.float64)
-    finite = np.asarray(pool, np.float64)[:POOL]
-    finite = finite[np.isfinite(finite)]
-    if len(finite) < MIN_POOL or float(finite.std()) <= 1e-9:
+    scores, pool = np.asarray(scores, np.float64), _spread_pool(pool)
+    if pool is None:
         return [float(x) for x in _logistic(few_raw * scores + few_offset)]
-    f = hit_features(scores, finite)
+    f = hit_features(scores, pool)
     return [float(x) for x in _logistic(f @ np.array(weights) + offset)]
