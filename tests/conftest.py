@@ -17,6 +17,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, "1")
 
+# auto runs PyTorch in bf16 on a CPU with AMX and the ONNX graphs elsewhere (hmde.encoders.cpu_bf16): the suite tests
+# the graphs on every machine, and tests/test_cpu_bf16.py the bf16 choice (forced, and as auto makes it where AMX is)
+os.environ.setdefault("HMDE_CPU_BF16", "off")
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 CORPUS = [

@@ -5,7 +5,9 @@
   makes and checks against PyTorch in its cache on first use (:mod:`hmde.export.cached`).
 - ``onnx-int8``: the same with the int8 lower graph (faster; its vectors differ more: docs/speed.md).
 - ``auto``, what every inference path asks for by default (the command line, :class:`hmde.Index`, the server, the
-  integrations): on a CPU, for hmde's bundled models, ``onnx-int8`` where hmde ships the model's int8 calibration
+  integrations): on a CPU with AMX, for hmde's bundled models, PyTorch with a bf16 copy of the lower encoder where
+  it is faster and its check passed (:mod:`hmde.encoders.cpu_bf16`; float32's family of vectors); on other CPUs
+  ``onnx-int8`` where hmde ships the model's int8 calibration
   and the smoothed int8 graph passed its check (hmde-e5), else ``onnx`` once the fp32 graphs passed theirs;
   ``torch`` everywhere else (a GPU, another model, no ONNX Runtime, a failed check: said once).
 - ``auto-fp32`` (internal: what reads an index of float32 vectors): ``auto`` without int8.
@@ -64,9 +66,11 @@ def bundled_hmde(name: str) -> bool:
     return path.is_dir() and path.resolve().parent == PACKAGE_MODELS.resolve() and path.name in auto_models()
 
 
-def resolve(name: str, device: str, backend: str | None) -> str:
-    """``torch``, ``onnx`` or ``onnx-int8`` for loading ``name`` on ``device`` when ``backend`` was asked for
-    (None: ``torch``, the library's own default for training code)."""
+def resolve(name: str, device: str, backend: str | None, bf16: bool = True) -> str:
+    """``torch``, ``torch-bf16``, ``onnx`` or ``onnx-int8`` for loading ``name`` on ``device`` when ``backend`` was
+    asked for (None: ``torch``, the library's own default for training code). ``torch-bf16`` (``auto`` on a CPU with
+    AMX, :mod:`hmde.encoders.cpu_bf16`) is PyTorch with a bf16 inference copy, once the model's check passes
+    (``bf16=False``: its check failed, so the ONNX graphs)."""
     backend = backend or "torch"
     if backend not in (DEFAULT, FP32):
         return backend
@@ -74,7 +78,13 @@ def resolve(name: str, device: str, backend: str | None) -> str:
 
     if is_onnx_export(name):
         return "onnx"
-    if str(device).split(":")[0] != "cpu" or not bundled_hmde(name) or not _has_onnxruntime():
+    if str(device).split(":")[0] != "cpu" or not bundled_hmde(name):
+        return "torch"
+    from . import cpu_bf16
+
+    if bf16 and cpu_bf16.wanted() and not cpu_bf16.known_refused(name):
+        return "torch-bf16"
+    if not _has_onnxruntime():
         return "torch"
     from ..export.cached import describe, ensure_export, trusted
 

@@ -24,8 +24,17 @@ def load_model(name: str, device: str, want: str = "any", backend: str | None = 
 
     quiet_libraries()  # Python callers too: no load bars or prompt notices
     name = route(name, languages)
-    backend = resolve(name, device, backend)
-    kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
+    asked, backend = backend, resolve(name, device, backend)
+    if backend == "torch-bf16":
+        from .cpu_bf16 import use_bf16
+
+        kind, model = _load_model(name, "cpu", want)
+        if not use_bf16(name, model):  # its check failed on this CPU (said once): the ONNX graphs, as elsewhere
+            backend = resolve(name, device, asked, bf16=False)
+            if backend != "torch":
+                kind, model = _load_onnx(name, backend)
+    else:
+        kind, model = _load_onnx(name, backend) if backend != "torch" else _load_model(name, device, want)
     if lengths:
         from .length_settings import apply_length_overrides
 

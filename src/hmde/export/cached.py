@@ -290,16 +290,24 @@ def check_texts() -> tuple[list[str], list[str], list[str]]:
     return [r["text"] for r in rows], [r["lang"] for r in rows], list(CHECK_SENTENCES)
 
 
-def check_graphs(model, graphs, threshold: float = MIN_COSINE) -> dict:
-    """The lowest cosines between PyTorch's vectors and the graphs': queries, document sentences, documents
-    (the upper encoder, method hmde), and whether they all reach ``threshold``."""
-    import numpy as np
+def check_vectors(model) -> dict:
+    """The check texts' vectors under ``model``: as queries, as document sentences, and documents (the upper encoder,
+    method hmde)."""
     import torch
 
     from ..text.segmentation import split_sentences
 
     documents, langs, extra = check_texts()
     sentences = [s for text, lang in zip(documents, langs) for s in split_sentences(text, lang)] + extra
+    with torch.inference_mode():
+        return {"queries": model.lower.encode(sentences, prompt_name="query"),
+                "sentences": model.lower.encode(sentences),
+                "documents": model.encode_documents(documents, langs=langs)}
+
+
+def lowest_cosines(reference: dict, other: dict) -> dict:
+    """The lowest cosine per kind between two :func:`check_vectors`, rounded to 7 places."""
+    import numpy as np
 
     def lowest(a, b) -> float:
         a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -307,19 +315,27 @@ def check_graphs(model, graphs, threshold: float = MIN_COSINE) -> dict:
         b /= np.linalg.norm(b, axis=1, keepdims=True)
         return float((a * b).sum(1).min())
 
-    with torch.inference_mode():
-        cosines = {
-            "queries": lowest(model.lower.encode(sentences, prompt_name="query"),
-                              graphs.lower.encode(sentences, prompt_name="query")),
-            "sentences": lowest(model.lower.encode(sentences), graphs.lower.encode(sentences)),
-            "documents": lowest(model.encode_documents(documents, langs=langs),
-                                graphs.encode_documents(documents, langs=langs)),
-        }
-    import onnxruntime
+    return {k: round(lowest(reference[k], other[k]), 7) for k in reference}
 
-    return {"min_cosine": {k: round(v, 7) for k, v in cosines.items()}, "threshold": threshold,
-            "passed": min(cosines.values()) >= threshold, "texts": len(sentences) + len(documents),
-            "onnxruntime": onnxruntime.__version__, "torch": torch.__version__.split("+")[0]}
+
+def check_graphs(model, graphs, threshold: float = MIN_COSINE) -> dict:
+    """The lowest cosines between PyTorch's vectors and the graphs': queries, document sentences, documents
+    (the upper encoder, method hmde), and whether they all reach ``threshold``."""
+    import onnxruntime
+    import torch
+
+    cosines = lowest_cosines(check_vectors(model), check_vectors(graphs))
+    return {"min_cosine": cosines, "threshold": threshold, "passed": min(cosines.values()) >= threshold,
+            "texts": check_text_count(), "onnxruntime": onnxruntime.__version__,
+            "torch": torch.__version__.split("+")[0]}
+
+
+def check_text_count() -> int:
+    """How many texts :func:`check_vectors` embeds (each sentence once per kind counted once, and the documents)."""
+    from ..text.segmentation import split_sentences
+
+    documents, langs, extra = check_texts()
+    return sum(len(split_sentences(t, lang)) for t, lang in zip(documents, langs)) + len(extra) + len(documents)
 
 
 def describe(record: dict, int8: bool = False) -> str:
