@@ -108,7 +108,7 @@ def dev(args) -> None:
         floors = tuple(round(first + 0.01 * i, 3) for i in range(int(round((last - first) / 0.01)) + 1))
     from hmde.encoders.model_loading import load_model
 
-    kind, model = load_model(args.model, "cpu")
+    kind, model = load_model(args.model, "cpu", backend=args.backend)
     lower = model.lower if kind == "hmde" else model
     rows = {direction: {} for direction in DIRECTIONS}  # direction -> language -> (floor, threshold) -> (P, R, F1)
     if args.pud:
@@ -207,6 +207,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--model", default="hmde-e5")
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--backend", default="torch", help="the runtime of the dev table's vectors (torch: float32, "
+                        "as its tables were measured; auto-fp32: what hmde mine runs, bf16 on a CPU with AMX)")
     parser.add_argument("--record", action="store_true", help="write the best threshold (and cosine floor) into the "
                         "model folder's mining.json: hmde mine's default for that model")
     parser.add_argument("--thresholds", type=float, nargs=2, metavar=("FIRST", "LAST"),

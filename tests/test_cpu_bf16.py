@@ -143,3 +143,44 @@ def test_on_this_cpu_with_amx_auto_chooses_bf16_by_its_own_probe(cache, monkeypa
 
     monkeypatch.setenv(cpu_bf16.VARIABLE, "auto")
     assert resolve("hmde-mini", "cpu", "auto") == "torch-bf16"
+
+
+def test_a_bf16_query_runs_on_one_openmp_thread_and_no_other_threads_count_moves(cache, monkeypatch, cpu):
+    import threading
+
+    from hmde.encoders.model_loading import load_model
+    from hmde.encoders.sentence_encoder import SentenceEncoder
+
+    monkeypatch.setenv(cpu_bf16.VARIABLE, "auto")
+    cpu(flags={"amx_bf16"})
+    model = load_model("hmde-mini", "cpu", backend="auto")[1]
+    assert model.lower.inference_dtype == torch.bfloat16
+    seen, original, before = [], SentenceEncoder.embed_plan, torch.get_num_threads()
+
+    def recording(self, plan, **kwargs):
+        seen.append(torch.get_num_threads())
+        sizes.append(max(len(batch["input_ids"]) for batch in plan.batches))
+        return original(self, plan, **kwargs)
+
+    sizes = []
+
+    monkeypatch.setattr(SentenceEncoder, "embed_plan", recording)
+    torch.set_num_threads(2)
+    try:
+        model.lower.encode(["who won the final?"], prompt_name="query")
+        model.lower.encode(TEXTS)  # document sentences: every thread
+        assert seen == [1, 2] and sizes[0] == 1 and torch.get_num_threads() == 2  # restored after the query
+        # a bulk call (an evaluation's queries) is batched on every thread: one at a time would run at a third
+        bulk = [f"question number {i}?" for i in range(cpu_bf16.ALONE_LIMIT + 1)]
+        model.lower.encode(bulk, prompt_name="query")
+        assert seen[2] == 2 and sizes[2] > 1
+        model.lower.encode(bulk[:cpu_bf16.ALONE_LIMIT], prompt_name="query")  # up to the limit: alone
+        assert seen[3] == 1 and sizes[3] == 1
+        other = []
+        with cpu_bf16.one_thread():
+            assert torch.get_num_threads() == 1
+            worker = threading.Thread(target=lambda: other.append(torch.get_num_threads()))
+            worker.start(), worker.join()
+        assert other == [2]  # OpenMP's count is the calling thread's: the others keep theirs
+    finally:
+        torch.set_num_threads(before)

@@ -16,7 +16,10 @@ from torch import nn
 
 @contextlib.contextmanager
 def eval_mode(module: nn.Module) -> Iterator[nn.Module]:
-    flags = [(m, m.training) for m in module.modules()]
+    flags = [(m, m.training) for m in module.modules() if m.training]
+    if not flags:  # already in eval mode throughout (inference): nothing to set, nothing to restore
+        yield module
+        return
     module.eval()
     try:
         yield module

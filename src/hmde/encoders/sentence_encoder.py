@@ -11,6 +11,7 @@ budget, with or without gradients.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -414,20 +415,30 @@ class SentenceEncoder(nn.Module):
         module (what fine-tuning's softmax head reads, :mod:`hmde.evaluation.classification`).
         ``alone``: under :attr:`inference_dtype` (bf16), each input in a batch of its own (queries), so that its
         vector is the one every door gives it: bf16 vectors move with their batch (a cosine of about 2e-5; 27% of
-        600 WMT sentences differed between two batchings), float32's do not.
+        600 WMT sentences differed between two batchings), float32's by at most 2e-7; and on one OpenMP thread
+        (:func:`hmde.encoders.cpu_bf16.one_thread`: faster for one short input). Only calls of up to
+        :data:`hmde.encoders.cpu_bf16.ALONE_LIMIT` inputs (every search door's, concurrent searches gathered
+        included): a bulk call (an evaluation's thousand queries) is batched, its vectors within a cosine of about
+        2e-5 of the one-at-a-time ones.
         """
         if len(ids) == 0:
             return torch.zeros(0, self.dim, device=self.device)
         budget = (batch_size or self.default_batch_size()) * self.max_tokens
+        threads = contextlib.nullcontext
         if autocast_dtype is None and self.inference_dtype is not None and not torch.is_grad_enabled() \
                 and not self.model.training:
             autocast_dtype = self.inference_dtype  # auto's bf16 on a CPU with AMX (hmde.encoders.cpu_bf16)
-            budget = 1 if alone else budget
+            from .cpu_bf16 import ALONE_LIMIT, one_thread
+
+            if alone and len(ids) <= ALONE_LIMIT and self.device.type == "cpu":
+
+                budget, threads = 1, one_thread
 
         def embed(batch_ids):
             plan = plan_batches(batch_ids, budget, self.padding())
-            return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype,
-                                   normalized=normalized)
+            with threads():
+                return self.embed_plan(plan, show_progress_bar=show_progress_bar, autocast_dtype=autocast_dtype,
+                                       normalized=normalized)
 
         cache = self.__dict__.get("_vector_cache")
         if cache is not None and normalized and not torch.is_grad_enabled() and not self.model.training:
