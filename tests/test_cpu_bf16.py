@@ -148,8 +148,9 @@ def test_on_this_cpu_with_amx_auto_chooses_bf16_by_its_own_probe(cache, monkeypa
 def test_a_bf16_query_runs_on_one_openmp_thread_and_no_other_threads_count_moves(cache, monkeypatch, cpu):
     import threading
 
+    from hmde.encoders.devices import one_thread
     from hmde.encoders.model_loading import load_model
-    from hmde.encoders.sentence_encoder import SentenceEncoder
+    from hmde.encoders.sentence_encoder import ALONE_LIMIT, SentenceEncoder
 
     monkeypatch.setenv(cpu_bf16.VARIABLE, "auto")
     cpu(flags={"amx_bf16"})
@@ -171,13 +172,13 @@ def test_a_bf16_query_runs_on_one_openmp_thread_and_no_other_threads_count_moves
         model.lower.encode(TEXTS)  # document sentences: every thread
         assert seen == [1, 2] and sizes[0] == 1 and torch.get_num_threads() == 2  # restored after the query
         # a bulk call (an evaluation's queries) is batched on every thread: one at a time would run at a third
-        bulk = [f"question number {i}?" for i in range(cpu_bf16.ALONE_LIMIT + 1)]
+        bulk = [f"question number {i}?" for i in range(ALONE_LIMIT + 1)]
         model.lower.encode(bulk, prompt_name="query")
         assert seen[2] == 2 and sizes[2] > 1
-        model.lower.encode(bulk[:cpu_bf16.ALONE_LIMIT], prompt_name="query")  # up to the limit: alone
+        model.lower.encode(bulk[:ALONE_LIMIT], prompt_name="query")  # up to the limit: alone
         assert seen[3] == 1 and sizes[3] == 1
         other = []
-        with cpu_bf16.one_thread():
+        with one_thread():
             assert torch.get_num_threads() == 1
             worker = threading.Thread(target=lambda: other.append(torch.get_num_threads()))
             worker.start(), worker.join()

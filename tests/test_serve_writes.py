@@ -126,28 +126,35 @@ def test_fifty_writes_while_sixteen_clients_search(news, hmde_dir):
                 if r.status_code == 200:
                     answers.append((started, [h["doc_id"] for h in r.json()["results"][0]["hits"]]))
 
+    refused = None  # the first write not answered 200: (step, status, body)
     try:
         with ThreadPoolExecutor(16) as pool:
             futures = [pool.submit(searcher, k) for k in range(16)]
-            with httpx.Client(timeout=60) as client:
-                for step in range(50):
-                    if step % 2 == 0:
-                        r = client.post(url + "/indexes/news/documents", json={"documents": [
-                            {"doc_id": f"w{step}", "text": f"Written at step {step}. " + TEXTS[step % 12],
-                             "lang": LANGS[step % 12]}]})
-                    else:
-                        r = client.request("DELETE", url + "/indexes/news/documents", json={"ids": [f"w{step - 1}"]})
-                        if r.status_code == 200:
-                            deleted_at[f"w{step - 1}"] = time.monotonic()
-                    statuses.append(r.status_code)
-                    assert r.status_code == 200, r.text
-            stop.set()
+            try:
+                with httpx.Client(timeout=60) as client:
+                    for step in range(50):
+                        if step % 2 == 0:
+                            r = client.post(url + "/indexes/news/documents", json={"documents": [
+                                {"doc_id": f"w{step}", "text": f"Written at step {step}. " + TEXTS[step % 12],
+                                 "lang": LANGS[step % 12]}]})
+                        else:
+                            r = client.request("DELETE", url + "/indexes/news/documents",
+                                               json={"ids": [f"w{step - 1}"]})
+                            if r.status_code == 200:
+                                deleted_at[f"w{step - 1}"] = time.monotonic()
+                        statuses.append(r.status_code)
+                        if r.status_code != 200:
+                            refused = (step, r.status_code, r.text)
+                            break
+            finally:
+                stop.set()  # the searchers end whatever happened here (else the pool's exit waits on them forever)
             for f in futures:
                 f.result()
     finally:
         stop.set()
         process.terminate()
-        process.wait(timeout=60)
+        log = process.communicate(timeout=60)[0] or ""
+    assert refused is None, (refused, log[-4000:])  # the server's log says why
     assert len(answers) > 50 and all(s < 500 for s in statuses), sorted(set(statuses))
     late = [(doc, ids) for started, ids in answers for doc, when in deleted_at.items() if started > when and doc in ids]
     assert late == []

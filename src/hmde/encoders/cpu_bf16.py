@@ -18,11 +18,12 @@ where three things hold:
   every use (a record that lacks them, or says ``passed`` without them, is measured again).
 
 A query is embedded alone (bf16 vectors move with their batch: a query's vector must be the one every door gives
-it; :meth:`hmde.encoders.sentence_encoder.SentenceEncoder.embed_ids`), on one OpenMP thread (:func:`one_thread`):
-waking the other thread for each of a few hundred small products cost more than it saved (hmde-e5, one query on the
-model thread: 22-24 ms on two threads, 13-14 ms on one; ONNX Runtime's fp32 graph 8 ms). A call of more than
-:data:`ALONE_LIMIT` queries (an evaluation's) is batched instead: one at a time it ran at 75 queries/s against 250
-for float32 in batches (XQuAD's 22 pairs took 7 min against 4).
+it; :meth:`hmde.encoders.sentence_encoder.SentenceEncoder.embed_ids`), on one OpenMP thread
+(:func:`hmde.encoders.devices.one_thread`): waking the other thread for each of a few hundred small products cost
+more than it saved (hmde-e5, one query on the model thread: 22-24 ms on two threads, 13-14 ms on one; ONNX
+Runtime's fp32 graph 8 ms). A call of more than :data:`hmde.encoders.sentence_encoder.ALONE_LIMIT` queries (an
+evaluation's) is batched instead: one at a time it ran at 75 queries/s against 250 for float32 in batches (XQuAD's
+22 pairs took 7 min against 4).
 
 ``HMDE_CPU_BF16=off`` keeps the ONNX graphs on any CPU (``on``: bf16 wherever the probe and the check pass, AMX or
 not). ``--backend torch --bf16`` asks for the same copy by hand.
@@ -41,9 +42,7 @@ VARIABLE = "HMDE_CPU_BF16"  # auto (default) | on | off
 MIN_SPEEDUP = 3.0  # bf16 over float32 in the probe product (AMX: 5.3x measured)
 MIN_COSINE = 0.9999  # as the fp32 graphs' check (hmde.export.cached.MIN_COSINE): the vectors stay fp32's family
 VERSION = 1
-ALONE_LIMIT = 64  # queries of one call embedded one at a time at most (hmde.encoders.model_thread.GATHERED_TEXTS)
 _SAID: set = set()
-_OPENMP = []  # threadpoolctl's controller of the OpenMP libraries loaded (made once, after torch loads)
 
 
 def policy() -> str:
@@ -181,12 +180,3 @@ def use_bf16(name: str, model) -> bool:
         logging.getLogger("hmde").info("%s runs its ONNX graphs on this CPU, not PyTorch in bf16: %s", name, why)
     return False
 
-
-def one_thread():
-    """A context in which this thread's OpenMP regions (PyTorch's, oneDNN's) run on one thread, restored after:
-    OpenMP's thread count is per calling thread, so no other thread's setting moves (threadpoolctl)."""
-    if not _OPENMP:
-        from threadpoolctl import ThreadpoolController
-
-        _OPENMP.append(ThreadpoolController().select(user_api="openmp"))
-    return _OPENMP[0].limit(limits=1)

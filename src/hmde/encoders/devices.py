@@ -61,3 +61,18 @@ def set_threads(threads: int | None) -> None:
 def cpu_threads() -> int | None:
     """The thread count :func:`set_threads` set in this process, or None (the runtimes' defaults)."""
     return _THREADS[0] if _THREADS else None
+
+
+_OPENMP: list = []  # threadpoolctl's controller of the OpenMP libraries loaded (made once, after torch loads)
+
+
+def one_thread():
+    """A context in which this thread's OpenMP regions (PyTorch's, oneDNN's) run on one thread, restored after:
+    OpenMP's thread count is per calling thread, so no other thread's setting moves (threadpoolctl). For one short
+    input (a query under bf16 on a CPU: :mod:`hmde.encoders.cpu_bf16`), where waking other threads costs more than
+    they save."""
+    if not _OPENMP:
+        from threadpoolctl import ThreadpoolController
+
+        _OPENMP.append(ThreadpoolController().select(user_api="openmp"))
+    return _OPENMP[0].limit(limits=1)

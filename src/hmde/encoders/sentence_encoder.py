@@ -245,6 +245,7 @@ def plan_batches(ids: Sequence[Sequence[int]], token_budget: int, padding: Paddi
 
 CPU_BATCH_SIZE = 8  # default token budgets of embed_ids, in sentences of max_tokens (see default_batch_size)
 GPU_BATCH_SIZE = 64
+ALONE_LIMIT = 64  # queries of one bf16 call embedded one at a time at most (the model thread's and the server's batch)
 
 
 class SentenceEncoder(nn.Module):
@@ -416,8 +417,8 @@ class SentenceEncoder(nn.Module):
         ``alone``: under :attr:`inference_dtype` (bf16), each input in a batch of its own (queries), so that its
         vector is the one every door gives it: bf16 vectors move with their batch (a cosine of about 2e-5; 27% of
         600 WMT sentences differed between two batchings), float32's by at most 2e-7; and on one OpenMP thread
-        (:func:`hmde.encoders.cpu_bf16.one_thread`: faster for one short input). Only calls of up to
-        :data:`hmde.encoders.cpu_bf16.ALONE_LIMIT` inputs (every search door's, concurrent searches gathered
+        (:func:`hmde.encoders.devices.one_thread`: faster for one short input). Only calls of up to
+        :data:`ALONE_LIMIT` inputs (every search door's, concurrent searches gathered
         included): a bulk call (an evaluation's thousand queries) is batched, its vectors within a cosine of about
         2e-5 of the one-at-a-time ones.
         """
@@ -428,9 +429,8 @@ class SentenceEncoder(nn.Module):
         if autocast_dtype is None and self.inference_dtype is not None and not torch.is_grad_enabled() \
                 and not self.model.training:
             autocast_dtype = self.inference_dtype  # auto's bf16 on a CPU with AMX (hmde.encoders.cpu_bf16)
-            from .cpu_bf16 import ALONE_LIMIT, one_thread
-
             if alone and len(ids) <= ALONE_LIMIT and self.device.type == "cpu":
+                from .devices import one_thread
 
                 budget, threads = 1, one_thread
 
