@@ -42,6 +42,7 @@ import hmde  # noqa: F401,E402  (before torch loads: OpenMP's idle threads sleep
 
 sys.path.insert(0, str(Path(__file__).parent))
 from e5_speed import dev_sentences
+from encode_speed import cosines
 from serve_load import load, running_server
 
 MODEL = "hmde-e5"
@@ -171,7 +172,6 @@ def document_sentences(data: Path, n: int) -> list[str]:
 
 def indexing_rows(kind: str, docs: list[dict], loaded: dict, st, st_bf16, nano, work: Path, repeat: int) -> dict:
     """One indexing table: each system in alternating rounds on ``docs``; sentences/s, best round."""
-    import numpy as np
     import torch
 
     from hmde.index.search import Index
@@ -204,8 +204,7 @@ def indexing_rows(kind: str, docs: list[dict], loaded: dict, st, st_bf16, nano, 
         reference = loaded["hmde --backend torch"][1].lower.encode(split)
     # against PyTorch float32 through hmde's own truncation: sentence-transformers' encode keeps more tokens of a
     # sentence longer than hmde's limit, which moves fp32 and every other backend alike (0.995 at 561 characters)
-    unit = lambda a: a / np.linalg.norm(a, axis=1, keepdims=True)  # noqa: E731
-    cosine = float((unit(default) * unit(reference)).sum(1).min())
+    cosine = float(cosines(default, reference).min())
     rates = {name: len(split) / min(t) for name, t in times.items()}
     st_rate = rates["sentence-transformers encode"]
     round_ratio = statistics.median(a / b for a, b in zip(times["sentence-transformers encode"],

@@ -156,14 +156,12 @@ def test_a_bf16_query_runs_on_one_openmp_thread_and_no_other_threads_count_moves
     cpu(flags={"amx_bf16"})
     model = load_model("hmde-mini", "cpu", backend="auto")[1]
     assert model.lower.inference_dtype == torch.bfloat16
-    seen, original, before = [], SentenceEncoder.embed_plan, torch.get_num_threads()
+    seen, sizes, original, before = [], [], SentenceEncoder.embed_plan, torch.get_num_threads()
 
     def recording(self, plan, **kwargs):
         seen.append(torch.get_num_threads())
         sizes.append(max(len(batch["input_ids"]) for batch in plan.batches))
         return original(self, plan, **kwargs)
-
-    sizes = []
 
     monkeypatch.setattr(SentenceEncoder, "embed_plan", recording)
     torch.set_num_threads(2)

@@ -179,4 +179,3 @@ def use_bf16(name: str, model) -> bool:
             f"(threshold {MIN_COSINE})"
         logging.getLogger("hmde").info("%s runs its ONNX graphs on this CPU, not PyTorch in bf16: %s", name, why)
     return False
-
