@@ -323,3 +323,58 @@ def test_serve_refuses_what_it_cannot_serve_before_binding(tmp_path, collection,
     assert "built with" in capsys.readouterr().err
     assert main(["serve", "--model", "hmde-auto"]) == 2
     assert "one model" in capsys.readouterr().err
+
+
+def _exchange(sock, request: bytes) -> bytes:
+    """One HTTP/1.1 request on ``sock`` and its whole response (Content-Length bodies); b"" once the server closed."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_an_unexpected_error_is_a_500_json_and_the_connection_stays_open(hmde_dir, caplog):
+    """A fault inside a route (here the model raising a SystemError once) is a 500 JSON naming its kind, with the
+    traceback in the server's log, never the client's; and the client's keep-alive connection still serves its next
+    request (Starlette's outermost handler re-raised, so uvicorn closed the connection: a client that had already
+    sent its next request on it got 'connection reset by peer')."""
+    import socket
+
+    from hmde.serve.served import load_served
+
+    served = load_served(str(hmde_dir), [], "cpu")
+    encode, calls = served.model.encode, []
+
+    def failing_once(key, texts, langs):
+        calls.append(texts)
+        if len(calls) == 1:
+            raise SystemError("error return without exception set")
+        return encode(key, texts, langs)
+
+    served.model.encode = failing_once
+    body = json.dumps({"input": "a", "model": "hmde"}).encode()
+    request = (b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    with ThreadServer(served) as running, socket.create_connection(("127.0.0.1", running.port), timeout=60) as sock:
+        first = _exchange(sock, request)
+        second = _exchange(sock, request)  # the same connection
+        third = _exchange(sock, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 500"), first[:200]
+    error = json.loads(first.partition(b"\r\n\r\n")[2])["error"]
+    assert error["code"] == 500 and "SystemError" in error["message"] and b"Traceback" not in first
+    assert second.startswith(b"HTTP/1.1 200"), second[:200]
+    assert len(json.loads(second.partition(b"\r\n\r\n")[2])["data"][0]["embedding"]) == served.model.dim
+    assert third.startswith(b"HTTP/1.1 200"), third[:200]
+    logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    assert "/v1/embeddings" in logged and "SystemError" in logged

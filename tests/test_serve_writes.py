@@ -115,33 +115,42 @@ def test_fifty_writes_while_sixteen_clients_search(news, hmde_dir):
     search that started after a delete's 200 names the deleted id."""
     process, url = serve_process([str(news), "--model", str(hmde_dir), "--writable", "--device", "cpu"])
     deleted_at: dict[str, float] = {}  # doc id -> when its delete was answered
-    answers, statuses, stop = [], [], threading.Event()
+    answers, statuses, failures, stop = [], [], [], threading.Event()
 
     def searcher(k: int):
         with httpx.Client(timeout=60) as client:
             while not stop.is_set():
                 started = time.monotonic()
-                r = client.post(url + "/search", json={"query": TEXTS[k % len(TEXTS)], "top_k": 30})
+                try:
+                    r = client.post(url + "/search", json={"query": TEXTS[k % len(TEXTS)], "top_k": 30})
+                except httpx.TransportError as exc:  # kept with the server's log and state, said below
+                    failures.append((k, round(started - began, 2), round(time.monotonic() - started, 2), repr(exc)))
+                    return
                 statuses.append(r.status_code)
                 if r.status_code == 200:
                     answers.append((started, [h["doc_id"] for h in r.json()["results"][0]["hits"]]))
 
-    refused = None  # the first write not answered 200: (step, status, body)
+    def write(client, step: int):  # even steps add w{step}, odd steps delete the one just added
+        if step % 2 == 0:
+            return client.post(url + "/indexes/news/documents", json={"documents": [
+                {"doc_id": f"w{step}", "text": f"Written at step {step}. " + TEXTS[step % 12],
+                 "lang": LANGS[step % 12]}]})
+        return client.request("DELETE", url + "/indexes/news/documents", json={"ids": [f"w{step - 1}"]})
+
+    refused, began, exit_code = None, time.monotonic(), None  # refused: the first write not answered 200
     try:
         with ThreadPoolExecutor(16) as pool:
             futures = [pool.submit(searcher, k) for k in range(16)]
             try:
                 with httpx.Client(timeout=60) as client:
                     for step in range(50):
-                        if step % 2 == 0:
-                            r = client.post(url + "/indexes/news/documents", json={"documents": [
-                                {"doc_id": f"w{step}", "text": f"Written at step {step}. " + TEXTS[step % 12],
-                                 "lang": LANGS[step % 12]}]})
-                        else:
-                            r = client.request("DELETE", url + "/indexes/news/documents",
-                                               json={"ids": [f"w{step - 1}"]})
-                            if r.status_code == 200:
-                                deleted_at[f"w{step - 1}"] = time.monotonic()
+                        try:
+                            r = write(client, step)
+                        except httpx.TransportError as exc:
+                            refused = (step, round(time.monotonic() - began, 2), repr(exc))
+                            break
+                        if step % 2 == 1 and r.status_code == 200:
+                            deleted_at[f"w{step - 1}"] = time.monotonic()
                         statuses.append(r.status_code)
                         if r.status_code != 200:
                             refused = (step, r.status_code, r.text)
@@ -152,10 +161,12 @@ def test_fifty_writes_while_sixteen_clients_search(news, hmde_dir):
                 f.result()
     finally:
         stop.set()
+        exit_code = process.poll()  # None: the server still runs
         process.terminate()
         log = process.communicate(timeout=60)[0] or ""
-    assert refused is None, (refused, log[-4000:])  # the server's log says why
-    assert len(answers) > 50 and all(s < 500 for s in statuses), sorted(set(statuses))
+    assert refused is None, (refused, exit_code, log[-4000:])  # the server's log says why
+    assert failures == [], (failures, exit_code, log[-4000:])
+    assert len(answers) > 50 and all(s < 500 for s in statuses), (sorted(set(statuses)), log[-4000:])
     late = [(doc, ids) for started, ids in answers for doc, when in deleted_at.items() if started > when and doc in ids]
     assert late == []
     assert len(deleted_at) == 25

@@ -37,6 +37,11 @@ DOCUMENT_ROUTES = ("/indexes/{name}/documents/query", "/indexes/{name}/documents
 QUERY_TYPES = ("query", "search_query")
 
 
+def fault(exc: BaseException) -> JSONResponse:
+    """The answer to a fault: a 500 naming its kind only (the traceback is in the server's log)."""
+    return error(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+
+
 def error(status: int, message: str, field: str | None = None, headers: dict | None = None,
           doc_id: str | None = None) -> JSONResponse:
     """The OpenAI API's error shape, which its clients read: {"error": {"message", "type", "param", "code"}}; a
@@ -120,9 +125,9 @@ def create_app(served: Served, options: ServeOptions | None = None) -> FastAPI:
                      {"Retry-After": str(options.retry_after_s)})
 
     @app.exception_handler(Exception)
-    async def _crashed(request: Request, exc: Exception):
+    async def _crashed(request: Request, exc: Exception):  # a fault outside Guard's own (its body read): still JSON
         log.exception("request %s %s failed", request.method, request.url.path)
-        return error(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+        return fault(exc)
 
     app.add_middleware(Guard, options=options, metrics=metrics)
 
@@ -339,11 +344,11 @@ class Guard:
         route = path if path in ROUTES else route_template(path)
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
-        status = {"code": 500}
+        status = {"code": 500, "started": False}
 
         async def sending(message):
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                status["code"], status["started"] = message["status"], True
             await send(message)
 
         limit = self.options.max_body_bytes
@@ -365,6 +370,13 @@ class Guard:
                 await refused(scope, receive, sending)
             else:
                 await self.app(scope, receive, sending)
+        except Exception as exc:  # a fault: a 500 answered here keeps the client's connection open (Starlette's
+            # outermost handler answers, then re-raises, and uvicorn closes it: a client that had already sent its
+            # next request on it was reset); the traceback goes to the server's log, never to the client
+            log.exception("request %s %s failed", scope.get("method"), path)
+            if status["started"]:
+                raise  # the answer is half sent: only closing the connection ends it
+            await fault(exc)(scope, receive, sending)
         finally:
             self.metrics.requests.labels(route, str(status["code"])).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - started)
