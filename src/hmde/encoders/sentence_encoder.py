@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from .cls_last_layer import forward_cls_last_layer, supports_cls_last_layer
 from .unnormalized import without_final_normalize
 from .eval_mode import eval_mode
-from .precision import POLICY_VARIABLE, autocast_context, low_precision_forced, low_precision_is_faster
+from .precision import POLICY_VARIABLE, autocast_context, cast_copy, low_precision_forced, low_precision_is_faster
 from ..errors import ModelLoadError, unreachable_model_message
 
 logger = logging.getLogger(__name__)
@@ -302,12 +302,10 @@ class SentenceEncoder(nn.Module):
         weight at every call, which on CPUs cost more than bf16 saved (0.74 vs 4.08 documents/s
         measured). The copy is made once and remade only when the fp32 weights changed
         (training, fine-tuning); it is not a submodule, so it is never saved or trained."""
-        import copy
-
         versions = tuple(p._version for p in self.model.parameters())
         cached = self.__dict__.get("_low_precision")
         if cached is None or cached[0] != (dtype, versions, self.model.training):
-            low = copy.deepcopy(self.model).to(dtype).eval()
+            low = cast_copy(self.model, dtype).eval()
             object.__setattr__(self, "_low_precision", ((dtype, versions, self.model.training), low))
             cached = self.__dict__["_low_precision"]
         return cached[1]
