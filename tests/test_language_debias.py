@@ -92,6 +92,39 @@ def test_the_statistics_follow_every_write_and_one_language_changes_nothing(tmp_
             [[(h.doc_id, h.score) for h in x] for x in b.search(q)]
 
 
+def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vectors(tmp_path, monkeypatch):
+    """Issue 96, item 1: a flat index's sentence search gives exact inner products of the projected query, so its
+    candidates' debiased cosines need only each row's length outside the languages' directions, from a table made
+    once per snapshot, not a read of 1,000 vectors a query. The table is those lengths row for row (after an add
+    and a delete too), and the hits, their scores and evidence are the ones that reading the vectors gives."""
+    from hmde.index.language_debias import residual_norms
+    from hmde.index.local_store import LocalStore
+
+    docs, lang_dirs, topic_dirs = collection(seed=4, languages=("aaa", "bbb", "ccc"))
+    path = tmp_path / "idx"
+    write_batches(path, meta(), iter([batch(docs[:40])]), add=False).close()
+    DocumentIndex.write_batches(path, meta(), iter([batch(docs[40:])]), add=True).close()
+    delete_documents(path, [d[0] for d in docs[10:14]])
+    rng = np.random.default_rng(5)
+    queries = unit(np.stack([lang_dirs["bbb"] + topic_dirs[t] + 0.3 * rng.standard_normal(DIM) for t in range(6)]))
+    with DocumentIndex.open(path) as index:
+        assert len(index.language_basis) == 2
+        rows = np.arange(index.sentence_index.ntotal)
+        want = residual_norms(index.sentence_vectors_of(rows), index.language_basis)
+        assert np.array_equal(index.sentence_residual_norms(rows), want)
+        assert np.array_equal(index.sentence_residual_norms(np.array([[rows[-1], -1]]))[0, 0], want[-1])
+        assert want.min() < 0.9  # the languages' directions hold part of each vector: the division matters
+        fast = [[(h.doc_id, h.score, h.evidence) for h in q] for q in index.search(queries, top_k=12)]
+        monkeypatch.setattr(LocalStore, "sentence_residual_norms", lambda self, rows: None)
+        read = [[(h.doc_id, h.score, h.evidence) for h in q] for q in index.search(queries, top_k=12)]
+    assert [[d for d, _, _ in q] for q in fast] == [[d for d, _, _ in q] for q in read]
+    np.testing.assert_allclose([[s for _, s, _ in q] for q in fast], [[s for _, s, _ in q] for q in read], atol=1e-6)
+    assert [[e for _, _, e in q] for q in fast] == [[e for _, _, e in q] for q in read]
+    monkeypatch.undo()
+    with write_batches(tmp_path / "none", meta(""), iter([batch(docs)]), add=False) as plain:
+        assert plain.sentence_residual_norms(np.arange(3)) is None  # nothing removed: the inner products are it
+
+
 def test_new_indexes_record_it_and_older_ones_keep_none(hmde_dir, tmp_path):
     assert IndexSettings().language_debias == "subspace+calibrate"  # the default (docs/model.md)
     src = tmp_path / "d.jsonl"

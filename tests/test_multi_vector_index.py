@@ -207,3 +207,23 @@ def test_a_flat_index_reads_its_candidates_sentence_vectors_from_memory(hmde_dir
         np.testing.assert_array_equal(store.sentence_vectors_of(rows), on_disk[rows])
         with pytest.raises(IndexError, match="out of range"):
             store.sentence_vectors_of(np.array([len(on_disk)]))
+
+
+def test_aggregating_documents_side_by_side_in_one_reduction_equals_the_loop_over_them():
+    """Issue 96: the best sentence of each document, for documents laid side by side (every caller's layout), is
+    one numpy reduction; empty documents, an offset, trailing columns and a layout out of order (the loop) agree."""
+    from hmde.index.multivector import aggregate
+
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        counts = rng.integers(0, 5, size=rng.integers(1, 30))
+        offset = int(rng.integers(0, 3))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) + offset
+        sims = rng.standard_normal((3, int(counts.sum()) + offset + int(rng.integers(0, 3)))).astype(np.float32)
+        want = np.array([[sims[q, s:s + c].max() if c else 0.0 for s, c in zip(starts, counts)] for q in range(3)],
+                        np.float32)
+        assert np.array_equal(aggregate(sims, starts, counts), want)
+        order = rng.permutation(len(counts))
+        assert np.array_equal(aggregate(sims, starts[order], counts[order]), want[:, order])
+        sums = np.array([[sims[q, s:s + c].sum() for s, c in zip(starts, counts)] for q in range(3)], np.float32)
+        np.testing.assert_allclose(aggregate(sims, starts, counts, top=9), sums, rtol=1e-6, atol=1e-6)

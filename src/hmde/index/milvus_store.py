@@ -299,6 +299,9 @@ class MilvusIndex:
     def exact_document_vectors(self, rows):
         return None
 
+    def sentence_residual_norms(self, rows):
+        return None  # the ranking reads the candidates' vectors (one call) and scores them exactly
+
     def _sentences(self, rows, fields: list[str]) -> dict[int, list[dict]]:
         """Each document row's stored sentences (``fields`` and position), in order."""
         out: dict[int, list[dict]] = {int(r): [] for r in rows}

@@ -64,6 +64,15 @@ def aggregate(sims: np.ndarray, starts: np.ndarray, counts: np.ndarray, top: int
     """(Q, N) sentence cosines -> (Q, D) document scores: per document, the sum of its ``top`` best."""
     q = sims.shape[0]
     out = np.zeros((q, len(counts)), np.float32)
+    starts, counts = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    filled = counts > 0
+    first, sizes = starts[filled], counts[filled]
+    if top == 1 and len(first) and first[0] >= 0 and np.array_equal(first[1:], first[:-1] + sizes[:-1]) and \
+            first[-1] + sizes[-1] <= sims.shape[1]:
+        # documents side by side (every caller's layout): one reduction, not a Python loop over them (the
+        # calibration's 256 sampled documents: 0.4 ms of every calibrated query, issue 96)
+        out[:, filled] = np.maximum.reduceat(sims[:, first[0]:first[-1] + sizes[-1]], first - first[0], axis=1)
+        return out
     for d, (start, count) in enumerate(zip(starts, counts)):
         if count == 0:
             continue

@@ -17,7 +17,7 @@ from .multivector import DEFAULT_DOC_WEIGHT, DEFAULT_TOP_SENTENCES
 from ..files.places import places_of
 from .records import SearchHit
 from .relevance import POOL as RELEVANCE_POOL
-from .scoring import cosines, exact_scores
+from .scoring import cosines, exact_scores, rescaled_scores
 
 HYBRID_POOL = 100  # candidates each ranking contributes to the fusion
 DEBIASED_POOL = 200  # documents a one-vector search re-scores where the index removes its languages' directions
@@ -263,7 +263,10 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
     sims, rows, owners = store.nearest_sentences(q, pool, selection, ef_search, nprobe)
     # compressed codes find the candidates, and their stored vectors score them exactly; where the index removes
     # its languages' directions, the candidates' cosines with both sides projected need those vectors too
-    if compressed or len(basis):
+    norms = None if compressed or not len(basis) else store.sentence_residual_norms(rows)
+    if norms is not None:  # exact inner products already: divided by the rows' stored lengths
+        sims = rescaled_scores(sims, rows, norms, companion=owners)
+    elif compressed or len(basis):
         sims = exact_scores(store.sentence_vectors_of, rows, q, basis, companion=owners)
     candidates = np.unique(owners[rows >= 0])  # every query's candidate documents, their vectors read once
     doc_vectors = store.document_vectors(candidates) if doc_weight and len(candidates) else None

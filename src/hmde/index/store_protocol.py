@@ -51,6 +51,12 @@ class DocumentStore(Protocol):
     def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:
         """The stored (unit) vectors of sentence ``rows``, in that order."""
 
+    def sentence_residual_norms(self, rows: np.ndarray) -> np.ndarray | None:
+        """Where the store's sentence search gives exact inner products and the index removes its languages'
+        directions: each of ``rows``' (any shape; -1 ignored) length outside them
+        (:func:`hmde.index.language_debias.residual_norms`) without reading the vectors; else None (the ranking
+        reads the vectors, :func:`hmde.index.scoring.exact_scores`)."""
+
     def document_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The stored (unit) document vectors of ``rows``, in that order."""
 
