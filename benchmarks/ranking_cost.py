@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import hmde  # noqa: F401  (before numpy, as the command line has it: OpenBLAS's idle threads sleep, hmde.ground.idle_threads)
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -5,16 +5,15 @@ Encoder" (HMDE), the LAWDR document vectors and a lightweight cross-lingual sent
 encoder, as a library and a command-line tool.
 """
 
-import os
-import sys
-
 from .version import __version__
 from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 
-# OpenMP's idle threads sleep instead of spinning (PyTorch paths): the same speed on an idle machine, half the time
-# on a busy one (docs/defaults.md, docs/speed.md). Only before torch loads, never over the user's own setting.
-if "torch" not in sys.modules:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's and OpenBLAS's idle threads sleep instead of spinning: the same speed on an idle machine, half the time
+# on a busy one, a third for a calibrated search on two threads (hmde.ground.idle_threads). Only before the
+# libraries load, never over the user's own setting.
+from .ground.idle_threads import sleeping_idle_threads  # noqa: E402
+
+sleeping_idle_threads()
 
 # The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
 # check made before a model loads start at once (PEP 562).

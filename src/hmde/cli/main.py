@@ -16,6 +16,7 @@ import threading
 
 from ..version import __version__
 from ..errors import HmdeError, Terminated  # noqa: F401 - Terminated: raised below, named here by callers
+from ..ground.idle_threads import sleeping_idle_threads
 
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "mine", "index", "classify", "serve", "demo", "recipe", "e5-gpu",
             "longformer", "pseudo-documents", "sentence-queries", "sentence-stage", "export"]
@@ -110,10 +111,7 @@ def closed_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # OpenMP's idle threads sleep instead of spinning (read when torch loads, so set before any import of it; a
-    # user's own setting wins): on a machine busy with other work the spinning threads slowed `hmde encode` of 20
-    # articles from 10.3 s to 17.1 s; on an idle machine it costs nothing (6.1 s vs 6.0 s). benchmarks/cpu_threads.py
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sleeping_idle_threads()  # OpenMP's and OpenBLAS's idle threads sleep (import hmde did it; a user's setting wins)
     parser = build_parser()
     args = parse(parser, argv)
     if not getattr(args, "func", None):

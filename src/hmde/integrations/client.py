@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -385,10 +384,9 @@ def hit_metadata(hit: dict) -> dict:
 
 
 def passive_openmp() -> None:
-    """OpenMP's idle threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``), as the command line sets it:
-    the same speed on an idle machine, half the time on a busy one (docs/defaults.md). Only before torch loads, and
-    never over the user's own setting."""
-    import sys
+    """OpenMP's and OpenBLAS's idle threads sleep instead of spinning, as the command line has them
+    (:func:`hmde.ground.idle_threads.sleeping_idle_threads`): only before those libraries load, and never over the
+    user's own setting."""
+    from ..ground.idle_threads import sleeping_idle_threads
 
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sleeping_idle_threads()
