@@ -22,9 +22,14 @@ class QueryLanguageCalibration:
     """One snapshot's document languages (as :func:`hmde.text.coverage.language_code` writes them) and sample."""
 
     def __init__(self, index):
+        import weakref
+
         from ..text.coverage import language_code
 
-        self.index = index
+        # the store owns this (``store._calibration``): a strong reference back made a cycle that kept a closed
+        # snapshot, and its FAISS indexes (15.4 GB for a flat index of 10M sentences), alive until Python's cycle
+        # collector ran, so a benchmark's or a server's next snapshot was opened beside it (killed for memory)
+        self.index = weakref.proxy(index)
         rows, positions, names = index.live_rows_and_languages()
         codes = [language_code(name) for name in names]  # eng and en: one language
         self.languages = sorted(set(codes))
