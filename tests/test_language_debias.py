@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from hmde.cli.main import main
 from hmde.index.build import write_batches
@@ -92,7 +93,8 @@ def test_the_statistics_follow_every_write_and_one_language_changes_nothing(tmp_
             [[(h.doc_id, h.score) for h in x] for x in b.search(q)]
 
 
-def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vectors(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["flat", "hnsw"])
+def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vectors(tmp_path, monkeypatch, kind):
     """Issue 96, item 1: a flat index's sentence search gives exact inner products of the projected query, so its
     candidates' debiased cosines need only each row's length outside the languages' directions, from a table made
     once per snapshot, not a read of 1,000 vectors a query. The table is those lengths row for row (after an add
@@ -102,13 +104,15 @@ def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vector
 
     docs, lang_dirs, topic_dirs = collection(seed=4, languages=("aaa", "bbb", "ccc"))
     path = tmp_path / "idx"
-    write_batches(path, meta(), iter([batch(docs[:40])]), add=False).close()
-    DocumentIndex.write_batches(path, meta(), iter([batch(docs[40:])]), add=True).close()
+    kept = meta()
+    kept.index_type = kind  # HNSW over flat vectors gives exact inner products too
+    write_batches(path, kept, iter([batch(docs[:40])]), add=False).close()
+    DocumentIndex.write_batches(path, kept, iter([batch(docs[40:])]), add=True).close()
     delete_documents(path, [d[0] for d in docs[10:14]])
     rng = np.random.default_rng(5)
     queries = unit(np.stack([lang_dirs["bbb"] + topic_dirs[t] + 0.3 * rng.standard_normal(DIM) for t in range(6)]))
     with DocumentIndex.open(path) as index:
-        assert len(index.language_basis) == 2
+        assert len(index.language_basis) == 2 and index.meta.index_type == kind
         rows = np.arange(index.sentence_index.ntotal)
         want = residual_norms(index.sentence_vectors_of(rows), index.language_basis)
         assert np.array_equal(index.sentence_residual_norms(rows), want)

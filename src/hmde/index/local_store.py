@@ -36,6 +36,7 @@ from .thread_cursors import ThreadCursors
 
 NORM_CHUNK = 65_536  # sentence rows a pass of sentence_residual_norms reads at a time
 
+
 class LocalStore:
     """An open snapshot of an index in hmde's own files: open with :meth:`open`."""
 

@@ -262,7 +262,9 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
     pool = pool or (COMPRESSED_SENTENCE_POOL if compressed else SENTENCE_POOL)
     sims, rows, owners = store.nearest_sentences(q, pool, selection, ef_search, nprobe)
     # compressed codes find the candidates, and their stored vectors score them exactly; where the index removes
-    # its languages' directions, the candidates' cosines with both sides projected need those vectors too
+    # its languages' directions, the candidates' cosines with both sides projected divide by each vector's length
+    # outside them: from the store's table of those lengths where its search gave exact inner products, else from
+    # the vectors read back
     norms = None if compressed or not len(basis) else store.sentence_residual_norms(rows)
     if norms is not None:  # exact inner products already: divided by the rows' stored lengths
         sims = rescaled_scores(sims, rows, norms, companion=owners)
