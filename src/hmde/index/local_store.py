@@ -9,8 +9,7 @@ Layout of ``INDEX_DIR``::
     docs.duckdb     table docs(row, doc_id, lang, text, sent_start, sent_count, sentences, metadata)
 
 Large collections (``--engine ray``) store no sentence vectors (30 times the document vectors); their hits'
-sentences are embedded at search time instead. Writes are :mod:`hmde.index.local_write` and
-:mod:`hmde.index.mutations`.
+sentences are embedded at search time instead. Writes are :mod:`hmde.index.local_write` and :mod:`~.mutations`.
 """
 
 from __future__ import annotations
@@ -26,15 +25,13 @@ from ..errors import HmdeError, InputError
 from ..ground.atomic import through_links
 from ..ground.locks import reading
 from ..ground.once import once, owner_lock
-from .language_debias import recorded_basis
+from .language_debias import recorded_basis, stored_residual_norms
 from .faiss_files import SENTENCE_INDEX, flat_from, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .row_file import RowFile, spans_to_rows
 from .snapshots import version_of
 from .store_protocol import Selection
 from .thread_cursors import ThreadCursors
-
-NORM_CHUNK = 65_536  # sentence rows a pass of sentence_residual_norms reads at a time
 
 
 class LocalStore:
@@ -368,27 +365,7 @@ class LocalStore:
         sims, rows = index.search(q, min(n, k), params=params)
         return sims, rows, np.where(rows >= 0, owners[np.maximum(rows, 0)], -1)
 
-    def sentence_residual_norms(self, rows: np.ndarray) -> np.ndarray | None:
-        """Flat and HNSW indexes (their search gives exact inner products) that remove their languages' directions:
-        each sentence row's length outside them, from a table made once per snapshot, whichever thread asks first
-        (one pass over the vectors, as the sentence owners are; 50k sentences: 9 ms); else None."""
-        from .language_debias import residual_norms
-
-        basis = self.language_basis
-        if self.meta.index_type not in ("flat", "hnsw") or not len(basis):
-            return None
-
-        def table():
-            n = self.sentence_index.ntotal
-            out = np.empty(n, np.float32)
-            for start in range(0, n, NORM_CHUNK):
-                part = np.arange(start, min(n, start + NORM_CHUNK), dtype=np.int64)
-                out[start:start + len(part)] = residual_norms(self.sentence_vectors_of(part), basis)
-            return out
-
-        norms = once(self, "_sentence_norms", table)
-        rows = np.asarray(rows, np.int64)
-        return norms[np.clip(rows, 0, max(len(norms) - 1, 0))] if len(norms) else np.ones(rows.shape, np.float32)
+    sentence_residual_norms = stored_residual_norms  # flat and HNSW: a table of lengths made once (issue 96)
 
     def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:  # flat: the FAISS index in memory (issue 96)
         rows, file = np.asarray(rows, np.int64).reshape(-1), self._sentence_file()  # a closed index says so
