@@ -12,8 +12,10 @@ from .errors import HmdeError, InputError, ModelLoadError  # noqa: E402
 # on a busy one, a third for a calibrated search on two threads (hmde.ground.idle_threads). Only before the
 # libraries load, never over the user's own setting.
 from .ground.idle_threads import sleeping_idle_threads  # noqa: E402
+from .ground.ast_lock import serialize_ast_parse  # noqa: E402
 
 sleeping_idle_threads()
+serialize_ast_parse()  # CPython 3.11-3.12: two threads' ast.parse (numpy's .npy headers) can fail (ground/ast_lock.py)
 
 # The model classes import PyTorch (seconds): they load on first use, so that `hmde --help` and every
 # check made before a model loads start at once (PEP 562).
