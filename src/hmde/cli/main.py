@@ -16,7 +16,6 @@ import threading
 
 from ..version import __version__
 from ..errors import HmdeError, Terminated  # noqa: F401 - Terminated: raised below, named here by callers
-from ..ground.idle_threads import sleeping_idle_threads
 
 COMMANDS = ["encode", "build-pairs", "train", "train-sentence-encoder", "eval", "align", "align-sentences", "mine", "index", "classify", "serve", "demo", "recipe", "e5-gpu",
             "longformer", "pseudo-documents", "sentence-queries", "sentence-stage", "export"]
@@ -111,7 +110,6 @@ def closed_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sleeping_idle_threads()  # OpenMP's and OpenBLAS's idle threads sleep (import hmde did it; a user's setting wins)
     parser = build_parser()
     args = parse(parser, argv)
     if not getattr(args, "func", None):

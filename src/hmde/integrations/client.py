@@ -381,12 +381,3 @@ def hit_metadata(hit: dict) -> dict:
     (``doc_id``, ``lang``, ``score``, ``rank``, ``sentences``: the evidence, best first), which win on a clash."""
     return {**(hit.get("metadata") or {}), "doc_id": hit["doc_id"], "lang": hit["lang"], "score": hit["score"],
             "rank": hit["rank"], "sentences": hit["sentences"]}
-
-
-def passive_openmp() -> None:
-    """OpenMP's and OpenBLAS's idle threads sleep instead of spinning, as the command line has them
-    (:func:`hmde.ground.idle_threads.sleeping_idle_threads`): only before those libraries load, and never over the
-    user's own setting."""
-    from ..ground.idle_threads import sleeping_idle_threads
-
-    sleeping_idle_threads()

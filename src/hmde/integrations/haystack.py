@@ -29,10 +29,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..index.records import DuplicateIds
-from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
+from .client import Embedder, IndexClient, needs, off_the_loop
 from .hits import check_page_content, hit_content, relevance, retrieved
 
-passive_openmp()
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
     from haystack.dataclasses import ByteStream, SparseEmbedding

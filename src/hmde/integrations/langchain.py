@@ -22,10 +22,9 @@ import uuid
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
-from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
+from .client import Embedder, IndexClient, needs, off_the_loop
 from .hits import check_page_content, hit_content, relevance, retrieved
 
-passive_openmp()
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
     from langchain_core.documents import Document

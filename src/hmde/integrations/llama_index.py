@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from .client import Embedder, IndexClient, needs, off_the_loop, passive_openmp
+from .client import Embedder, IndexClient, needs, off_the_loop
 from .hits import check_page_content, hit_content, relevance, retrieved
 
-passive_openmp()
 try:
     from llama_index.core.bridge.pydantic import PrivateAttr
     from llama_index.core.embeddings import BaseEmbedding
