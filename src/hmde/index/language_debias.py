@@ -127,33 +127,6 @@ def residual_norms(vectors: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(np.square(vectors).sum(1) - inside, 1e-6)).astype(np.float32)
 
 
-NORM_CHUNK = 65_536  # sentence rows a pass of stored_residual_norms reads at a time
-
-
-def stored_residual_norms(store, rows: np.ndarray) -> np.ndarray | None:
-    """hmde's own store's ``sentence_residual_norms``: where its sentence search gives exact inner products (flat
-    and HNSW over flat vectors) and the index removes its languages' directions, each of ``rows``' :func:`residual_norms`
-    (-1: any value), from a table of every sentence row made once per snapshot, whichever thread asks first (one
-    pass over the vectors, as the sentence owners are read once; 50k sentences: 9 ms); else None."""
-    from ..ground.once import once
-
-    basis = store.language_basis
-    if store.meta.index_type not in ("flat", "hnsw") or not len(basis):
-        return None
-
-    def table():
-        n = store.sentence_index.ntotal
-        out = np.empty(n, np.float32)
-        for start in range(0, n, NORM_CHUNK):
-            part = np.arange(start, min(n, start + NORM_CHUNK), dtype=np.int64)
-            out[start:start + len(part)] = residual_norms(store.sentence_vectors_of(part), basis)
-        return out
-
-    norms = once(store, "_sentence_norms", table)
-    rows = np.asarray(rows, np.int64)
-    return norms[np.clip(rows, 0, max(len(norms) - 1, 0))] if len(norms) else np.ones(rows.shape, np.float32)
-
-
 def project_out(x: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """``x`` without its components in the rows of ``basis`` (orthonormal)."""
     return x - (x @ basis.T) @ basis if len(basis) else x

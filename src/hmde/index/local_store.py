@@ -25,10 +25,11 @@ from ..errors import HmdeError, InputError
 from ..ground.atomic import through_links
 from ..ground.locks import reading
 from ..ground.once import once, owner_lock
-from .language_debias import recorded_basis, stored_residual_norms
+from .language_debias import recorded_basis
 from .faiss_files import SENTENCE_INDEX, flat_from, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .row_file import RowFile, spans_to_rows
+from .snapshot_tables import RECORD_COLUMNS, held_records, stored_residual_norms
 from .snapshots import version_of
 from .store_protocol import Selection
 from .thread_cursors import ThreadCursors
@@ -315,7 +316,6 @@ class LocalStore:
                 out[i] = sentences.span(start, end).astype(np.float32).mean(0)
         return normalize(out)
 
-
     # -- what the ranking asks of a store (hmde.index.store_protocol) ----------------------------------------
     def languages(self) -> list[str]:
         return [r[0] for r in self._query("SELECT DISTINCT lang FROM docs WHERE lang IS NOT NULL ORDER BY 1")]
@@ -393,15 +393,15 @@ class LocalStore:
             "SELECT doc_id, row FROM docs WHERE doc_id IN (SELECT unnest(?::VARCHAR[]))", [list(doc_ids)])}
 
     def records(self, rows: Sequence[int]) -> dict:
-        sentence_file = self._sentence_file()
-        metadata = "metadata" if self.has_metadata else "NULL"
-        records = {}
-        for row, doc_id, dlang, text, start, count, sents, meta in self._query(
-                f"SELECT row, doc_id, lang, text, sent_start, sent_count, sentences, {metadata} FROM docs "
-                f"WHERE row IN ({','.join('?' * len(rows))})", list(rows)):
-            records[row] = [doc_id, dlang, text, list(sents or []), sentence_file.span(start, start + count),
-                            json.loads(meta) if meta else {}]
-        return records
+        """``rows``' records: held in memory for a small snapshot (:mod:`.snapshot_tables`), else from DuckDB."""
+        sentence_file, held = self._sentence_file(), held_records(self)
+        if held is None:
+            metadata = "metadata" if self.has_metadata else "NULL"
+            held = {r[0]: r[1:] for r in self._query(f"SELECT {RECORD_COLUMNS}, {metadata} FROM docs WHERE row IN "
+                                                     f"({','.join('?' * len(rows))})", list(rows))}
+        return {row: [doc_id, dlang, text, list(sents or []), sentence_file.span(start, start + count),
+                      json.loads(meta) if meta else {}]
+                for row in rows if row in held for doc_id, dlang, text, start, count, sents, meta in (held[row],)}
 
     def search(self, query_vectors: np.ndarray, top_k: int = 10, lang: str | None = None, **options):
         """Hits per query, best first: :func:`hmde.index.ranking.search` over this store (its options)."""

@@ -1,0 +1,63 @@
+"""Tables an open snapshot of hmde's own store derives from its files once, whichever thread asks first
+(:func:`hmde.ground.once.once`), and then reads in memory for every search (issue 96: at 50k sentences a search's
+fixed costs, not FAISS's, made hmde's ranking twice a flat FAISS search):
+
+- :func:`stored_residual_norms`: each sentence row's length outside the languages' directions;
+- :func:`held_records`: the documents table's rows, where the snapshot is small enough to hold them (DuckDB's read of
+  a search's ten rows costs about 1.3 ms whatever the table's size; a dictionary's, 0.02 ms).
+
+A snapshot never changes (a write opens the next one), so a table made once stays true for its life.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ground.once import once
+from .language_debias import residual_norms
+
+NORM_CHUNK = 65_536  # sentence rows a pass of stored_residual_norms reads at a time
+# a docs.duckdb using up to this much has its rows held in memory: about twice as much in Python (XQuAD's 2,880
+# paragraphs in ten languages: 5.5 MB used, 10.4 MB held, read in 75 ms by a snapshot's first search); above it a
+# FAISS search is long enough that DuckDB's 1.3 ms is a small part of it
+HELD_RECORDS_BYTES = 16 << 20
+RECORD_COLUMNS = "row, doc_id, lang, text, sent_start, sent_count, sentences"
+
+
+def stored_residual_norms(store, rows: np.ndarray) -> np.ndarray | None:
+    """hmde's own store's ``sentence_residual_norms``: where its sentence search gives exact inner products (flat
+    and HNSW over flat vectors) and the index removes its languages' directions, each of ``rows``'
+    :func:`~hmde.index.language_debias.residual_norms` (-1: any value), from a table of every sentence row made once
+    per snapshot (one pass over the vectors, as the sentence owners are read once; 50k sentences: 9 ms); else None."""
+    basis = store.language_basis
+    if store.meta.index_type not in ("flat", "hnsw") or not len(basis):
+        return None
+
+    def table():
+        n = store.sentence_index.ntotal
+        out = np.empty(n, np.float32)
+        for start in range(0, n, NORM_CHUNK):
+            part = np.arange(start, min(n, start + NORM_CHUNK), dtype=np.int64)
+            out[start:start + len(part)] = residual_norms(store.sentence_vectors_of(part), basis)
+        return out
+
+    norms = once(store, "_sentence_norms", table)
+    rows = np.asarray(rows, np.int64)
+    return norms[np.clip(rows, 0, max(len(norms) - 1, 0))] if len(norms) else np.ones(rows.shape, np.float32)
+
+
+def held_records(store) -> dict | None:
+    """Every row of ``store``'s documents table as ``{row: (doc_id, lang, text, sent_start, sent_count, sentences,
+    metadata JSON)}`` (:data:`RECORD_COLUMNS`' order), read in one scan the first time a search asks; None (read
+    each search's rows from DuckDB) where docs.duckdb uses more than :data:`HELD_RECORDS_BYTES`. Values are tuples
+    and JSON text, so a caller that changes the record or the metadata it is given (a hit's) changes nothing here."""
+    def read():
+        used = store._query("SELECT used_blocks * block_size FROM pragma_database_size() WHERE database_name = 'idx'")
+        if not used or used[0][0] > HELD_RECORDS_BYTES:  # the snapshot's own file (a writer may have swapped in the next)
+            return (None,)  # not held (the size is read once per snapshot)
+        metadata = "metadata" if store.has_metadata else "NULL"
+        return ({row: (doc_id, lang, text, start, count, tuple(sents or ()), meta)
+                 for row, doc_id, lang, text, start, count, sents, meta in
+                 store._query(f"SELECT {RECORD_COLUMNS}, {metadata} FROM docs")},)
+
+    return once(store, "_held_records", read)[0]
