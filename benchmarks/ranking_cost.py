@@ -3,7 +3,8 @@
 Synthetic 384-d sentence vectors (benchmarks/multi_vector_search.py's generator, 16 a document, half the documents
 ``eng`` and half ``deu``: the language subspace and the query-language calibration on, a new index's defaults), one
 flat multi-vector index per size. Per single query, p50 in ms, by thread count (FAISS's OpenMP and the numeric
-libraries', through threadpoolctl), idle and busy (``--busy N``: N processes spinning matrix products beside it):
+libraries', through threadpoolctl), idle and busy (``--busy N``: N processes spinning matrix products beside it),
+the four searches taken in turn for each query (three passes over the queries):
 - hmde's ranking alone (``query_vectors``): calibrated (``query_langs=["en"]``) and without a query language;
 - FAISS flat over the same sentence vectors (k = the candidates hmde's ranking asks for): the floor of a
   best-sentence ranking;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import shutil
 import sys
 import tempfile
 import time
@@ -51,13 +53,17 @@ def build(path: Path, sentences: int, dim: int = 384) -> None:
     write_batches(str(path), meta, batches(), add=False).close()
 
 
-def p50(call, queries) -> float:
-    times = []
-    for v in queries:
-        began = time.perf_counter()
-        call(v[None])
-        times.append((time.perf_counter() - began) * 1000)
-    return float(np.percentile(times, 50))
+def p50s(calls: dict, queries, rounds: int = 3) -> dict:
+    """Each call's p50 ms over ``queries``, the calls taken in turn for every query (``rounds`` passes), so that a
+    varying load weighs on each alike (measured one after another, a busy run's ratio swung from 1.0x to 1.9x)."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for v in queries:
+            for name, call in calls.items():
+                began = time.perf_counter()
+                call(v[None])
+                times[name].append((time.perf_counter() - began) * 1000)
+    return {name: float(np.percentile(t, 50)) for name, t in times.items()}
 
 
 def measure(path: Path, threads: int, queries: np.ndarray) -> dict:
@@ -75,10 +81,10 @@ def measure(path: Path, threads: int, queries: np.ndarray) -> dict:
     faiss.omp_set_num_threads(threads)
     with threadpool_limits(threads):
         index.search(queries[:1], 10, query_langs=["en"])
-        out = {"hmde, calibrated": p50(lambda v: index.search(v, 10, query_langs=["en"]), queries),
-               "hmde, no query language": p50(lambda v: index.search(v, 10), queries),
-               f"FAISS flat, sentences (k={k})": p50(lambda v: sentences.search(v, k), queries),
-               "FAISS flat, documents (k=10)": p50(lambda v: documents.search(v, 10), queries)}
+        out = p50s({"hmde, calibrated": lambda v: index.search(v, 10, query_langs=["en"]),
+                    "hmde, no query language": lambda v: index.search(v, 10),
+                    f"FAISS flat, sentences (k={k})": lambda v: sentences.search(v, k),
+                    "FAISS flat, documents (k=10)": lambda v: documents.search(v, 10)}, queries)
     index.close()
     return out
 
@@ -97,24 +103,31 @@ def main() -> None:
     print("| sentences | threads | load | hmde, calibrated | hmde, no query language | FAISS flat, sentences | "
           "FAISS flat, documents | hmde / FAISS sentences |")
     print("|---|---|---|---|---|---|---|---|")
-    for size in args.sentences:
-        path = work / f"idx-{size}"
-        build(path, size)
-        for busy in args.busy:
-            stop = multiprocessing.Event()
-            spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(busy)]
+    try:
+        for size in args.sentences:
+            run_size(work / f"idx-{size}", size, args, queries)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # its own temporary folder: the 10M index is 15 GB
+
+
+def run_size(path: Path, size: int, args, queries: np.ndarray) -> None:
+    """One size's rows of the table: its index built, then each load and thread count measured."""
+    build(path, size)
+    for busy in args.busy:
+        stop = multiprocessing.Event()
+        spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(busy)]
+        for s in spinners:
+            s.start()
+        try:
+            for threads in args.threads:
+                got = measure(path, threads, queries)
+                values = list(got.values())
+                print(f"| {size:,} | {threads} | {'idle' if not busy else f'{busy} busy'} | " +
+                      " | ".join(f"{v:.2f}" for v in values) + f" | {values[0] / values[2]:.2f}x |", flush=True)
+        finally:
+            stop.set()
             for s in spinners:
-                s.start()
-            try:
-                for threads in args.threads:
-                    got = measure(path, threads, queries)
-                    values = list(got.values())
-                    print(f"| {size:,} | {threads} | {'idle' if not busy else f'{busy} busy'} | " +
-                          " | ".join(f"{v:.2f}" for v in values) + f" | {values[0] / values[2]:.2f}x |", flush=True)
-            finally:
-                stop.set()
-                for s in spinners:
-                    s.join()
+                s.join()
 
 
 if __name__ == "__main__":
