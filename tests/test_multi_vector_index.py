@@ -232,18 +232,23 @@ def test_aggregating_documents_side_by_side_in_one_reduction_equals_the_loop_ove
 def test_a_flat_index_is_read_into_one_buffer_row_for_row_and_a_short_file_is_named(tmp_path, monkeypatch):
     """Issue 96: a flat index's FAISS index is its sentences.npy read straight into a buffer sized once (adding
     chunks grew it by doubling: at 10M sentences, 15.4 GB, a 24 GB machine ran out of memory opening an index its
-    build had allowed). Several chunks give the rows bit for bit and the searches of an index added to at once; a
-    file cut short is one line naming it and the row."""
+    build had allowed), from the snapshot's own open file. Several chunks give the rows bit for bit and the searches
+    of an index added to at once; a file cut short is one line naming it and the row."""
     import faiss
 
     from hmde import InputError
-    from hmde.index import faiss_files
+    from hmde.index import snapshot_tables
+    from hmde.index.row_file import RowFile
 
-    monkeypatch.setattr(faiss_files, "FLAT_CHUNK", 7)
+    def rows_of(path):
+        return RowFile(open(path, "rb"), np.load(path, mmap_mode="r"), path)
+
+    monkeypatch.setattr(snapshot_tables, "FLAT_CHUNK", 7)
     vectors = np.random.default_rng(0).standard_normal((50, 12)).astype(np.float32)
     path = tmp_path / "sentences.npy"
     np.save(path, vectors)
-    index = faiss_files.flat_from(path, 12)
+    rows = rows_of(path)
+    index = snapshot_tables.flat_of(rows, 12)
     assert index.ntotal == 50 and index.codes.size() == vectors.nbytes
     np.testing.assert_array_equal(index.reconstruct_n(0, 50), vectors)
     added = faiss.IndexFlatIP(12)
@@ -252,9 +257,12 @@ def test_a_flat_index_is_read_into_one_buffer_row_for_row_and_a_short_file_is_na
     for got, want in zip(index.search(q, 10), added.search(q, 10)):
         np.testing.assert_array_equal(got, want)
     np.save(tmp_path / "empty.npy", vectors[:0])
-    assert faiss_files.flat_from(tmp_path / "empty.npy", 12).ntotal == 0
+    assert snapshot_tables.flat_of(rows_of(tmp_path / "empty.npy"), 12).ntotal == 0
     with open(path, "r+b") as f:
-        f.truncate(128 + 23 * 48 + 10)  # the header, 23 rows and part of the 24th
+        f.truncate(128 + 23 * 48 + 10)  # the header, 23 rows and part of the 24th, after the snapshot opened it
     with pytest.raises(InputError, match=r"the file ends before row 23; rebuild the index") as err:
-        faiss_files.flat_from(path, 12)
+        snapshot_tables.flat_of(rows, 12)
     assert str(path) in str(err.value)
+    with pytest.raises(IndexError, match="past the end"):
+        rows.read_into(45, np.zeros(6 * 48, np.uint8))
+    rows.close()

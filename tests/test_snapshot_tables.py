@@ -95,3 +95,27 @@ def test_sixteen_threads_asking_first_read_the_table_once(index_path):
             t.join()
         assert not failed and len(scans) == 1
         assert sorted(r for g in got for r in g) == sorted([i for i in range(16) if i != 3] + [i for i in range(20, 36) if i != 31])
+
+
+def test_a_flat_index_makes_its_faiss_index_at_its_first_search_from_its_own_file(index_path, monkeypatch):
+    """Issue 96: a flat index keeps its sentence vectors once, in sentences.npy, and its FAISS index over them was
+    made whenever a version opened: an add opened the old version and the new one, so at 10M sentences (15.4 GB
+    each) it held three beside a server's. Now neither write nor open makes it; a search does, once, from the
+    snapshot's own file, whatever a later write swapped in at the path."""
+    made = []
+    real = snapshot_tables.flat_of
+    monkeypatch.setattr(snapshot_tables, "flat_of", lambda rows, dim: made.append(len(rows)) or real(rows, dim))
+    rng = np.random.default_rng(2)
+    query = rng.standard_normal((1, DIM)).astype(np.float32)
+    with DocumentIndex.open(index_path) as before:
+        assert before.meta.sentences_once and not made
+        meta = before.meta
+        written = DocumentIndex.write_batches(str(index_path), meta, iter([batch(42, 5, rng)]), add=True)
+        assert not made  # the write opened the old version and the new: neither made its FAISS index
+        with written:
+            assert [h.doc_id for h in written.search(query, 50)[0]] and made == [len(written.sentence_vectors)]
+            written.search(query, 3)
+            assert len(made) == 1  # once per snapshot
+        old_hits = before.search(query, 50)[0]  # made from its own file: the new version's five are not in it
+    assert made[1] == len(before.sentence_vectors) < made[0]
+    assert not {h.doc_id for h in old_hits} & {f"d{i}" for i in range(42, 47)}

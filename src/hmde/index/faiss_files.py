@@ -56,44 +56,6 @@ def new_faiss_index(index_type: str, dim: int, n_train: np.ndarray | None, hnsw_
     raise HmdeError(f"unknown index type '{index_type}' ({', '.join(INDEX_TYPES)})")
 
 
-FLAT_CHUNK = 65536  # sentence vectors read into a flat index's buffer at a time
-
-
-def flat_from(path: Path, dim: int):
-    """A flat inner-product index of the vectors of ``path`` (a flat index's ``sentences.npy``: the one copy on disk),
-    read a chunk at a time (not through a memory map: the search process maps no page of the file); a file of
-    another shape or kind is one line naming it."""
-    import faiss
-
-    with open(path, "rb") as handle:
-        try:
-            version = np.lib.format.read_magic(handle)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read(handle)
-        except (ValueError, OSError, EOFError) as exc:
-            raise InputError(f"not a readable .npy array ({first_line(exc)}); rebuild the index", path=str(path)) \
-                from None
-        if len(shape) != 2 or (shape[0] and shape[1] != dim) or fortran or dtype != np.float32:
-            raise InputError(f"holds {dtype} vectors of shape {shape}, the index {dim} float32 dimensions; rebuild "
-                             "the index", path=str(path))
-        # the rows are read straight into the index's own buffer, sized once: adding chunks grew it by doubling,
-        # so at 10M sentences (15.4 GB) a copy of the old buffer beside a new one twice its size ran a 24 GB machine
-        # out of memory (std::bad_alloc) on a flat index the build had allowed (issue 96)
-        index = faiss.IndexFlatIP(dim)
-        rows, row_bytes = shape[0], dim * 4
-        if rows:
-            index.codes.resize(rows * row_bytes)
-            buffer = memoryview(faiss.rev_swig_ptr(index.codes.data(), rows * row_bytes))
-            for start in range(0, rows, FLAT_CHUNK):
-                count = min(FLAT_CHUNK, rows - start)
-                got = handle.readinto(buffer[start * row_bytes:(start + count) * row_bytes])
-                if got != count * row_bytes:
-                    raise InputError(f"the file ends before row {start + got // row_bytes}; rebuild the index",
-                                     path=str(path))
-            index.ntotal = rows
-    return index
-
-
 def read_faiss(path: Path):
     import faiss
 

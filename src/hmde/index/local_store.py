@@ -24,12 +24,13 @@ from ..align.similarity import normalize
 from ..errors import HmdeError, InputError
 from ..ground.atomic import through_links
 from ..ground.locks import reading
-from ..ground.once import once, owner_lock
+from ..ground.once import once
 from .language_debias import recorded_basis
-from .faiss_files import SENTENCE_INDEX, flat_from, read_faiss
+from .faiss_files import SENTENCE_INDEX, read_faiss
 from .meta import IndexMeta, first_line, read_index_meta
 from .row_file import RowFile, spans_to_rows
-from .snapshot_tables import RECORD_COLUMNS, held_records, stored_residual_norms
+from . import snapshot_tables
+from .snapshot_tables import RECORD_COLUMNS, held_records
 from .snapshots import version_of
 from .store_protocol import Selection
 from .thread_cursors import ThreadCursors
@@ -43,7 +44,7 @@ class LocalStore:
         self.path, self.meta, self.index, self.sentence_vectors = path, meta, index, sentences
         self._con = None if con is None else ThreadCursors(con, "USE idx", str(path))  # a cursor per thread
         self._rows = sentence_rows  # what a search reads of sentences.npy (the memory map is for whole passes)
-        self.sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
+        self._sentence_index = sentence_index  # multi-vector indexes: FAISS over the sentence vectors
         self._sentence_owner, self._masks = None, {}  # deleted: (row, sent_start, sent_count), masked in every search
         self.deleted = deleted if deleted is not None else np.zeros((0, 3), np.int64)
         self.language_basis = np.zeros((0, meta.dim), np.float32)  # set by open where the index records one
@@ -112,8 +113,6 @@ class LocalStore:
                              f"{len(deleted)} in docs.duckdb; dimension {meta.dim}, FAISS {index.d}; "
                              f"sentence vectors {sentences.shape}, rows in docs.duckdb {sentence_rows}); rebuild it",
                              path=str(path))
-        if meta.multi_vector and meta.sentences_once:  # checked above: the one copy of the vectors, made into FAISS
-            sentence_index = flat_from(path / "sentences.npy", meta.dim)
         opened = cls(path, meta, index, sentences, con, sentence_index, rows_file, deleted)
         try:
             opened.language_basis = recorded_basis(path, meta)
@@ -254,32 +253,16 @@ class LocalStore:
 
         return once(self, "_sentence_owner", read)
 
-    def live_mask(self, kind: str) -> np.ndarray | None:
-        """Which rows of ``kind`` ("documents" or "sentences") belong to live documents; None where none was
-        deleted."""
-        if not len(self.deleted):
-            return None
-        if kind == "documents":
-            live = np.ones(self.meta.count, bool)
-            live[self.deleted[:, 0]] = False
-            return live
-        live = np.ones(len(self.sentence_vectors), bool)
-        live[spans_to_rows(self.deleted[:, 1], self.deleted[:, 2])] = False
-        return live
+    live_mask, live_selector = snapshot_tables.live_mask, snapshot_tables.live_selector  # of deleted rows
 
-    def live_selector(self, kind: str):
-        """A FAISS selector of the live rows of ``kind`` (a bitmap: one bit a row), made once per snapshot;
-        None where no document was deleted."""
-        if not len(self.deleted):
-            return None
-        with owner_lock(self):
-            if kind not in self._masks:
-                import faiss
-
-                live = self.live_mask(kind)
-                bits = np.packbits(live, bitorder="little")  # FAISS reads bit i of byte i >> 3, least significant first
-                self._masks[kind] = (bits, faiss.IDSelectorBitmap(len(live), faiss.swig_ptr(bits)))
-            return self._masks[kind][1]
+    @property
+    def sentence_index(self):
+        """FAISS over the sentence vectors (multi-vector); a flat index that keeps them once (``sentences_once``) makes
+        it from its own ``sentences.npy`` at its first use: a write opens the old and the new version, and neither
+        needs it (issue 96: at 10M sentences each was 15.4 GB, and an add held three)."""
+        if self._sentence_index is None and self.meta.multi_vector and self.meta.sentences_once:
+            return once(self, "_sentence_index", lambda: snapshot_tables.flat_of(self._sentence_file(), self.meta.dim))
+        return self._sentence_index
 
     def _sentence_file(self) -> RowFile:
         if self._rows is None:
@@ -365,7 +348,7 @@ class LocalStore:
         sims, rows = index.search(q, min(n, k), params=params)
         return sims, rows, np.where(rows >= 0, owners[np.maximum(rows, 0)], -1)
 
-    sentence_residual_norms = stored_residual_norms  # flat and HNSW: a table of lengths made once (issue 96)
+    sentence_residual_norms = snapshot_tables.stored_residual_norms  # flat and HNSW: lengths made once (issue 96)
 
     def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:  # flat: the FAISS index in memory (issue 96)
         rows, file = np.asarray(rows, np.int64).reshape(-1), self._sentence_file()  # a closed index says so

@@ -97,7 +97,8 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
             sentence_file.extend_from(old.sentence_vectors)  # streamed: memory holds a chunk, not the file
             shutil.copy(path / "docs.duckdb", tmp / "docs.duckdb")
             row, sent_offset = old.meta.count, len(old.sentence_vectors)
-            sentence_index = old.sentence_index
+            # a flat index that keeps its vectors once has no FAISS file to write: its old FAISS index is not made
+            sentence_index = None if meta.sentences_once else old.sentence_index
         else:
             trains = meta.index_type in ("ivf", "ivfpq") and train_vectors is not None
             sample = normalize(train_vectors) if trains else None  # flat and HNSW need no training
@@ -162,8 +163,8 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
                 sentence_file.append(batch_sentences)
                 if stats is not None:
                     stats.update(batch.langs, np.split(batch_sentences, np.cumsum([len(v) for v in flat])[:-1]))
-                if sentence_index is not None:
-                    if not meta.sentences_once:  # else the vectors are in sentences.npy alone (made into FAISS on open)
+                if meta.multi_vector:
+                    if sentence_index is not None and not meta.sentences_once:  # else in sentences.npy alone
                         sentence_index.add(batch_sentences)
                     owners = np.repeat(np.arange(row, row + len(counts)), counts)
                     con.register("sentence_rows", pa.table({

@@ -119,7 +119,7 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
     live_sentences = np.flatnonzero(old.live_mask("sentences"))
     with atomic_dir(path) as tmp:
         faiss.write_index(_without(old.index, meta.index_type, live_docs, meta.count), str(tmp / "vectors.faiss"))
-        if old.sentence_index is not None and not meta.sentences_once:
+        if not meta.sentences_once and old.sentence_index is not None:  # else sentences.npy alone: no FAISS file
             faiss.write_index(_without(old.sentence_index, meta.index_type, live_sentences, len(old.sentence_vectors)),
                               str(tmp / SENTENCE_INDEX))
         if (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics

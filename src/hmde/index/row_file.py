@@ -90,6 +90,12 @@ class RowFile:
             self._read(start, out)
         return out
 
+    def read_into(self, row: int, into) -> None:
+        """Rows from ``row`` on into the buffer ``into`` (a whole number of rows: a FAISS index's own buffer)."""
+        if row < 0 or (row * self._row_bytes + len(memoryview(into).cast("B"))) > self.shape[0] * self._row_bytes:
+            raise IndexError(f"rows from {row} past the end of {self.path}")
+        self._read(row, into)
+
     def _read(self, row: int, into: np.ndarray) -> None:
         view, done = memoryview(into).cast("B"), 0
         while done < len(view):  # a regular file answers in full, but a short read is not an error

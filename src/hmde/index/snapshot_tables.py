@@ -2,6 +2,8 @@
 (:func:`hmde.ground.once.once`), and then reads in memory for every search (issue 96: at 50k sentences a search's
 fixed costs, not FAISS's, made hmde's ranking twice a flat FAISS search):
 
+- :func:`flat_of`: a flat index's FAISS index over its sentence vectors, read from the snapshot's own file;
+- :func:`live_mask`, :func:`live_selector`: which rows are live, as FAISS reads them;
 - :func:`stored_residual_norms`: each sentence row's length outside the languages' directions;
 - :func:`held_records`: the documents table's rows, where the snapshot is small enough to hold them (DuckDB's read of
   a search's ten rows costs about 1.3 ms whatever the table's size; a dictionary's, 0.02 ms).
@@ -13,15 +15,62 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ground.once import once
+from ..ground.once import once, owner_lock
 from .language_debias import residual_norms
+from .row_file import spans_to_rows
 
 NORM_CHUNK = 65_536  # sentence rows a pass of stored_residual_norms reads at a time
+FLAT_CHUNK = 65_536  # sentence rows flat_of reads at a time
 # a docs.duckdb using up to this much has its rows held in memory: about twice as much in Python (XQuAD's 2,880
 # paragraphs in ten languages: 5.5 MB used, 10.4 MB held, read in 75 ms by a snapshot's first search); above it a
 # FAISS search is long enough that DuckDB's 1.3 ms is a small part of it
 HELD_RECORDS_BYTES = 16 << 20
 RECORD_COLUMNS = "row, doc_id, lang, text, sent_start, sent_count, sentences"
+
+
+def flat_of(rows, dim: int):
+    """A flat inner-product FAISS index of every row of ``rows`` (a :class:`~hmde.index.row_file.RowFile` of a
+    snapshot's ``sentences.npy``, checked when the snapshot opened), read straight into the index's buffer, sized
+    once (adding chunks grew it by doubling: at 10M sentences, 15.4 GB, a 24 GB machine ran out, std::bad_alloc)."""
+    import faiss
+
+    index, count = faiss.IndexFlatIP(dim), len(rows)
+    if count:
+        row_bytes = dim * 4
+        index.codes.resize(count * row_bytes)
+        buffer = faiss.rev_swig_ptr(index.codes.data(), count * row_bytes)
+        for start in range(0, count, FLAT_CHUNK):
+            rows.read_into(start, buffer[start * row_bytes:min(count, start + FLAT_CHUNK) * row_bytes])
+        index.ntotal = count
+    return index
+
+
+def live_mask(store, kind: str) -> np.ndarray | None:
+    """Which rows of ``kind`` ("documents" or "sentences") belong to live documents; None where none was deleted."""
+    if not len(store.deleted):
+        return None
+    if kind == "documents":
+        live = np.ones(store.meta.count, bool)
+        live[store.deleted[:, 0]] = False
+        return live
+    live = np.ones(len(store.sentence_vectors), bool)
+    live[spans_to_rows(store.deleted[:, 1], store.deleted[:, 2])] = False
+    return live
+
+
+def live_selector(store, kind: str):
+    """A FAISS selector of the live rows of ``kind`` (a bitmap: one bit a row), made once per snapshot; None where
+    no document was deleted."""
+    if not len(store.deleted):
+        return None
+    with owner_lock(store):
+        if kind not in store._masks:
+            import faiss
+
+            live = live_mask(store, kind)
+            bits = np.packbits(live, bitorder="little")  # FAISS reads bit i of byte i >> 3, least significant first
+            store._masks[kind] = (bits, faiss.IDSelectorBitmap(len(live), faiss.swig_ptr(bits)))
+        return store._masks[kind][1]
 
 
 def stored_residual_norms(store, rows: np.ndarray) -> np.ndarray | None:
