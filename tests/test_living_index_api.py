@@ -106,3 +106,20 @@ def test_the_command_line_writes_through_the_same_path(hmde_dir, tmp_path, capsy
     with DocumentIndex.open(idx) as index:
         assert index.doc_ids() == ["c", "b"] and index.meta.deleted == 0
         np.testing.assert_array_equal(index.live_mask("documents") is None, True)
+
+
+def test_a_write_makes_the_new_versions_flat_sentence_index_after_letting_the_old_go(hmde_dir, tmp_path):
+    """Issue 96: a flat index's FAISS index over its sentences is made at a version's first use, not when the write
+    opens it (an add held three copies: at 10M sentences, 46 GB); an Index's writer makes it once it has swapped the
+    new version in, so its next search does not wait for it, and the old version is closed by then."""
+    with Index.create(str(tmp_path / "idx"), DOCS[:2], model=str(hmde_dir)) as index:
+        old = index.index
+        assert old._sentence_index is None  # made at the first search
+        index.search(["Ash"], top_k=1)
+        assert old._sentence_index is not None
+        index.add([DOCS[2]])
+        new = index.index
+        assert new is not old and new._sentence_index is not None
+        assert new._sentence_index.ntotal == len(new.sentence_vectors) == 2 + 2 + 2
+        assert old._rows is None  # closed: no reader held it
+        assert sorted(h.doc_id for h in index.search(["Le chat était assis sur le tapis."], top_k=5)[0]) == ["a", "b", "c"]

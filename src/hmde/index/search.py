@@ -139,6 +139,9 @@ class Index(FileWrites):
 
     def _swap(self, written) -> None:
         self._snapshots.replace(written)
+        # a flat index's FAISS index over its sentences is made at a snapshot's first use (LocalStore.sentence_index):
+        # made here, by the writer, once the version before is let go, not by the next reader's search
+        getattr(written, "sentence_index", None)
 
     def add(self, documents, batch_size: int = 64) -> int:
         """Embed ``documents`` and add them in one commit (an id the index holds is refused:
