@@ -97,8 +97,9 @@ def test_the_statistics_follow_every_write_and_one_language_changes_nothing(tmp_
 def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vectors(tmp_path, monkeypatch, kind):
     """Issue 96, item 1: a flat index's sentence search gives exact inner products of the projected query, so its
     candidates' debiased cosines need only each row's length outside the languages' directions, from a table made
-    once per snapshot, not a read of 1,000 vectors a query. The table is those lengths row for row (after an add
-    and a delete too), and the hits, their scores and evidence are the ones that reading the vectors gives."""
+    once per snapshot, not a read of 1,000 vectors a query; the candidate documents' vectors' lengths likewise. The
+    tables are those lengths row for row (after an add and a delete too), and the hits, their scores and evidence
+    are the ones that projecting the vectors gives."""
     from hmde.index.language_debias import residual_norms
     from hmde.index.local_store import LocalStore
 
@@ -118,8 +119,12 @@ def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vector
         assert np.array_equal(index.sentence_residual_norms(rows), want)
         assert np.array_equal(index.sentence_residual_norms(np.array([[rows[-1], -1]]))[0, 0], want[-1])
         assert want.min() < 0.9  # the languages' directions hold part of each vector: the division matters
+        documents = np.arange(index.meta.count)  # the document vectors' lengths too (a deleted row's kept)
+        want = residual_norms(index.document_vectors(documents), index.language_basis)
+        assert np.array_equal(index.document_residual_norms(documents[::-1]), want[::-1]) and want.min() < 0.9
         fast = [[(h.doc_id, h.score, h.evidence) for h in q] for q in index.search(queries, top_k=12)]
         monkeypatch.setattr(LocalStore, "sentence_residual_norms", lambda self, rows: None)
+        monkeypatch.setattr(LocalStore, "document_residual_norms", lambda self, rows: None)
         read = [[(h.doc_id, h.score, h.evidence) for h in q] for q in index.search(queries, top_k=12)]
     assert [[d for d, _, _ in q] for q in fast] == [[d for d, _, _ in q] for q in read]
     np.testing.assert_allclose([[s for _, s, _ in q] for q in fast], [[s for _, s, _ in q] for q in read], atol=1e-6)
@@ -127,6 +132,7 @@ def test_a_flat_index_scores_its_candidates_by_stored_lengths_as_by_their_vector
     monkeypatch.undo()
     with write_batches(tmp_path / "none", meta(""), iter([batch(docs)]), add=False) as plain:
         assert plain.sentence_residual_norms(np.arange(3)) is None  # nothing removed: the inner products are it
+        assert plain.document_residual_norms(np.arange(3)) is None
 
 
 def test_new_indexes_record_it_and_older_ones_keep_none(hmde_dir, tmp_path):

@@ -229,6 +229,24 @@ def test_aggregating_documents_side_by_side_in_one_reduction_equals_the_loop_ove
         np.testing.assert_allclose(aggregate(sims, starts, counts, top=9), sums, rtol=1e-6, atol=1e-6)
 
 
+def test_a_querys_candidates_group_into_their_documents_best_sentences_as_by_hand():
+    """Issue 96: a search's candidate sentences (best first) give each document the sum of its best
+    ``top_sentences`` scores; the default (one) takes each document's first candidate, with no grouping steps. Both
+    equal a sum over each document's sorted scores, ties and single-sentence documents included."""
+    from hmde.index.ranking import _best_sentences
+
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        n = int(rng.integers(0, 40))
+        scores = np.sort(rng.choice([0.1, 0.2, 0.5, 0.7], n) + rng.integers(0, 2, n) * rng.random(n))[::-1]
+        docs = rng.integers(0, 12, n)
+        for top in (1, 2, 3):
+            unique, total = _best_sentences(docs, scores.astype(np.float32), top)
+            want = {d: sorted(scores.astype(np.float32)[docs == d].tolist(), reverse=True)[:top] for d in set(docs)}
+            assert unique.tolist() == sorted(want) and total.dtype == np.float64
+            np.testing.assert_allclose(total, [sum(np.float64(x) for x in want[d]) for d in sorted(want)], rtol=1e-12)
+
+
 def test_a_flat_index_is_read_into_one_buffer_row_for_row_and_a_short_file_is_named(tmp_path, monkeypatch):
     """Issue 96: a flat index's FAISS index is its sentences.npy read straight into a buffer sized once (adding
     chunks grew it by doubling: at 10M sentences, 15.4 GB, a 24 GB machine ran out of memory opening an index its

@@ -349,6 +349,7 @@ class LocalStore:
         return sims, rows, np.where(rows >= 0, owners[np.maximum(rows, 0)], -1)
 
     sentence_residual_norms = snapshot_tables.stored_residual_norms  # flat and HNSW: lengths made once (issue 96)
+    document_residual_norms = snapshot_tables.stored_document_norms  # the same, of the document vectors
 
     def sentence_vectors_of(self, rows: np.ndarray) -> np.ndarray:  # flat: the FAISS index in memory (issue 96)
         rows, file = np.asarray(rows, np.int64).reshape(-1), self._sentence_file()  # a closed index says so

@@ -302,6 +302,9 @@ class MilvusIndex:
     def sentence_residual_norms(self, rows):
         return None  # the ranking reads the candidates' vectors (one call) and scores them exactly
 
+    def document_residual_norms(self, rows):
+        return None  # the ranking projects the candidates' document vectors it reads
+
     def _sentences(self, rows, fields: list[str]) -> dict[int, list[dict]]:
         """Each document row's stored sentences (``fields`` and position), in order."""
         out: dict[int, list[dict]] = {int(r): [] for r in rows}

@@ -270,21 +270,20 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
         sims = rescaled_scores(sims, rows, norms, companion=owners)
     elif compressed or len(basis):
         sims = exact_scores(store.sentence_vectors_of, rows, q, basis, companion=owners)
-    candidates = np.unique(owners[rows >= 0])  # every query's candidate documents, their vectors read once
+    found = rows >= 0
+    best = [_best_sentences(owners[qi][found[qi]], sims[qi][found[qi]], top_sentences) for qi in range(len(q))]
+    # every query's candidate documents (ascending), their vectors read once
+    candidates = best[0][0] if len(q) == 1 else \
+        np.unique(np.concatenate([np.zeros(0, np.int64)] + [u for u, _ in best]))
     doc_vectors = store.document_vectors(candidates) if doc_weight and len(candidates) else None
+    # their lengths outside the languages' directions, from the store's table where it keeps one (else projected)
+    doc_norms = store.document_residual_norms(candidates) if doc_vectors is not None and len(basis) else None
     out, references = [], []
-    for qi in range(len(q)):
-        found = rows[qi] >= 0
-        docs, scores = owners[qi][found], sims[qi][found]  # best first
-        order = np.argsort(docs, kind="stable")  # grouped by document, best first within each
-        docs, scores = docs[order], scores[order]
-        starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
-        rank_in_doc = np.arange(len(docs)) - np.repeat(starts, np.diff(np.r_[starts, len(docs)]))
-        keep = rank_in_doc < top_sentences
-        unique, slot = np.unique(docs[keep], return_inverse=True)
-        total = np.bincount(slot, weights=scores[keep], minlength=len(unique))
+    for qi, (unique, total) in enumerate(best):
         if doc_weight and len(unique):
-            stored = cosines(doc_vectors[np.searchsorted(candidates, unique)], q[qi], basis)
+            at = np.searchsorted(candidates, unique)
+            stored = cosines(doc_vectors[at], q[qi], basis) if doc_norms is None else \
+                (doc_vectors[at] @ q[qi]) / doc_norms[at]
             total = total + doc_weight * stored
             if compressed:  # the leaders' document vectors exactly, where they can be (codes approximate)
                 lead = np.argsort(-total, kind="stable")[:max(5 * top_k, EXACT_RESCORE)]
@@ -296,6 +295,21 @@ def _multi_vector_rows(store, q: np.ndarray, top_k: int, selection, top_sentence
         out.append([(float(total[j]), int(unique[j])) for j in order[:top_k]])
         references.append(total[order[:RELEVANCE_POOL]])
     return out, references
+
+
+def _best_sentences(docs: np.ndarray, scores: np.ndarray, top_sentences: int) -> tuple[np.ndarray, np.ndarray]:
+    """One query's candidate documents (ascending) and the sum of each one's ``top_sentences`` best of ``scores``
+    (float64), given its candidate sentences' documents ``docs`` and ``scores``, best first."""
+    if top_sentences == 1:  # the default: a document's first sentence is its best (one sort, not four steps)
+        unique, first = np.unique(docs, return_index=True)
+        return unique, scores[first].astype(np.float64)
+    order = np.argsort(docs, kind="stable")  # grouped by document, best first within each
+    docs, scores = docs[order], scores[order]
+    starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+    rank_in_doc = np.arange(len(docs)) - np.repeat(starts, np.diff(np.r_[starts, len(docs)]))
+    keep = rank_in_doc < top_sentences
+    unique, slot = np.unique(docs[keep], return_inverse=True)
+    return unique, np.bincount(slot, weights=scores[keep], minlength=len(unique)).astype(np.float64, copy=False)
 
 
 def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: int, sentences_of,
@@ -315,7 +329,8 @@ def _hits(store, q: np.ndarray, picked: list[tuple[float, int]], top_sentences: 
         doc_id, dlang, text, sents, vectors, metadata = records[row]
         best, best_score, evidence, places = "", float("nan"), [], []
         if len(sents):
-            sims = cosines(vectors, q, store.language_basis)
+            sims = cosines(vectors, q, store.language_basis)  # one document's alone: its evidence never depends on
+            # which other hits a search returns (one product over all hits moved the last bit with them)
             order = np.argsort(-sims, kind="stable")[:max(1, top_sentences)]
             evidence = [(sents[j], float(sims[j])) for j in order]
             best, best_score = evidence[0]

@@ -4,7 +4,8 @@ fixed costs, not FAISS's, made hmde's ranking twice a flat FAISS search):
 
 - :func:`flat_of`: a flat index's FAISS index over its sentence vectors, read from the snapshot's own file;
 - :func:`live_mask`, :func:`live_selector`: which rows are live, as FAISS reads them;
-- :func:`stored_residual_norms`: each sentence row's length outside the languages' directions;
+- :func:`stored_residual_norms`, :func:`stored_document_norms`: each sentence row's, and each document row's,
+  length outside the languages' directions;
 - :func:`held_records`: the documents table's rows, where the snapshot is small enough to hold them (DuckDB's read of
   a search's ten rows costs about 1.3 ms whatever the table's size; a dictionary's, 0.02 ms).
 
@@ -19,7 +20,7 @@ from ..ground.once import once, owner_lock
 from .language_debias import residual_norms
 from .row_file import spans_to_rows
 
-NORM_CHUNK = 65_536  # sentence rows a pass of stored_residual_norms reads at a time
+NORM_CHUNK = 65_536  # rows a pass of a lengths table (stored_residual_norms...) reads at a time
 FLAT_CHUNK = 65_536  # sentence rows flat_of reads at a time
 # a docs.duckdb using up to this much has its rows held in memory: about twice as much in Python (XQuAD's 2,880
 # paragraphs in ten languages: 5.5 MB used, 10.4 MB held, read in 75 ms by a snapshot's first search); above it a
@@ -82,15 +83,33 @@ def stored_residual_norms(store, rows: np.ndarray) -> np.ndarray | None:
     if store.meta.index_type not in ("flat", "hnsw") or not len(basis):
         return None
 
-    def table():
-        n = store.sentence_index.ntotal
-        out = np.empty(n, np.float32)
-        for start in range(0, n, NORM_CHUNK):
-            part = np.arange(start, min(n, start + NORM_CHUNK), dtype=np.int64)
-            out[start:start + len(part)] = residual_norms(store.sentence_vectors_of(part), basis)
-        return out
+    norms = once(store, "_sentence_norms", lambda: _norms_table(store.sentence_index.ntotal,
+                                                                 store.sentence_vectors_of, basis))
+    return _looked_up(norms, rows)
 
-    norms = once(store, "_sentence_norms", table)
+
+def stored_document_norms(store, rows: np.ndarray) -> np.ndarray | None:
+    """hmde's own store's ``document_residual_norms``: as :func:`stored_residual_norms`, for document rows, where
+    its document index keeps exact vectors (flat and HNSW; IVF decodes codes, whose lengths differ row by row) and
+    the index removes its languages' directions; else None. A search's candidate documents' cosines then divide by
+    these instead of projecting every candidate's vector (50k sentences: 0.08 of a query's 5.8 ms)."""
+    basis = store.language_basis
+    if store.meta.index_type not in ("flat", "hnsw") or not len(basis):
+        return None
+    norms = once(store, "_document_norms", lambda: _norms_table(store.index.ntotal, store.document_vectors, basis))
+    return _looked_up(norms, rows)
+
+
+def _norms_table(n: int, vectors_of, basis: np.ndarray) -> np.ndarray:
+    """Rows 0..n-1's residual norms, read ``NORM_CHUNK`` rows at a time by ``vectors_of(rows)``."""
+    out = np.empty(n, np.float32)
+    for start in range(0, n, NORM_CHUNK):
+        part = np.arange(start, min(n, start + NORM_CHUNK), dtype=np.int64)
+        out[start:start + len(part)] = residual_norms(vectors_of(part), basis)
+    return out
+
+
+def _looked_up(norms: np.ndarray, rows) -> np.ndarray:
     rows = np.asarray(rows, np.int64)
     return norms[np.clip(rows, 0, max(len(norms) - 1, 0))] if len(norms) else np.ones(rows.shape, np.float32)
 

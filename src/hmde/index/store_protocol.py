@@ -60,6 +60,11 @@ class DocumentStore(Protocol):
     def document_vectors(self, rows: np.ndarray) -> np.ndarray:
         """The stored (unit) document vectors of ``rows``, in that order."""
 
+    def document_residual_norms(self, rows: np.ndarray) -> np.ndarray | None:
+        """As :meth:`sentence_residual_norms`, of document ``rows``: their stored vectors' lengths outside the
+        languages' directions, where the store keeps exact document vectors and the index removes those directions;
+        else None (the ranking computes them from the vectors it reads)."""
+
     def exact_document_vectors(self, rows: np.ndarray) -> np.ndarray | None:
         """Where the stored document vectors are approximate codes: the exact ones, else None."""
 
