@@ -220,19 +220,16 @@ def scan_input(args, languages: Counter | None = None) -> tuple[int, list[str]]:
     return len(ids), empty
 
 
-def input_chunks(args, size: int | None = None):
+def input_chunks(args, size: int | None = None, characters: int = 0):
     """The input's records, ``size`` at a time. Document methods read one batch (``--batch-size``) at a time, so the
-    progress bar moves per batch; their vectors do not depend on it (each batch is encoded on its own)."""
-    size = min(size or STREAM_CHUNK, STREAM_CHUNK)
-    chunk = []
+    progress bar moves per batch; their vectors do not depend on it (each batch is encoded on its own).
+    ``characters``: an index's chunks, of at least ``size`` documents and this much text
+    (:func:`hmde.index.builder.embedding_chunks`, as ``hmde.Index`` embeds)."""
+    from ..index.builder import embedding_chunks
+
     lang = getattr(args, "lang", None)
-    for r in read_input(args, ALL_FIELDS):
-        chunk.append(dataclasses.replace(r, lang=lang) if lang else r)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    records = (dataclasses.replace(r, lang=lang) if lang else r for r in read_input(args, ALL_FIELDS))
+    return embedding_chunks(records, min(size or STREAM_CHUNK, STREAM_CHUNK), characters, STREAM_CHUNK)
 
 
 def chunk_encoder(args, kind, model):

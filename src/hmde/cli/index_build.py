@@ -196,7 +196,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     from tqdm.auto import tqdm
 
     from ..evaluation.provenance import model_hash
-    from ..index.builder import write_records
+    from ..index.builder import CHUNK_CHARACTERS, write_records
     from ..methods.vectorizer import DocumentVectorizer, MethodOptions
     from ..encoders.registry import resolve_model_path
     from .encode import input_chunks
@@ -210,9 +210,11 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method, model)
     check_memory(args, existing.meta if existing is not None else meta, count, existing)  # before any embedding
-    # one batch at a time: the progress bar moves per batch
-    index = write_records(args.output, vectorizer, meta, input_chunks(args, vectorizer.options.batch_size),
-                          write_mode(args), bar.update)
+    # one chunk at a time, as hmde.Index embeds (at least a batch of documents and CHUNK_CHARACTERS of text): the
+    # progress bar moves per chunk
+    index = write_records(args.output, vectorizer, meta,
+                          input_chunks(args, vectorizer.options.batch_size, CHUNK_CHARACTERS), write_mode(args),
+                          bar.update)
     bar.close()
     report(args, count, index, existing)
     return 0

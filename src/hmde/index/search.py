@@ -89,7 +89,7 @@ class Index(FileWrites):
         from ..encoders.registry import recorded_name, resolve_model_path
         from ..evaluation.provenance import model_hash
         from ..methods import default_method, method_class
-        from .builder import chunked, new_meta, write_records
+        from .builder import embedding_chunks, new_meta, write_records
 
         method = chosen.method or default_method(kind == "hmde", name)
         if method_class(method).fitted:
@@ -105,7 +105,8 @@ class Index(FileWrites):
         from .memory_plan import check_records_fit
 
         check_records_fit(meta, records, str(path))  # a flat index too large to search: refused before embedding
-        written = write_records(path, _vectorizer(loaded, method, batch_size), meta, chunked(records, batch_size))
+        written = write_records(path, _vectorizer(loaded, method, batch_size), meta,
+                                embedding_chunks(records, batch_size))
         return cls.with_model(written, name, kind, loaded, device)
 
     @classmethod
@@ -166,7 +167,7 @@ class Index(FileWrites):
 
     def _write(self, documents, mode: str, batch_size: int, delete: list[str] = (), progress=None) -> int:
         from ..io.documents import records_from
-        from .builder import chunked, write_records
+        from .builder import embedding_chunks, write_records
 
         check_batch_size(batch_size)
         records = records_from(documents)
@@ -179,7 +180,7 @@ class Index(FileWrites):
 
             check_records_fit(records, "documents")
         written = write_records(self.path, _vectorizer(self.model, meta.method, batch_size), meta,
-                                chunked(records, batch_size), mode, progress or (lambda n: None), delete)
+                                embedding_chunks(records, batch_size), mode, progress or (lambda n: None), delete)
         self._swap(written)
         return len(records) - getattr(written, "skipped", 0)
 
