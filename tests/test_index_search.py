@@ -1,6 +1,7 @@
 """Index build/search/add through the CLI; errors for mismatched models and bad input."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -335,10 +336,20 @@ def test_a_flat_index_that_would_not_fit_in_memory_is_refused_before_any_embeddi
     monkeypatch.setenv("HMDE_MEMORY_BYTES", "100000")  # a machine of 100 kB
     assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "idx"), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
-    # 40 x 1,200 characters: about 400 + 40 sentences; 480 vectors of 64 float32s are 122,880 bytes
+    # 40 x 1,200 characters: about 400 + 40 sentences; 480 vectors of 64 float32s are 122,880 bytes, and with the
+    # sentences as float16 40 x 256 + 440 x 128 = 66,560, within 90% of the machine's
     assert err == (f"hmde: error: {docs}: a flat index of 40 documents (about 440 sentence vectors) needs about "
-                   "123 kB of memory to search, this machine has 100 kB: build it with --type ivfpq (about 50 kB; "
-                   "--pq-m 96 bytes a vector), or on a machine with more memory")
+                   "123 kB of memory to search, this machine has 100 kB: build it with --sentence-dtype float16 "
+                   "(about 67 kB) or --type ivfpq (about 50 kB; --pq-m 96 bytes a vector), or on a machine with more "
+                   "memory")
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "idx"), "--no-progress",
+                 "--sentence-dtype", "float16"]) == 0  # what it names fits
+    assert json.loads((tmp_path / "idx" / "index.json").read_text())["sentence_dtype"] == "float16"
+    shutil.rmtree(tmp_path / "idx")
+    monkeypatch.setenv("HMDE_MEMORY_BYTES", "50000")  # float16 would not fit either: ivfpq alone is named
+    assert main(["index", "build", str(hmde_dir), str(docs), "-o", str(tmp_path / "idx"), "--no-progress"]) == 2
+    assert "build it with --type ivfpq (about 50 kB" in capsys.readouterr().err
+    monkeypatch.setenv("HMDE_MEMORY_BYTES", "100000")
     assert not (tmp_path / "idx").exists()
     with pytest.raises(HmdeError, match="needs about .* of memory to search"):
         Index.create(str(tmp_path / "py"), [{"doc_id": "a", "text": "The cat sat. " * 6000}], model=str(hmde_dir),

@@ -35,7 +35,9 @@ def index_meta(args: argparse.Namespace, model: str, model_sha256: str | None, d
                              sentence_vectors=getattr(args, "sentence_vectors", None) or "lower",
                              backend=recorded(getattr(args, "backend", None) or "torch", encoder),
                              store=getattr(args, "store", None) or "",
-                             language_debias=debias_mode(getattr(args, "language_debias", None)))
+                             language_debias=debias_mode(getattr(args, "language_debias", None)),
+                             sentence_dtype=getattr(args, "sentence_dtype", None) or "float32")
+    settings.check()
     return new_meta(settings, model, model_sha256, dim, method, args.output)
 
 
@@ -51,6 +53,7 @@ def check_build_output(args: argparse.Namespace):
     Returns the open index for ``--add`` (closed by the caller), else None. Without
     ``--model``/``--method``, an add uses the index's own.
     """
+    from ..index.meta import check_adding
     from ..index.store import DocumentIndex
     from ..ground.output_dirs import check_replaceable, check_writable_parent, is_hmde_index
     from ..encoders.registry import recorded_model, recorded_model_available
@@ -78,14 +81,7 @@ def check_build_output(args: argparse.Namespace):
                             f"--method {meta.method} (or leave --method out), not {args.method}")
         args.method = meta.method
         args.backend = for_adding(args.backend, meta, args.output)
-        if args.multi_vector and not meta.multi_vector:
-            raise HmdeError(f"index {args.output} stores one vector per document; --multi-vector needs an index built "
-                            "with it (rebuild, or add without --multi-vector)")
-        if args.multi_vector is False and meta.multi_vector:
-            raise HmdeError(f"index {args.output} stores every sentence's vector; add to it without --single-vector")
-        if args.sentence_vectors and meta.multi_vector and args.sentence_vectors != meta.sentence_vectors:
-            raise HmdeError(f"index {args.output} stores '{meta.sentence_vectors}' sentence vectors; add to it with "
-                            f"--sentence-vectors {meta.sentence_vectors} (or leave it out)")
+        check_adding(meta, args.output, args.multi_vector, args.sentence_vectors, getattr(args, "sentence_dtype", None))
         args.multi_vector, args.sentence_vectors = meta.multi_vector, meta.sentence_vectors or None
         if args.model is None:
             model = recorded_model(meta.model)
@@ -210,8 +206,7 @@ def stream_into_index(args: argparse.Namespace, existing, stats, count: int, lan
     bar = tqdm(total=count, desc="documents", unit="doc", disable=args.no_progress)
     meta = index_meta(args, path, model_hash(resolve_model_path(path)), dim, method, model)
     check_memory(args, existing.meta if existing is not None else meta, count, existing)  # before any embedding
-    # one chunk at a time, as hmde.Index embeds (at least a batch of documents and CHUNK_CHARACTERS of text): the
-    # progress bar moves per chunk
+    # one chunk at a time (at least a batch and CHUNK_CHARACTERS of text), as hmde.Index: the bar moves per chunk
     index = write_records(args.output, vectorizer, meta,
                           input_chunks(args, vectorizer.options.batch_size, CHUNK_CHARACTERS), write_mode(args),
                           bar.update)

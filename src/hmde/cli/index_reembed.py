@@ -55,7 +55,7 @@ def build_arguments(args: argparse.Namespace, source_meta) -> argparse.Namespace
         if mode else None,
         preset=None, long_documents=None, long_sentences=None, segmentation=None, bf16=False,
         lawdr_stats=None, device=args.device, no_progress=args.no_progress, engine="local", add=False, lang=None,
-        language_debias=source_meta.language_debias or "none")
+        language_debias=source_meta.language_debias or "none", sentence_dtype=source_meta.sentence_dtype)
 
 
 def check_new_output(args: argparse.Namespace, source: Path) -> dict | None:

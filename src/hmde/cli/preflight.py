@@ -58,13 +58,13 @@ def counting_chars(records, args):
 def check_memory(args, meta, count: int, existing=None) -> None:
     """A flat index whose search would not fit this machine's memory, refused before the model embeds anything
     (:func:`hmde.index.memory_plan.check_fits`; an add counts the sentences the index holds)."""
-    from ..index.memory_plan import check_fits
+    from ..index.memory_plan import check_fits, sentence_bytes
 
     if meta.store or (existing is not None and existing.meta.store):
         return
     held = len(existing.sentence_vectors) + existing.meta.count if existing is not None else 0
     check_fits(meta.index_type, bool(meta.multi_vector), count, getattr(args, "input_chars", 0), meta.dim,
-               meta.pq_m or 96, held, str(args.input))
+               meta.pq_m or 96, held, str(args.input), sentence_bytes(meta))
 
 
 def check_index_size(count: int, args) -> None:

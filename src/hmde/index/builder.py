@@ -29,6 +29,7 @@ from .store import DocumentBatch, DocumentIndex, IndexMeta, INDEX_TYPES
 # sentences), and at most CHUNK_DOCUMENTS documents (memory holds one chunk, not the input): embedding_chunks
 CHUNK_CHARACTERS = 120_000
 CHUNK_DOCUMENTS = 2048
+SENTENCE_DTYPES = ("float32", "float16")
 MODES = ("create", "add", "upsert", "skip")  # skip: add, passing over the ids the index holds (under the lock)
 
 
@@ -47,6 +48,9 @@ class IndexSettings:
     backend: str = "auto"  # hmde.encoders.backends: ONNX Runtime for a bundled model on a CPU, else PyTorch
     store: str = ""  # "milvus:PATH_OR_URI": the vectors in Milvus (hmde.index.milvus_store); "": this folder
     language_debias: str = "subspace+calibrate"  # hmde.index.language_debias.MODES (issue 56); "": none
+    # how sentences.npy stores the sentence vectors: "float32" (the default) or "float16" (the dev collections rank
+    # alike, half the bytes, a flat search faster: docs/scaling.md; hmde's own files only)
+    sentence_dtype: str = "float32"
 
     def check(self) -> None:
         if self.index_type not in INDEX_TYPES:
@@ -55,6 +59,11 @@ class IndexSettings:
             raise HmdeError(f"sentence_vectors must be 'lower' or 'context', got {self.sentence_vectors!r}")
         if self.hnsw_m < 2 or self.ivf_lists < 1 or self.pq_m < 1:
             raise HmdeError("hnsw_m must be >= 2, ivf_lists and pq_m >= 1")
+        if self.sentence_dtype not in SENTENCE_DTYPES:
+            raise HmdeError(f"sentence_dtype must be one of {', '.join(SENTENCE_DTYPES)}, got {self.sentence_dtype!r}")
+        if self.sentence_dtype == "float16" and self.store:
+            raise HmdeError(f"sentence_dtype {self.sentence_dtype} applies to hmde's own files; a store keeps the "
+                            "vectors it is given (float32 in Milvus)")
 
 
 def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim: int, method: str,
@@ -79,7 +88,8 @@ def new_meta(settings: IndexSettings, model: str, model_sha256: str | None, dim:
                      backend=settings.backend or "auto", multi_vector=bool(settings.multi_vector),
                      language_debias=settings.language_debias,
                      sentence_vectors=(settings.sentence_vectors or "lower") if settings.multi_vector else "",
-                     sentences_once=settings.index_type == "flat" and bool(settings.multi_vector) and not settings.store)
+                     sentences_once=settings.index_type == "flat" and bool(settings.multi_vector) and not settings.store,
+                     sentence_dtype=settings.sentence_dtype)
 
 
 def contextual(meta: IndexMeta) -> bool:
@@ -195,8 +205,8 @@ def _describe_local(index: DocumentIndex) -> dict:
     on_disk = sum(p.stat().st_size for p in Path(index.path).rglob("*") if p.is_file())
     return {"path": str(index.path), "model": meta.model, "model_sha256": meta.model_sha256, "method": meta.method,
             "dim": meta.dim, "index_type": meta.index_type, "multi_vector": meta.multi_vector,
-            "sentence_vectors": meta.sentence_vectors or None, "bm25": meta.bm25, "backend": meta.backend,
-            "documents": meta.live, "deleted_documents": meta.deleted,
+            "sentence_vectors": meta.sentence_vectors or None, "sentence_dtype": meta.sentence_dtype, "bm25": meta.bm25,
+            "backend": meta.backend, "documents": meta.live, "deleted_documents": meta.deleted,
             "sentences": int(len(index.sentence_vectors)) - deleted_sentences,
             "deleted_sentences": deleted_sentences, "languages": languages,
             "language_debias": meta.language_debias or "none", "bytes_on_disk": int(on_disk)}

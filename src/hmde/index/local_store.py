@@ -88,6 +88,10 @@ class LocalStore:
         except (ValueError, OSError, EOFError) as exc:
             raise InputError(f"not a readable .npy array ({first_line(exc)}); rebuild the index",
                              path=str(path / "sentences.npy")) from None
+        if str(sentences.dtype) != meta.sentence_dtype:  # what the index records, or a damaged record
+            rows_file.close()
+            raise InputError(f"holds {sentences.dtype} vectors where index.json says {meta.sentence_dtype}; rebuild "
+                             "the index", path=str(path / "sentences.npy"))
         try:
             # attached to a private in-memory database: duckdb.connect(file) would share one cached
             # instance per path within a process, so a reopened index could see the replaced file

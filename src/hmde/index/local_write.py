@@ -90,7 +90,7 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
         meta = IndexMeta(**asdict(old.meta))
     # the database closes however the write ends: a failed write (a full disk, a duplicate id answered 4xx
     # by the server) must not keep the temporary's file open in a long-lived process
-    with atomic_dir(path) as tmp, GrowingNpy(tmp / "sentences.npy", meta.dim) as sentence_file, \
+    with atomic_dir(path) as tmp, GrowingNpy(tmp / "sentences.npy", meta.dim, meta.sentence_dtype) as sentence_file, \
             contextlib.ExitStack() as open_files:
         if old is not None:
             index = old.index
@@ -160,6 +160,8 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
             flat = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in (batch.sentence_vectors or [])]
             if sum(len(v) for v in flat):
                 batch_sentences = normalize(np.concatenate(flat))
+                if meta.sentence_dtype == "float16":  # as stored: the statistics and FAISS see the file's values
+                    batch_sentences = batch_sentences.astype(np.float16).astype(np.float32)
                 sentence_file.append(batch_sentences)
                 if stats is not None:
                     stats.update(batch.langs, np.split(batch_sentences, np.cumsum([len(v) for v in flat])[:-1]))

@@ -38,20 +38,25 @@ def gb(n: float) -> str:
 
 
 def check_fits(index_type: str, multi_vector: bool, documents: int, text_chars: int, dim: int, pq_m: int = 96,
-               held_sentences: int = 0, where: str = "the collection") -> None:
+               held_sentences: int = 0, where: str = "the collection", sentence_bytes: int = 4) -> None:
     """Refuse a flat index whose search would not fit in memory (``held_sentences``: those an index being added to
-    holds already), naming what it needs and what fits."""
+    holds already; ``sentence_bytes``: 4 a number, 2 for float16 sentence vectors), naming what it needs and what
+    fits."""
     if index_type != "flat":
         return
     sentences = (text_chars // CHARS_PER_SENTENCE + documents if multi_vector else 0) + held_sentences
-    need = (documents + sentences) * dim * 4
+    need = documents * dim * 4 + sentences * dim * sentence_bytes
     have = machine_memory()
     if need <= USABLE * have:
         return
     compressed = (documents + sentences) * (pq_m + 8)
+    half = documents * dim * 4 + sentences * dim * 2  # float16 sentence vectors, where they are not already
+    smaller = f"--sentence-dtype float16 (about {gb(half)}) or " if sentence_bytes == 4 and sentences and \
+        half <= USABLE * have else ""
     raise HmdeError(f"{where}: a flat index of {documents:,} documents (about {sentences:,} sentence vectors) needs "
-                    f"about {gb(need)} of memory to search, this machine has {gb(have)}: build it with --type ivfpq "
-                    f"(about {gb(compressed)}; --pq-m {pq_m} bytes a vector), or on a machine with more memory")
+                    f"about {gb(need)} of memory to search, this machine has {gb(have)}: build it with {smaller}"
+                    f"--type ivfpq (about {gb(compressed)}; --pq-m {pq_m} bytes a vector), or on a machine with more "
+                    "memory")
 
 
 def check_records_fit(meta, records, where: str) -> None:
@@ -59,4 +64,11 @@ def check_records_fit(meta, records, where: str) -> None:
     if meta.store:
         return
     chars = sum(len(r.text) if isinstance(r.text, str) else sum(map(len, r.text)) for r in records)
-    check_fits(meta.index_type, bool(meta.multi_vector), len(records), chars, meta.dim, meta.pq_m or 96, 0, where)
+    check_fits(meta.index_type, bool(meta.multi_vector), len(records), chars, meta.dim, meta.pq_m or 96, 0, where,
+               sentence_bytes(meta))
+
+
+def sentence_bytes(meta) -> int:
+    """The bytes of one stored sentence vector's number: 2 where the index stores float16 (only hmde's own flat
+    index holds them as such), else 4."""
+    return 2 if getattr(meta, "sentence_dtype", "float32") == "float16" else 4

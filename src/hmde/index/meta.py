@@ -44,6 +44,9 @@ class IndexMeta:
     # a flat multi-vector index written since issue 96 keeps its sentence vectors once, in sentences.npy: its flat
     # FAISS index of them is made from that file when the index opens (sentences.faiss held a second copy)
     sentences_once: bool = False
+    # how sentences.npy stores each sentence vector: "float32" (every index before issue 96's item 3) or "float16"
+    # (half the bytes on disk and in a flat index's memory; a flat index searches it as FAISS's fp16 scalar codes)
+    sentence_dtype: str = "float32"
     # rows of the FAISS indexes whose documents were deleted or replaced (docs.duckdb's table deleted): masked at
     # search time until `compact` drops them; ``count`` counts every row, ``count - deleted`` the live documents
     deleted: int = 0
@@ -140,12 +143,32 @@ def read_index_meta(path: Path) -> IndexMeta:
         raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace+calibrate, subspace, or "
                          "none)",
                          path=str(path), field="language_debias")
+    if raw.get("sentence_dtype", "float32") not in ("float32", "float16"):
+        raise InputError(f"must be 'float32' or 'float16', got {raw['sentence_dtype']!r}", path=str(path),
+                         field="sentence_dtype")
     if raw.get("store", "") not in ("", "milvus"):
         raise InputError(f"unknown store {raw['store']!r} (milvus, or none)", path=str(path), field="store")
     if raw["index_type"] not in INDEX_TYPES:
         raise InputError(f"unknown index type {raw['index_type']!r} ({', '.join(INDEX_TYPES)})", path=str(path),
                          field="index_type")
     return IndexMeta(**raw)
+
+
+def check_adding(meta: IndexMeta, path, multi_vector: bool | None, sentence_vectors: str | None,
+                 sentence_dtype: str | None) -> None:
+    """An add (``hmde index build --add``) that names settings other than the index's own is one line (None: the
+    index's)."""
+    if multi_vector and not meta.multi_vector:
+        raise HmdeError(f"index {path} stores one vector per document; --multi-vector needs an index built "
+                        "with it (rebuild, or add without --multi-vector)")
+    if multi_vector is False and meta.multi_vector:
+        raise HmdeError(f"index {path} stores every sentence's vector; add to it without --single-vector")
+    if sentence_vectors and meta.multi_vector and sentence_vectors != meta.sentence_vectors:
+        raise HmdeError(f"index {path} stores '{meta.sentence_vectors}' sentence vectors; add to it with "
+                        f"--sentence-vectors {meta.sentence_vectors} (or leave it out)")
+    if sentence_dtype and sentence_dtype != meta.sentence_dtype:
+        raise HmdeError(f"index {path} stores {meta.sentence_dtype} sentence vectors; add to it with "
+                        f"--sentence-dtype {meta.sentence_dtype} (or leave it out)")
 
 
 def check_compatible(meta: IndexMeta, model_sha256: str | None, dim: int, path: Path) -> None:

@@ -124,7 +124,7 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
                               str(tmp / SENTENCE_INDEX))
         if (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics
             share(path / "languages.npz", tmp / "languages.npz")
-        with GrowingNpy(tmp / "sentences.npy", meta.dim) as out:
+        with GrowingNpy(tmp / "sentences.npy", meta.dim, meta.sentence_dtype) as out:
             for start in range(0, len(live_sentences), COPY_ROWS):  # streamed: a chunk in memory, not the file
                 out.append(np.asarray(old.sentence_vectors[live_sentences[start:start + COPY_ROWS]], np.float32))
         new_doc = np.full(meta.count, -1, np.int64)
