@@ -69,6 +69,55 @@ def test_every_write_keeps_float16_and_equals_a_fresh_build(hmde_dir, tmp_path):
         assert_same_hits([sorted(q) for q in living], [sorted(q) for q in ranked(fresh)])
 
 
+def test_compaction_converts_an_index_without_embedding_and_equals_a_fresh_build(hmde_dir, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """An index built as float32 becomes float16 by `hmde index compact --sentence-dtype float16` (or
+    ``Index.compact(sentence_dtype=...)``): written again, nothing embedded again, its language statistics those of
+    the values as stored, so it ranks as a fresh float16 build of the same documents."""
+    from hmde.index.mutations import compact_index
+    from hmde.methods.vectorizer import DocumentVectorizer
+
+    with Index.create(str(tmp_path / "idx"), DOCS, model=str(hmde_dir)) as index:
+        index.delete(["d1"])
+        stored = np.load(tmp_path / "idx" / "sentences.npy")
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("a compaction embeds nothing")
+
+        monkeypatch.setattr(DocumentVectorizer, "encode_with_sentences", refuse)
+        assert index.compact(sentence_dtype="float16") == 1
+        assert index.info()["sentence_dtype"] == "float16"
+        converted = ranked(index)
+        monkeypatch.undo()
+    half = np.load(tmp_path / "idx" / "sentences.npy")
+    assert half.dtype == np.float16 and len(half) == len(stored) - 2  # d1's two sentences dropped
+    kept = [d for d in DOCS if d["doc_id"] != "d1"]
+    with Index.create(str(tmp_path / "fresh"), kept, model=str(hmde_dir), sentence_dtype="float16") as fresh:
+        assert_same_hits([sorted(q) for q in converted], [sorted(q) for q in ranked(fresh)])
+    capsys.readouterr()
+    assert main(["index", "compact", str(tmp_path / "idx")]) == 0  # nothing deleted, the kind it has: nothing to do
+    assert "holds no deleted document: nothing to compact" in capsys.readouterr().out
+    assert main(["index", "compact", str(tmp_path / "idx"), "--sentence-dtype", "float32"]) == 0
+    assert "0 deleted documents dropped; its sentence vectors are float32" in capsys.readouterr().out
+    back = np.load(tmp_path / "idx" / "sentences.npy")
+    assert back.dtype == np.float32 and np.array_equal(back, half.astype(np.float32))  # the rounded values kept
+    with pytest.raises(HmdeError, match="sentence_dtype must be one of float32, float16, got 'int8'"):
+        compact_index(tmp_path / "idx", "int8")
+
+
+def test_an_hnsw_index_converted_keeps_its_graph_and_its_hits(hmde_dir, tmp_path):
+    with Index.create(str(tmp_path / "idx"), DOCS, model=str(hmde_dir), index_type="hnsw") as index:
+        before = ranked(index)
+        assert index.compact(sentence_dtype="float16") == 0  # nothing deleted: written again all the same
+        after = ranked(index)
+        assert index.info()["sentence_dtype"] == "float16" and index.info()["documents"] == len(DOCS)
+    assert np.load(tmp_path / "idx" / "sentences.npy").dtype == np.float16
+    for x, y in zip(before, after):  # the graph's vectors stay float32; the stored sentences are rounded
+        assert sorted(d for d, _, _ in x) == sorted(d for d, _, _ in y)
+        got = {d: v for d, v, _ in y}
+        np.testing.assert_allclose([v for _, v, _ in x], [got[d] for d, _, _ in x], atol=2e-3)
+
+
 def test_the_command_line_builds_float16_and_refuses_what_disagrees(hmde_dir, tmp_path, capsys):
     src, more = tmp_path / "d.jsonl", tmp_path / "more.jsonl"
     src.write_text("".join(json.dumps(d) + "\n" for d in DOCS[:4]))

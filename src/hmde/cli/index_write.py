@@ -35,6 +35,9 @@ def register(isub) -> None:
     d.set_defaults(func=run_delete)
     c = isub.add_parser("compact", help="write the index again without its deleted documents")
     c.add_argument("index", metavar="INDEX_DIR")
+    c.add_argument("--sentence-dtype", choices=["float32", "float16"], default=None,
+                   help="store the sentence vectors as this from now on (float16: half the bytes; nothing is "
+                   "embedded again; docs/scaling.md)")
     c.set_defaults(func=run_compact)
     i = isub.add_parser("info", help="model, method, kind, live and deleted documents and sentences, languages, size")
     i.add_argument("index", metavar="INDEX_DIR")
@@ -76,9 +79,10 @@ def run_delete(args: argparse.Namespace) -> int:
 def run_compact(args: argparse.Namespace) -> int:
     from ..index.mutations import compact_index
 
-    dropped = compact_index(args.index)
-    print(f"compacted {args.index}: {dropped} deleted document{'s' if dropped != 1 else ''} dropped" if dropped
-          else f"{args.index} holds no deleted document: nothing to compact")
+    dropped = compact_index(args.index, args.sentence_dtype)
+    stored = f"; its sentence vectors are {args.sentence_dtype}" if args.sentence_dtype else ""
+    print(f"compacted {args.index}: {dropped} deleted document{'s' if dropped != 1 else ''} dropped{stored}"
+          if dropped or args.sentence_dtype else f"{args.index} holds no deleted document: nothing to compact")
     return 0
 
 

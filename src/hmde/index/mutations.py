@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import HmdeError
 from ..ground.atomic import atomic_dir, through_links
 from ..ground.locks import exclusive_writer
 from .store import (DELETED_TABLE, DOCS_TABLE, SENTENCES_TABLE, SENTENCE_INDEX, DocumentIndex, IndexMeta,
@@ -92,37 +93,51 @@ def _commit_delete(path: Path, meta: IndexMeta, ids: list[str]) -> int:
     return len(moved)
 
 
-def compact_index(path: str | Path) -> int:
+def compact_index(path: str | Path, sentence_dtype: str | None = None) -> int:
     """Write the index again without its deleted rows (renumbered: row i is the i-th live document in the
-    order they were added); returns how many rows were dropped (0: nothing to do, nothing written)."""
+    order they were added); returns how many rows were dropped (0: nothing to do, nothing written).
+    ``sentence_dtype`` ("float32" or "float16"; None: the index's): its sentence vectors stored as that from now on,
+    written again even where nothing was deleted (nothing is embedded again; float16 to float32 keeps the rounded
+    values)."""
+    from .builder import SENTENCE_DTYPES
+
+    if sentence_dtype is not None and sentence_dtype not in SENTENCE_DTYPES:
+        raise HmdeError(f"sentence_dtype must be one of {', '.join(SENTENCE_DTYPES)}, got {sentence_dtype!r}")
     path = through_links(path)
     with exclusive_writer(path):
         old = DocumentIndex.open(path)
         try:
-            if not old.meta.deleted:  # nothing masked (an index stored in Milvus: Milvus compacts by itself)
+            if old.meta.store and sentence_dtype not in (None, "float32"):
+                raise HmdeError(f"index {path} keeps its vectors in {old.meta.store}, which stores them as float32")
+            converts = sentence_dtype not in (None, old.meta.sentence_dtype) and not old.meta.store
+            if not old.meta.deleted and not converts:  # nothing masked (an index stored in Milvus compacts by itself)
                 return 0
             dropped = old.meta.deleted
-            _commit_compact(path, old)
+            _commit_compact(path, old, sentence_dtype if converts else None)
             return dropped
         finally:
             old.close()
 
 
-def _commit_compact(path: Path, old: DocumentIndex) -> None:
+def _commit_compact(path: Path, old: DocumentIndex, sentence_dtype: str | None = None) -> None:
     import duckdb
     import faiss
 
     from ..io.growing_npy import GrowingNpy
 
     meta = IndexMeta(**asdict(old.meta))
-    live_docs = np.flatnonzero(old.live_mask("documents"))
-    live_sentences = np.flatnonzero(old.live_mask("sentences"))
+    meta.sentence_dtype = sentence_dtype or meta.sentence_dtype
+    # every row where nothing was deleted (a compaction that changes the sentence vectors' kind)
+    live_docs, live_sentences = (np.arange(n, dtype=np.int64) if mask is None else np.flatnonzero(mask) for mask, n in (
+        (old.live_mask("documents"), meta.count), (old.live_mask("sentences"), len(old.sentence_vectors))))
     with atomic_dir(path) as tmp:
         faiss.write_index(_without(old.index, meta.index_type, live_docs, meta.count), str(tmp / "vectors.faiss"))
         if not meta.sentences_once and old.sentence_index is not None:  # else sentences.npy alone: no FAISS file
             faiss.write_index(_without(old.sentence_index, meta.index_type, live_sentences, len(old.sentence_vectors)),
                               str(tmp / SENTENCE_INDEX))
-        if (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics
+        if sentence_dtype and meta.language_debias:  # the statistics of the values as they will be stored
+            _stats_as_stored(old, meta).save(tmp)
+        elif (path / "languages.npz").is_file():  # the live documents' sentences: the same statistics
             share(path / "languages.npz", tmp / "languages.npz")
         with GrowingNpy(tmp / "sentences.npy", meta.dim, meta.sentence_dtype) as out:
             for start in range(0, len(live_sentences), COPY_ROWS):  # streamed: a chunk in memory, not the file
@@ -156,6 +171,18 @@ def _commit_compact(path: Path, old: DocumentIndex) -> None:
 
 
 COPY_ROWS = 65_536  # sentence vectors copied at a time by compact
+
+
+def _stats_as_stored(old: DocumentIndex, meta: IndexMeta):
+    """The language statistics of ``old``'s live documents' sentence vectors as ``meta`` stores them (a compaction
+    that changes their kind: a write adds them as stored, so a fresh build of the same documents agrees)."""
+    from .language_debias import LanguageStats
+
+    stats = LanguageStats(meta.dim)
+    for lang, start, count in old._query("SELECT lang, sent_start, sent_count FROM docs ORDER BY row"):
+        rows = np.asarray(old.sentence_vectors[start:start + count], np.float32)
+        stats.update([lang], [rows.astype(meta.sentence_dtype).astype(np.float32)])
+    return stats
 
 
 def _without(index, kind: str, keep: np.ndarray, total: int):

@@ -200,12 +200,13 @@ class Index(FileWrites):
         self._swap(DocumentIndex.open(self.path))
         return deleted
 
-    def compact(self) -> int:
-        """Write the index again without its deleted rows; how many were dropped."""
+    def compact(self, sentence_dtype: str | None = None) -> int:
+        """Write the index again without its deleted rows (``sentence_dtype``: its sentence vectors stored as that
+        from now on, :func:`~hmde.index.mutations.compact_index`); how many were dropped."""
         from .mutations import compact_index
         from .store import DocumentIndex
 
-        dropped = compact_index(self.path)
+        dropped = compact_index(self.path, sentence_dtype)
         self._swap(DocumentIndex.open(self.path))
         return dropped
 
