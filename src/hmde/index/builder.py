@@ -23,13 +23,13 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..errors import HmdeError
+from .meta import SENTENCE_DTYPES
 from .store import DocumentBatch, DocumentIndex, IndexMeta, INDEX_TYPES
 
 # an index embeds its documents in chunks of at least --batch-size documents and this much text (about 1,000 news
 # sentences), and at most CHUNK_DOCUMENTS documents (memory holds one chunk, not the input): embedding_chunks
 CHUNK_CHARACTERS = 120_000
 CHUNK_DOCUMENTS = 2048
-SENTENCE_DTYPES = ("float32", "float16")
 MODES = ("create", "add", "upsert", "skip")  # skip: add, passing over the ids the index holds (under the lock)
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..align.similarity import normalize
 from ..errors import HmdeError
 from ..ground.atomic import atomic_dir
-from ..io.growing_npy import GrowingNpy
+from ..io.growing_npy import GrowingNpy, as_stored
 from ..io.representation_parquet import metadata_texts
 from .faiss_files import SENTENCE_INDEX, new_faiss_index, sentence_lists_for
 from .meta import IndexMeta, check_compatible, finish_version
@@ -160,8 +160,8 @@ def write_local(opener, path: Path, meta: IndexMeta, batches: Iterable[DocumentB
             flat = [np.asarray(v, np.float32).reshape(-1, meta.dim) for v in (batch.sentence_vectors or [])]
             if sum(len(v) for v in flat):
                 batch_sentences = normalize(np.concatenate(flat))
-                if meta.sentence_dtype == "float16":  # as stored: the statistics and FAISS see the file's values
-                    batch_sentences = batch_sentences.astype(np.float16).astype(np.float32)
+                # as the file stores them (float16: rounded): the statistics and FAISS see the file's values
+                batch_sentences = as_stored(batch_sentences, meta.sentence_dtype)
                 sentence_file.append(batch_sentences)
                 if stats is not None:
                     stats.update(batch.langs, np.split(batch_sentences, np.cumsum([len(v) for v in flat])[:-1]))

@@ -69,6 +69,8 @@ def check_records_fit(meta, records, where: str) -> None:
 
 
 def sentence_bytes(meta) -> int:
-    """The bytes of one stored sentence vector's number: 2 where the index stores float16 (only hmde's own flat
-    index holds them as such), else 4."""
-    return 2 if getattr(meta, "sentence_dtype", "float32") == "float16" else 4
+    """The bytes of one stored sentence vector's number: its ``sentence_dtype``'s (float16: 2; float32, and an index
+    stored in Milvus: 4)."""
+    import numpy as np
+
+    return np.dtype(getattr(meta, "sentence_dtype", "float32")).itemsize

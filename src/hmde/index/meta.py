@@ -12,6 +12,8 @@ from ..errors import HmdeError, InputError
 from ..ground.atomic import carry_foreign_entries
 from .language_debias import MODES as DEBIAS_MODES
 
+SENTENCE_DTYPES = ("float32", "float16")  # how sentences.npy may store each sentence vector
+
 INDEX_FORMAT = "hmde-index/1"
 INDEX_TYPES = ("flat", "hnsw", "ivf", "ivfpq")
 PQ_BITS = 8  # 256 centroids per sub-quantiser: one byte per sub-vector
@@ -143,9 +145,9 @@ def read_index_meta(path: Path) -> IndexMeta:
         raise InputError(f"unknown language_debias {raw['language_debias']!r} (subspace+calibrate, subspace, or "
                          "none)",
                          path=str(path), field="language_debias")
-    if raw.get("sentence_dtype", "float32") not in ("float32", "float16"):
-        raise InputError(f"must be 'float32' or 'float16', got {raw['sentence_dtype']!r}", path=str(path),
-                         field="sentence_dtype")
+    if raw.get("sentence_dtype", "float32") not in SENTENCE_DTYPES:
+        raise InputError(f"must be {' or '.join(map(repr, SENTENCE_DTYPES))}, got {raw['sentence_dtype']!r}",
+                         path=str(path), field="sentence_dtype")
     if raw.get("store", "") not in ("", "milvus"):
         raise InputError(f"unknown store {raw['store']!r} (milvus, or none)", path=str(path), field="store")
     if raw["index_type"] not in INDEX_TYPES:

@@ -204,7 +204,7 @@ class MilvusIndex:
             languages[key] = languages.get(key, 0) + 1
         return {"path": str(self.path), "model": meta.model, "model_sha256": meta.model_sha256, "method": meta.method,
                 "dim": meta.dim, "index_type": meta.index_type, "multi_vector": meta.multi_vector,
-                "sentence_vectors": meta.sentence_vectors or None, "sentence_dtype": "float32", "bm25": False,
+                "sentence_vectors": meta.sentence_vectors or None, "sentence_dtype": meta.sentence_dtype, "bm25": False,
                 "backend": meta.backend,
                 "documents": sum(languages.values()), "deleted_documents": 0,
                 "sentences": self.count(self.visible(True), self.sentences), "deleted_sentences": 0,

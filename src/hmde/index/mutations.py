@@ -29,6 +29,7 @@ from ..ground.locks import exclusive_writer
 from .store import (DELETED_TABLE, DOCS_TABLE, SENTENCES_TABLE, SENTENCE_INDEX, DocumentIndex, IndexMeta,
                     finish_version, move_to_deleted, write_bm25)
 
+from .meta import SENTENCE_DTYPES
 from .records import UnknownIds  # noqa: F401  (raised by delete_documents)
 
 
@@ -99,8 +100,6 @@ def compact_index(path: str | Path, sentence_dtype: str | None = None) -> int:
     ``sentence_dtype`` ("float32" or "float16"; None: the index's): its sentence vectors stored as that from now on,
     written again even where nothing was deleted (nothing is embedded again; float16 to float32 keeps the rounded
     values)."""
-    from .builder import SENTENCE_DTYPES
-
     if sentence_dtype is not None and sentence_dtype not in SENTENCE_DTYPES:
         raise HmdeError(f"sentence_dtype must be one of {', '.join(SENTENCE_DTYPES)}, got {sentence_dtype!r}")
     path = through_links(path)
@@ -127,9 +126,8 @@ def _commit_compact(path: Path, old: DocumentIndex, sentence_dtype: str | None =
 
     meta = IndexMeta(**asdict(old.meta))
     meta.sentence_dtype = sentence_dtype or meta.sentence_dtype
-    # every row where nothing was deleted (a compaction that changes the sentence vectors' kind)
-    live_docs, live_sentences = (np.arange(n, dtype=np.int64) if mask is None else np.flatnonzero(mask) for mask, n in (
-        (old.live_mask("documents"), meta.count), (old.live_mask("sentences"), len(old.sentence_vectors))))
+    live_docs = _live_rows(old, "documents", meta.count)
+    live_sentences = _live_rows(old, "sentences", len(old.sentence_vectors))
     with atomic_dir(path) as tmp:
         faiss.write_index(_without(old.index, meta.index_type, live_docs, meta.count), str(tmp / "vectors.faiss"))
         if not meta.sentences_once and old.sentence_index is not None:  # else sentences.npy alone: no FAISS file
@@ -173,15 +171,22 @@ def _commit_compact(path: Path, old: DocumentIndex, sentence_dtype: str | None =
 COPY_ROWS = 65_536  # sentence vectors copied at a time by compact
 
 
+def _live_rows(old: DocumentIndex, kind: str, total: int) -> np.ndarray:
+    """The live rows of ``kind``, ascending: every row where nothing was deleted (``live_mask`` is None then; a
+    compaction that changes the sentence vectors' kind)."""
+    mask = old.live_mask(kind)
+    return np.arange(total, dtype=np.int64) if mask is None else np.flatnonzero(mask)
+
+
 def _stats_as_stored(old: DocumentIndex, meta: IndexMeta):
     """The language statistics of ``old``'s live documents' sentence vectors as ``meta`` stores them (a compaction
     that changes their kind: a write adds them as stored, so a fresh build of the same documents agrees)."""
+    from ..io.growing_npy import as_stored
     from .language_debias import LanguageStats
 
     stats = LanguageStats(meta.dim)
     for lang, start, count in old._query("SELECT lang, sent_start, sent_count FROM docs ORDER BY row"):
-        rows = np.asarray(old.sentence_vectors[start:start + count], np.float32)
-        stats.update([lang], [rows.astype(meta.sentence_dtype).astype(np.float32)])
+        stats.update([lang], [as_stored(old.sentence_vectors[start:start + count], meta.sentence_dtype)])
     return stats
 
 

@@ -25,6 +25,12 @@ def _header(rows: int, dim: int, descr: str = "<f4") -> bytes:
     return b"\x93NUMPY\x01\x00" + (HEADER_BYTES - 10).to_bytes(2, "little") + body + b" " * pad + b"\n"
 
 
+def as_stored(rows: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 ``rows`` as a file of ``dtype`` gives them back (float16: rounded), as float32."""
+    rows = np.asarray(rows, np.float32)
+    return rows if dtype == "float32" else rows.astype(DTYPES[dtype]).astype(np.float32)
+
+
 class GrowingNpy:
     """``with GrowingNpy(path, dim) as out: out.append(rows)...``; ``out.rows`` counts what was written; ``dtype``
     "float32" (default) or "float16" (rows are rounded to it as they are appended)."""
